@@ -1,0 +1,174 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// CallRequest is the body of POST /api/v1/workspaces/{id}/calls.
+type CallRequest struct {
+	Endpoint string          `json:"endpoint"`
+	Payload  json.RawMessage `json:"payload"`
+	// Timeout in seconds, in [0.1, 600]; default 30.
+	Timeout *float64 `json:"timeout"`
+	// CorrelationID is generated when absent.
+	CorrelationID string `json:"correlation_id"`
+	// WaitForWorkspaceMS > 0 holds the call while the workspace is offline
+	// (up to the call's deadline) instead of answering workspace_offline.
+	WaitForWorkspaceMS int64 `json:"wait_for_workspace_ms"`
+}
+
+func (b *Broker) routes() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery())
+	r.HandleMethodNotAllowed = true
+	r.POST("/api/v1/workspaces/:id/calls", b.handleCall)
+	r.GET("/api/v1/workspaces", b.handleList)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": b.cfg.InstanceID}) })
+	r.GET("/readyz", func(c *gin.Context) {
+		if err := b.Ready(c.Request.Context()); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	metricsHandler := promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{})
+	r.GET("/metrics", gin.WrapH(metricsHandler))
+	r.NoRoute(func(c *gin.Context) {
+		apiError(c, http.StatusNotFound, protocol.CodeInvalidRequest, "no such path: "+c.Request.URL.Path)
+	})
+	r.NoMethod(func(c *gin.Context) {
+		apiError(c, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "method not allowed: "+c.Request.Method)
+	})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/socket.io/", b.handleSocket)
+	mux.Handle("/", r)
+	return mux
+}
+
+// apiError answers a request that never became a call.
+func apiError(c *gin.Context, status int, code, msg string) {
+	c.AbortWithStatusJSON(status, protocol.ToolResponse{Error: code, Message: msg})
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if strings.HasPrefix(h, "Bearer ") {
+		return strings.TrimSpace(h[len("Bearer "):])
+	}
+	return ""
+}
+
+func authStatus(err error) int {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeForbidden {
+		return http.StatusForbidden
+	}
+	return http.StatusUnauthorized
+}
+
+func (b *Broker) handleCall(c *gin.Context) {
+	start := time.Now()
+	ws := c.Param("id")
+	if _, err := b.auth.verify(bearer(c.Request), RoleCaller, ws); err != nil {
+		pe := err.(*protocol.Error)
+		b.metrics.calls.WithLabelValues(pe.Code).Inc()
+		apiError(c, authStatus(err), pe.Code, pe.Message)
+		return
+	}
+	// The body holds the payload plus a little envelope.
+	limit := int64(b.cfg.MaxPayload)
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	if err != nil {
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "reading body: "+err.Error())
+		return
+	}
+	if int64(len(body)) > limit {
+		b.metrics.calls.WithLabelValues(protocol.CodePayloadTooLarge).Inc()
+		apiError(c, http.StatusRequestEntityTooLarge, protocol.CodePayloadTooLarge, "request body over the broker's maxPayload")
+		return
+	}
+	var req CallRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "body is not a JSON call: "+err.Error())
+		return
+	}
+	timeout := protocol.DefaultTimeout
+	if req.Timeout != nil {
+		timeout = *req.Timeout
+	}
+	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
+		req.Payload = json.RawMessage("{}")
+	}
+	probe := protocol.ToolCall{Endpoint: req.Endpoint, Timeout: timeout}
+	if err := probe.Validate(); err != nil {
+		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.(*protocol.Error).Message)
+		return
+	}
+	if b.isDraining() {
+		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
+		return
+	}
+	b.apiCalls.Add(1)
+	b.apiInFlight.Add(1)
+	defer func() { b.apiInFlight.Add(-1); b.apiCalls.Done() }()
+	resp := b.caller.Call(c.Request.Context(), caller.Request{
+		WorkspaceID:      ws,
+		Endpoint:         req.Endpoint,
+		Payload:          req.Payload,
+		Timeout:          time.Duration(timeout * float64(time.Second)),
+		WaitForWorkspace: req.WaitForWorkspaceMS > 0,
+		CorrelationID:    req.CorrelationID,
+	})
+	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
+		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
+	}
+	b.finish(c, start, resp)
+}
+
+func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {
+	outcome := "success"
+	if !resp.Success {
+		outcome = resp.Error
+	}
+	b.metrics.calls.WithLabelValues(outcome).Inc()
+	b.metrics.latency.Observe(time.Since(start).Seconds())
+	out, err := json.Marshal(resp)
+	if err != nil {
+		out, _ = json.Marshal(protocol.Failure(resp.CorrelationID, protocol.CodeInternalError, "response is not valid JSON"))
+	}
+	c.Data(http.StatusOK, "application/json", out)
+}
+
+func (b *Broker) handleList(c *gin.Context) {
+	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
+	if err != nil {
+		pe := err.(*protocol.Error)
+		apiError(c, authStatus(err), pe.Code, pe.Message)
+		return
+	}
+	list := b.Workspaces()
+	visible := list[:0]
+	for _, w := range list {
+		if claims.Allows(w.WorkspaceID) {
+			visible = append(visible, w)
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"workspaces": visible})
+}

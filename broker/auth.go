@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Roles a token can carry.
+const (
+	RoleBridge = "bridge" // registers its workspace over the socket
+	RoleCaller = "caller" // sends calls through the HTTP API
+)
+
+// AnyWorkspace in a caller token's workspaces allows every workspace.
+const AnyWorkspace = "*"
+
+// Claims are the claims of a tether token (HS256 JWT).
+type Claims struct {
+	Role       string   `json:"role"`
+	Workspaces []string `json:"workspaces"`
+	jwt.RegisteredClaims
+}
+
+// Allows reports whether the claims cover workspaceID.
+func (c *Claims) Allows(workspaceID string) bool {
+	if c.Role == RoleCaller && slices.Contains(c.Workspaces, AnyWorkspace) {
+		return true
+	}
+	return slices.Contains(c.Workspaces, workspaceID)
+}
+
+// IssueToken signs a token for role and workspaces, valid for ttl. Tokens
+// always expire: a leaked token must not be good forever. A bridge token must
+// name concrete workspaces.
+func IssueToken(secret []byte, role string, workspaces []string, ttl time.Duration) (string, error) {
+	if len(secret) == 0 {
+		return "", errors.New("issuing token: empty secret")
+	}
+	if role != RoleBridge && role != RoleCaller {
+		return "", fmt.Errorf("issuing token: role must be %q or %q, got %q", RoleBridge, RoleCaller, role)
+	}
+	if ttl <= 0 {
+		return "", errors.New("issuing token: ttl must be positive")
+	}
+	if len(workspaces) == 0 {
+		return "", errors.New("issuing token: no workspace")
+	}
+	if role == RoleBridge && slices.Contains(workspaces, AnyWorkspace) {
+		return "", errors.New("issuing token: a bridge token serves named workspaces, not '*'")
+	}
+	now := time.Now()
+	claims := Claims{Role: role, Workspaces: workspaces, RegisteredClaims: jwt.RegisteredClaims{
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		Issuer:    "tether",
+	}}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		return "", fmt.Errorf("issuing token: %w", err)
+	}
+	return s, nil
+}
+
+// authenticator verifies tokens. With no secret, authentication is off
+// (loopback development only; the command refuses it elsewhere) and every
+// token, even an empty one, is accepted for any workspace.
+type authenticator struct {
+	secret []byte
+	parser *jwt.Parser
+}
+
+func newAuthenticator(secret []byte) *authenticator {
+	return &authenticator{
+		secret: secret,
+		// Only HS256: "none", RS*/ES* (key confusion) and other HMAC sizes
+		// are refused before the signature is looked at.
+		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(), jwt.WithLeeway(5*time.Second)),
+	}
+}
+
+func (a *authenticator) enabled() bool { return len(a.secret) > 0 }
+
+// verify checks token for role and workspaceID. It returns a *protocol.Error
+// with CodeUnauthorized (bad token) or CodeForbidden (valid token, wrong role
+// or workspace).
+func (a *authenticator) verify(token, role, workspaceID string) (*Claims, error) {
+	if !a.enabled() {
+		return &Claims{Role: role, Workspaces: []string{AnyWorkspace}}, nil
+	}
+	if token == "" {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "missing token")
+	}
+	var claims Claims
+	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "invalid token: %v", err)
+	}
+	if claims.Role != role {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)
+	}
+	if workspaceID != "" && !claims.Allows(workspaceID) {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %q", workspaceID)
+	}
+	return &claims, nil
+}

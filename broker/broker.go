@@ -1,0 +1,376 @@
+// Package broker relays tool calls from callers to the workspace clients
+// connected over WebSocket (Socket.IO v5 over Engine.IO v4), and brings back
+// exactly one ToolResponse per call.
+//
+// Routing goes through a bus.Bus: the broker that holds a workspace's socket
+// subscribes to its channel; a call is published there with the caller's
+// inbox as reply_to. On one instance the bus is in-memory; several instances
+// share a Redis bus. The broker's HTTP caller API is a caller.Bus like any
+// backend worker on Redis.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Config configures a Broker. Zero values take the defaults named.
+type Config struct {
+	// Secret signs and verifies tokens (HS256). Empty turns authentication
+	// off; the command allows that on loopback only.
+	Secret []byte
+	// Bus routes calls between instances. Nil means a private in-memory bus
+	// (one instance). The broker does not close a bus it was given.
+	Bus bus.Bus
+	// InstanceID names this broker in logs; default random.
+	InstanceID string
+	Logger     zerolog.Logger
+
+	PingInterval   time.Duration // 25s
+	PingTimeout    time.Duration // 20s
+	ConnectTimeout time.Duration // 20s from open to CONNECT
+	WriteTimeout   time.Duration // 10s per frame
+	MaxPayload     int           // 1,000,000 bytes per message and per HTTP body
+	MaxInFlight    int           // 1024 calls per workspace
+	DrainTimeout   time.Duration // 10s for pending calls at shutdown
+	// CallGrace is how long past a call's deadline the HTTP API waits for
+	// the owner's answer before answering timeout itself; default
+	// caller.DefaultGrace.
+	CallGrace time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.PingInterval == 0 {
+		c.PingInterval = 25 * time.Second
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = 20 * time.Second
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 20 * time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = 1_000_000
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 1024
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.CallGrace == 0 {
+		c.CallGrace = caller.DefaultGrace
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = uuid.NewString()[:8]
+	}
+}
+
+// Broker serves WebSocket clients and the caller HTTP API. Create it with
+// New, serve Handler, and end it with Shutdown. All methods are safe for
+// concurrent use.
+type Broker struct {
+	cfg     Config
+	log     zerolog.Logger
+	bus     bus.Bus
+	ownBus  bool
+	auth    *authenticator
+	metrics *metrics
+	caller  *caller.Bus
+	handler http.Handler
+
+	// inlineReplies: the in-memory bus delivers in the publisher's
+	// goroutine without blocking, so replies are published inline; a
+	// network bus gets its own goroutine per reply so no read loop or bus
+	// delivery waits on the network.
+	inlineReplies bool
+
+	mu          sync.Mutex
+	conns       map[*conn]struct{}
+	held        map[string]*conn // workspace -> the local connection holding it
+	draining    atomic.Bool
+	apiCalls    sync.WaitGroup // HTTP calls in progress
+	apiInFlight atomic.Int64
+	wg          sync.WaitGroup // writers, closers, reply publishers
+}
+
+// New returns a broker. It subscribes the API's caller inbox on the bus.
+func New(cfg Config) (*Broker, error) {
+	cfg.setDefaults()
+	b := &Broker{
+		cfg:     cfg,
+		log:     cfg.Logger.With().Str("instance", cfg.InstanceID).Logger(),
+		bus:     cfg.Bus,
+		auth:    newAuthenticator(cfg.Secret),
+		metrics: newMetrics(),
+		conns:   make(map[*conn]struct{}),
+		held:    make(map[string]*conn),
+	}
+	if b.bus == nil {
+		b.bus = bus.NewMemory()
+		b.ownBus = true
+	}
+	_, b.inlineReplies = b.bus.(*bus.Memory)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := caller.NewBus(ctx, b.bus, caller.BusOptions{
+		Grace:       cfg.CallGrace,
+		Logger:      b.log,
+		OnUnmatched: b.metrics.dropped.Inc,
+	})
+	if err != nil {
+		if b.ownBus {
+			_ = b.bus.Close()
+		}
+		return nil, fmt.Errorf("starting broker: %w", err)
+	}
+	b.caller = c
+	b.handler = b.routes()
+	return b, nil
+}
+
+// Handler serves /socket.io/ and the HTTP API.
+func (b *Broker) Handler() http.Handler { return b.handler }
+
+// AuthEnabled reports whether tokens are checked.
+func (b *Broker) AuthEnabled() bool { return b.auth.enabled() }
+
+func (b *Broker) isDraining() bool { return b.draining.Load() }
+
+func (b *Broker) track(c *conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.draining.Load() {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	// A connection holds a count in wg while it serves, so the goroutines
+	// it starts (writers, closers, replies) are added while the counter is
+	// above zero and Shutdown's Wait covers them.
+	b.wg.Add(1)
+	return true
+}
+
+func (b *Broker) untrack(c *conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	b.wg.Done()
+}
+
+// hold makes c the holder of workspace ws: older holders anywhere on the bus
+// are told to yield, then c subscribes to the workspace channel, then the
+// client learns it is connected, then waiting calls learn it is online.
+// Yielding before subscribing means no call reaches two live holders.
+func (b *Broker) hold(c *conn, ws string) error {
+	c.mu.Lock()
+	c.workspace = ws
+	c.since = time.Now().UnixNano()
+	c.mu.Unlock()
+	b.mu.Lock()
+	b.held[ws] = c
+	b.mu.Unlock()
+	b.metrics.workspaces.Inc()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.publishTakeover(ctx, c); err != nil {
+		return err
+	}
+	sub, err := b.bus.Subscribe(ctx, protocol.WorkspaceChannel(ws), c.onBusMessage)
+	if err != nil {
+		return fmt.Errorf("subscribing workspace channel: %w", err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = sub.Unsubscribe(ctx)
+		return errors.New("connection closed while registering")
+	}
+	c.sub = sub
+	c.mu.Unlock()
+	if !c.connected(ws) {
+		return errors.New("connection closed while registering")
+	}
+	c.log.Info().Msg("workspace connected")
+	if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(ws)); err != nil {
+		c.log.Warn().Err(err).Msg("announcing workspace online failed")
+	}
+	return nil
+}
+
+func (b *Broker) publishTakeover(ctx context.Context, c *conn) error {
+	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.id, Since: c.since})
+	if _, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspace), msg); err != nil {
+		return fmt.Errorf("announcing takeover: %w", err)
+	}
+	return nil
+}
+
+// announce repeats c's takeover, for when an older connection claimed the
+// workspace after c did.
+func (b *Broker) announce(c *conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.publishTakeover(ctx, c); err != nil {
+		c.log.Warn().Err(err).Msg("reasserting takeover failed")
+	}
+}
+
+// release forgets c as a holder (if it still is one).
+func (b *Broker) release(c *conn) {
+	b.mu.Lock()
+	if b.held[c.workspace] == c {
+		delete(b.held, c.workspace)
+	}
+	b.mu.Unlock()
+	b.metrics.workspaces.Dec()
+}
+
+// reply publishes the single answer of call to its caller's inbox.
+func (b *Broker) reply(call protocol.ToolCall, resp protocol.ToolResponse) {
+	resp.CorrelationID = call.CorrelationID
+	msg, err := json.Marshal(resp)
+	if err != nil {
+		// Only a result that is not valid JSON gets here.
+		msg, _ = json.Marshal(protocol.Failure(call.CorrelationID, protocol.CodeInternalError, "response is not valid JSON: "+err.Error()))
+	}
+	publish := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := b.bus.Publish(ctx, call.ReplyTo, msg)
+		if err != nil || n == 0 {
+			// The caller gave up or is gone; never retried.
+			b.metrics.dropped.Inc()
+			b.log.Debug().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("reply reached no caller")
+			return
+		}
+		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("response published")
+	}
+	if b.inlineReplies {
+		publish()
+		return
+	}
+	b.wg.Go(publish)
+}
+
+// Workspace describes a workspace held by this broker.
+type Workspace struct {
+	WorkspaceID string    `json:"workspace_id"`
+	ConnectedAt time.Time `json:"connected_at"`
+	Instance    string    `json:"instance"`
+	InFlight    int       `json:"in_flight"`
+}
+
+// Workspaces lists the workspaces whose socket this broker holds.
+func (b *Broker) Workspaces() []Workspace {
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.held))
+	for _, c := range b.held {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	out := make([]Workspace, 0, len(conns))
+	for _, c := range conns {
+		out = append(out, Workspace{
+			WorkspaceID: c.workspace,
+			ConnectedAt: time.Unix(0, c.since).UTC(),
+			Instance:    b.cfg.InstanceID,
+			InFlight:    c.pendingCount(),
+		})
+	}
+	return out
+}
+
+// Ready reports whether the broker can route calls: not draining, and the
+// bus (if it can fail) is live.
+func (b *Broker) Ready(ctx context.Context) error {
+	if b.isDraining() {
+		return errors.New("shutting down")
+	}
+	if ch, ok := b.bus.(bus.Checker); ok {
+		return ch.Ready(ctx)
+	}
+	return nil
+}
+
+// Shutdown stops taking calls and connections, waits (up to DrainTimeout or
+// ctx) for calls in flight to be answered, answers the rest broker_shutdown,
+// disconnects every client and waits for the broker's goroutines. The HTTP
+// server serving Handler should be shut down after it returns.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	if !b.draining.CompareAndSwap(false, true) {
+		return errors.New("broker already shut down")
+	}
+	b.log.Info().Msg("draining")
+	drainCtx, cancel := context.WithTimeout(ctx, b.cfg.DrainTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	for (b.inFlight() > 0 || b.apiInFlight.Load() > 0) && drainCtx.Err() == nil {
+		select {
+		case <-tick.C:
+		case <-drainCtx.Done():
+		}
+	}
+	tick.Stop()
+
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.failPending(protocol.CodeBrokerShutdown, "broker is shutting down")
+		c.close(ReasonShutdown, true)
+	}
+	// HTTP calls still waiting on another instance's answer are released
+	// by closing the caller; the API answers them broker_shutdown.
+	err := b.caller.Close()
+	waitCtx(ctx, &b.apiCalls)
+	waitCtx(ctx, &b.wg)
+	if b.ownBus {
+		_ = b.bus.Close()
+	}
+	b.log.Info().Msg("shut down")
+	return err
+}
+
+func (b *Broker) inFlight() int {
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		n += c.pendingCount()
+	}
+	return n
+}
+
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

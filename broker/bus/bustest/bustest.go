@@ -1,0 +1,278 @@
+// Package bustest is the conformance suite every bus.Bus implementation must
+// pass. Implementations call Run from their own tests with a factory that
+// returns a fresh, isolated bus (for Redis: a unique prefix).
+package bustest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/broker/bus"
+)
+
+// Pair returns two Bus values that talk to each other, like two broker
+// instances on one Redis, isolated from every other test (for Redis: a unique
+// prefix). For the in-memory bus both may be the same value. The pair is
+// closed by the factory's t.Cleanup.
+type Pair func(t *testing.T) (a, b bus.Bus)
+
+// deliveryWait bounds how long the suite waits for a delivery. Redis on a
+// busy machine needs more than a local call; nothing in the suite waits for
+// it when the message arrives.
+const deliveryWait = 5 * time.Second
+
+// Run runs the conformance suite.
+func Run(t *testing.T, pair Pair) {
+	t.Run("PublishWithoutSubscriberReachesNobody", func(t *testing.T) {
+		a, _ := pair(t)
+		n, err := a.Publish(context.Background(), "nobody", []byte("x"))
+		if err != nil || n != 0 {
+			t.Fatalf("Publish = %d, %v; want 0, nil", n, err)
+		}
+	})
+	t.Run("SubscriberReceivesAndCountIsOne", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 1)
+		sub := subscribe(t, b, "ch", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		n, err := a.Publish(context.Background(), "ch", []byte("hello"))
+		if err != nil || n != 1 {
+			t.Fatalf("Publish = %d, %v; want 1, nil", n, err)
+		}
+		if m := await(t, got); string(m) != "hello" {
+			t.Fatalf("got %q", m)
+		}
+	})
+	t.Run("BinarySafeMessages", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 1)
+		sub := subscribe(t, b, "bin", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		msg := []byte{0, 1, 2, 0xff, '\n', 0x1e, 'x'}
+		mustPublish(t, a, "bin", msg, 1)
+		if m := await(t, got); !bytes.Equal(m, msg) {
+			t.Fatalf("got %v want %v", m, msg)
+		}
+	})
+	t.Run("LargeMessage", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 1)
+		sub := subscribe(t, b, "big", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		msg := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		mustPublish(t, a, "big", msg, 1)
+		if m := await(t, got); !bytes.Equal(m, msg) {
+			t.Fatalf("large message corrupted: got %d bytes", len(m))
+		}
+	})
+	t.Run("ChannelsAreIsolated", func(t *testing.T) {
+		a, b := pair(t)
+		gotA := make(chan []byte, 4)
+		gotB := make(chan []byte, 4)
+		s1 := subscribe(t, b, "iso-a", func(m []byte) { gotA <- m })
+		defer unsubscribe(t, s1)
+		s2 := subscribe(t, b, "iso-b", func(m []byte) { gotB <- m })
+		defer unsubscribe(t, s2)
+		mustPublish(t, a, "iso-a", []byte("for-a"), 1)
+		mustPublish(t, a, "iso-b", []byte("for-b"), 1)
+		if m := await(t, gotA); string(m) != "for-a" {
+			t.Fatalf("iso-a got %q", m)
+		}
+		if m := await(t, gotB); string(m) != "for-b" {
+			t.Fatalf("iso-b got %q", m)
+		}
+		if len(gotA) != 0 || len(gotB) != 0 {
+			t.Fatal("a message crossed channels")
+		}
+	})
+	t.Run("TwoSubscribersBothReceive", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan string, 2)
+		s1 := subscribe(t, a, "two", func(m []byte) { got <- "1:" + string(m) })
+		defer unsubscribe(t, s1)
+		s2 := subscribe(t, b, "two", func(m []byte) { got <- "2:" + string(m) })
+		defer unsubscribe(t, s2)
+		mustPublish(t, a, "two", []byte("x"), 2)
+		seen := map[string]bool{}
+		for range 2 {
+			seen[string(await(t, got))] = true
+		}
+		if !seen["1:x"] || !seen["2:x"] {
+			t.Fatalf("seen %v", seen)
+		}
+	})
+	t.Run("UnsubscribeStopsDeliveryAndCount", func(t *testing.T) {
+		a, b := pair(t)
+		var mu sync.Mutex
+		count := 0
+		sub := subscribe(t, b, "unsub", func([]byte) { mu.Lock(); count++; mu.Unlock() })
+		unsubscribe(t, sub)
+		n, err := a.Publish(context.Background(), "unsub", []byte("x"))
+		if err != nil || n != 0 {
+			t.Fatalf("Publish after Unsubscribe = %d, %v; want 0", n, err)
+		}
+		// A second subscription on the same channel proves delivery of later
+		// messages, so the first handler had its chance to be (wrongly) called.
+		got := make(chan []byte, 1)
+		sub2 := subscribe(t, b, "unsub", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub2)
+		mustPublish(t, a, "unsub", []byte("y"), 1)
+		await(t, got)
+		mu.Lock()
+		defer mu.Unlock()
+		if count != 0 {
+			t.Fatalf("handler called %d times after Unsubscribe", count)
+		}
+		if err := sub.Unsubscribe(context.Background()); err != nil {
+			t.Fatalf("second Unsubscribe: %v", err)
+		}
+	})
+	t.Run("UnsubscribeFromWithinHandler", func(t *testing.T) {
+		a, b := pair(t)
+		var sub bus.Subscription
+		ready := make(chan struct{})
+		done := make(chan error, 1)
+		sub = subscribe(t, b, "self", func([]byte) {
+			<-ready
+			done <- sub.Unsubscribe(context.Background())
+		})
+		close(ready)
+		mustPublish(t, a, "self", []byte("x"), 1)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(deliveryWait):
+			t.Fatal("Unsubscribe from within the handler blocked")
+		}
+		eventually(t, func() bool {
+			n, _ := a.Publish(context.Background(), "self", []byte("y"))
+			return n == 0
+		})
+	})
+	t.Run("OrderPerPublisher", func(t *testing.T) {
+		a, b := pair(t)
+		const total = 500
+		got := make(chan []byte, total)
+		sub := subscribe(t, b, "order", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		for i := range total {
+			mustPublish(t, a, "order", fmt.Appendf(nil, "%d", i), 1)
+		}
+		for i := range total {
+			if m := await(t, got); string(m) != fmt.Sprint(i) {
+				t.Fatalf("message %d: got %q", i, m)
+			}
+		}
+	})
+	t.Run("ConcurrentPublishersAllDelivered", func(t *testing.T) {
+		a, b := pair(t)
+		const publishers, each = 8, 100
+		got := make(chan []byte, publishers*each)
+		sub := subscribe(t, b, "conc", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		var wg sync.WaitGroup
+		for p := range publishers {
+			wg.Go(func() {
+				for i := range each {
+					if n, err := a.Publish(context.Background(), "conc", fmt.Appendf(nil, "%d/%d", p, i)); err != nil || n != 1 {
+						t.Errorf("Publish = %d, %v", n, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		seen := map[string]bool{}
+		for range publishers * each {
+			m := string(await(t, got))
+			if seen[m] {
+				t.Fatalf("duplicate delivery of %s", m)
+			}
+			seen[m] = true
+		}
+	})
+	t.Run("HandlerOwnsMessage", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 2)
+		s1 := subscribe(t, b, "own", func(m []byte) { got <- m })
+		defer unsubscribe(t, s1)
+		s2 := subscribe(t, b, "own", func(m []byte) {
+			for i := range m {
+				m[i] = 'X' // scribbling on its own copy must not reach the other
+			}
+		})
+		defer unsubscribe(t, s2)
+		msg := []byte("pristine")
+		mustPublish(t, a, "own", msg, 2)
+		if m := await(t, got); string(m) != "pristine" {
+			t.Fatalf("message altered by another handler: %q", m)
+		}
+	})
+	t.Run("ClosedBusRefuses", func(t *testing.T) {
+		a, _ := pair(t)
+		if err := a.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := a.Publish(context.Background(), "x", []byte("x")); err == nil {
+			t.Fatal("Publish after Close succeeded")
+		}
+		if _, err := a.Subscribe(context.Background(), "x", func([]byte) {}); err == nil {
+			t.Fatal("Subscribe after Close succeeded")
+		}
+	})
+}
+
+func subscribe(t *testing.T, b bus.Bus, ch string, h bus.Handler) bus.Subscription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deliveryWait)
+	defer cancel()
+	sub, err := b.Subscribe(ctx, ch, h)
+	if err != nil {
+		t.Fatalf("Subscribe(%s): %v", ch, err)
+	}
+	return sub
+}
+
+func unsubscribe(t *testing.T, s bus.Subscription) {
+	t.Helper()
+	if err := s.Unsubscribe(context.Background()); err != nil {
+		t.Errorf("Unsubscribe: %v", err)
+	}
+}
+
+func mustPublish(t *testing.T, b bus.Bus, ch string, msg []byte, want int) {
+	t.Helper()
+	n, err := b.Publish(context.Background(), ch, msg)
+	if err != nil || n != want {
+		t.Fatalf("Publish(%s) = %d, %v; want %d", ch, n, err, want)
+	}
+}
+
+func await[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(deliveryWait):
+		t.Fatal("no delivery within", deliveryWait)
+		var zero T
+		return zero
+	}
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(deliveryWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within", deliveryWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,58 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are per Broker (not global) so that several brokers can live in
+// one test process.
+type metrics struct {
+	reg *prometheus.Registry
+
+	calls      *prometheus.CounterVec // by outcome: success, or the error code
+	latency    prometheus.Histogram
+	inFlight   prometheus.Gauge
+	workspaces prometheus.Gauge
+	duplicates prometheus.Counter // answers for calls already answered or never sent to that connection
+	dropped    prometheus.Counter // replies that reached no caller
+	badPackets prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_calls_total",
+			Help: "Calls answered by this broker's HTTP API, by outcome (success or error code).",
+		}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tether_call_duration_seconds",
+			Help:    "Time from receiving an HTTP call to answering it.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 600},
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tether_calls_in_flight",
+			Help: "Calls delivered to sockets on this broker and not yet answered.",
+		}),
+		workspaces: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tether_connected_workspaces",
+			Help: "Workspaces whose socket is held by this broker.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_unmatched_answers_total",
+			Help: "Answers dropped because the call was already answered or was not sent to that connection.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_replies_dropped_total",
+			Help: "Replies that reached no caller (the caller had given up or is gone).",
+		}),
+		badPackets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_malformed_packets_total",
+			Help: "Connections closed for sending a malformed packet.",
+		}),
+	}
+	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

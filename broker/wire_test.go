@@ -1,0 +1,267 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/protocol"
+)
+
+var testSecret = []byte("test-secret-0123456789")
+
+type env struct {
+	t      *testing.T
+	broker *broker.Broker
+	srv    *httptest.Server
+}
+
+func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
+	t.Helper()
+	cfg := broker.Config{Secret: testSecret, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	e := &env{t: t, broker: b, srv: srv}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = b.Shutdown(ctx)
+		srv.Close()
+	})
+	return e
+}
+
+func (e *env) token(role string, ws ...string) string {
+	e.t.Helper()
+	tok, err := broker.IssueToken(testSecret, role, ws, time.Hour)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+func (e *env) wsURL() string {
+	return "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/socket.io/?EIO=4&transport=websocket"
+}
+
+// wireClient is a raw Engine.IO/Socket.IO client for driving the broker
+// frame by frame. It is not a fake of anything: the real socket.io-client
+// runs in the e2e tests; this one can also misbehave on purpose.
+type wireClient struct {
+	t      *testing.T
+	noPong bool
+	ws     *websocket.Conn
+	frames chan []byte // every text frame after the handshake, except pings
+	closed chan struct{}
+}
+
+// dialRaw opens the WebSocket and reads the open packet.
+func (e *env) dialRaw() *wireClient { return e.dialWith(nil, false) }
+
+// dialWith dials with extra headers; noPong makes the client ignore pings.
+func (e *env) dialWith(h http.Header, noPong bool) *wireClient {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		e.t.Fatalf("dial: %v", err)
+	}
+	ws.SetReadLimit(-1)
+	c := &wireClient{t: e.t, ws: ws, noPong: noPong, frames: make(chan []byte, 1024), closed: make(chan struct{})}
+	go c.readLoop()
+	e.t.Cleanup(func() { _ = ws.CloseNow(); <-c.closed })
+	open := c.next()
+	if open[0] != '0' {
+		e.t.Fatalf("first frame %q is not an open packet", open)
+	}
+	return c
+}
+
+// connect opens a client and completes CONNECT for ws with token.
+func (e *env) connect(ws, token string) *wireClient {
+	e.t.Helper()
+	c := e.dialRaw()
+	c.send(`40{"token":"` + token + `","workspace_id":"` + ws + `"}`)
+	if f := c.next(); !strings.HasPrefix(string(f), `40{"sid":`) {
+		e.t.Fatalf("CONNECT answered %q", f)
+	}
+	return c
+}
+
+func (c *wireClient) readLoop() {
+	defer close(c.closed)
+	for {
+		_, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			return
+		}
+		if string(data) == "2" {
+			if c.noPong {
+				continue
+			}
+			_ = c.ws.Write(context.Background(), websocket.MessageText, []byte("3"))
+			continue
+		}
+		c.frames <- data
+	}
+}
+
+func (c *wireClient) send(frame string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+		c.t.Fatalf("send %q: %v", frame, err)
+	}
+}
+
+func (c *wireClient) next() []byte {
+	c.t.Helper()
+	select {
+	case f := <-c.frames:
+		return f
+	case <-c.closed:
+		c.t.Fatal("connection closed while waiting for a frame")
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no frame within 5s")
+	}
+	return nil
+}
+
+// waitClosed waits for the broker to close the connection.
+func (c *wireClient) waitClosed(within time.Duration) {
+	c.t.Helper()
+	for {
+		select {
+		case <-c.frames:
+		case <-c.closed:
+			return
+		case <-time.After(within):
+			c.t.Fatalf("connection still open after %s", within)
+		}
+	}
+}
+
+type received struct {
+	ack  int64
+	call protocol.ToolCall
+}
+
+// nextEvent returns the next EVENT's name, ack id and argument.
+func (c *wireClient) nextEvent() (string, int64, json.RawMessage) {
+	c.t.Helper()
+	for {
+		f := c.next()
+		if f[0] != '4' {
+			continue
+		}
+		p, err := protocol.DecodeSIO(f[1:])
+		if err != nil {
+			c.t.Fatalf("broker sent malformed packet %q: %v", f, err)
+		}
+		if p.Type != protocol.SIOEvent {
+			continue
+		}
+		args, _ := p.Args()
+		name, _ := p.EventName()
+		var arg json.RawMessage
+		if len(args) > 1 {
+			arg = args[1]
+		}
+		return name, p.ID, arg
+	}
+}
+
+func (c *wireClient) nextCall() received {
+	c.t.Helper()
+	for {
+		name, ack, arg := c.nextEvent()
+		if name != protocol.EventToolCall {
+			continue
+		}
+		var call protocol.ToolCall
+		if err := json.Unmarshal(arg, &call); err != nil {
+			c.t.Fatal(err)
+		}
+		return received{ack: ack, call: call}
+	}
+}
+
+func (c *wireClient) ackOK(r received, result string) {
+	c.send(string(protocol.EncodeAck(r.ack, json.RawMessage(`{"correlation_id":"`+r.call.CorrelationID+`","success":true,"result":`+result+`}`))))
+}
+
+// httpCall posts a call and returns the HTTP status and decoded response.
+func (e *env) httpCall(ws, token, body string) (int, protocol.ToolResponse) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("http call: %v", err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var resp protocol.ToolResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		e.t.Fatalf("response %q is not a ToolResponse: %v", raw, err)
+	}
+	return res.StatusCode, resp
+}
+
+type callResult struct {
+	status  int
+	resp    protocol.ToolResponse
+	elapsed time.Duration
+}
+
+// goCall runs httpCall in the background.
+func (e *env) goCall(ws, token, body string) <-chan callResult {
+	out := make(chan callResult, 1)
+	start := time.Now()
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- callResult{status: -1}
+			return
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var resp protocol.ToolResponse
+		_ = json.NewDecoder(bytes.NewReader(raw)).Decode(&resp)
+		out <- callResult{status: res.StatusCode, resp: resp, elapsed: time.Since(start)}
+	}()
+	return out
+}
+
+func awaitResult(t *testing.T, ch <-chan callResult, within time.Duration) callResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(within):
+		t.Fatalf("call not answered within %s", within)
+		return callResult{}
+	}
+}

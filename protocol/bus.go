@@ -1,0 +1,32 @@
+package protocol
+
+// Messages between broker instances and callers travel on a bus (in-process
+// or Redis pub/sub) as JSON. A plain ToolCall with reply_to and deadline_ms
+// is a call, so a worker in any language publishes a call as one JSON
+// object; control messages add a "type". See docs/redis-protocol.md.
+
+// Bus message types. A message without a type is a call.
+const (
+	BusCall     = ""
+	BusCancel   = "cancel"   // the caller no longer waits for correlation_id
+	BusTakeover = "takeover" // a newer connection now serves the workspace
+)
+
+// OnlineChannel carries the id of every workspace that starts being served,
+// so calls waiting for it can be sent.
+const OnlineChannel = "online"
+
+// WorkspaceChannel is the channel of the instance serving workspaceID.
+func WorkspaceChannel(workspaceID string) string { return "ws:" + workspaceID }
+
+// BusMessage is the union of everything published on a workspace channel.
+type BusMessage struct {
+	Type string `json:"type,omitempty"`
+	ToolCall
+	// Reason explains a cancel.
+	Reason string `json:"reason,omitempty"`
+	// Holder and Since identify the connection taking over (takeover): the
+	// newest connection wins, ties broken by Holder.
+	Holder string `json:"holder,omitempty"`
+	Since  int64  `json:"since,omitempty"`
+}

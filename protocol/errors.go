@@ -1,0 +1,51 @@
+package protocol
+
+// Error codes sent in ToolResponse.Error. They are snake_case on the wire;
+// the human text goes in ToolResponse.Message. Every code tether emits is
+// listed here and nowhere else.
+const (
+	// Broker outcomes (DESIGN.md, "Guaranteed response").
+	CodeWorkspaceOffline      = "workspace_offline"
+	CodeTimeout               = "timeout"
+	CodeWorkspaceDisconnected = "workspace_disconnected"
+	CodeBrokerShutdown        = "broker_shutdown"
+	CodeOverloaded            = "overloaded"
+	CodeInvalidRequest        = "invalid_request"
+	CodeUnauthorized          = "unauthorized"
+	CodeForbidden             = "forbidden"
+	CodePayloadTooLarge       = "payload_too_large"
+
+	// Bridge outcomes.
+	CodeUnknownRoute   = "unknown_route"
+	CodeInternalError  = "internal_error"
+	CodeHandlerTimeout = "handler_timeout"
+	CodeInvalidPayload = "invalid_payload"
+	CodeCancelled      = "cancelled"
+
+	// Caller-side outcomes.
+	CodeCallerClosed   = "caller_closed"   // the caller was closed while the call waited
+	CodeBusUnavailable = "bus_unavailable" // the call could not be published (Redis down)
+
+	// Domain outcomes of bridge routes.
+	CodeSessionNotFound         = "session_not_found"
+	CodeDebugAdapterUnavailable = "debug_adapter_unavailable"
+	CodeSessionRunning          = "session_running"
+	CodeSessionEnded            = "session_ended"
+	CodeInvalidPath             = "invalid_path"
+	CodeInvalidRef              = "invalid_ref"
+	CodeRuntimeUnavailable      = "runtime_unavailable"
+)
+
+// Error is a coded failure. Route handlers and the broker return it so the
+// code reaches the caller unchanged; errors.As finds it through wrapping.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf is shorthand for a *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: sprintf(format, args...)}
+}
