@@ -1,0 +1,105 @@
+# tether build, test and tooling. `make help` lists the targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+FUZZTIME ?= 10s
+
+# The binary the e2e tests start; exported so `go test` finds it.
+TETHER_BIN := $(CURDIR)/bin/tether
+export TETHER_BIN
+# Where the e2e tests find ide_client.js and its node_modules.
+TETHER_E2E_CLIENTS := $(CURDIR)/e2e/clients
+export TETHER_E2E_CLIENTS
+
+# Project-local Go tools. They come first on PATH for every recipe, so tests
+# that look up `dlv` get the pinned delve, not Debian's (1.20, too old to debug
+# Go 1.26 programs).
+TOOLS := $(CURDIR)/.bin
+export PATH := $(TOOLS):$(PATH)
+STATICCHECK_VERSION := v0.8.2
+DELVE_VERSION := v1.27.2
+
+# Debian packages the tests use: Redis for the bus, debug adapters for dap,
+# bubblewrap and ripgrep for terminal/sandbox, gcc for -race.
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git
+
+CLIENTS := e2e/clients
+
+.PHONY: help deps deps-apt deps-node deps-tools build test fuzz fmt lint bench bench-go bench-e2e run clean
+
+help:
+	@echo 'make deps       install Debian packages, e2e node clients, staticcheck and delve (idempotent)'
+	@echo 'make build      build bin/tether'
+	@echo 'make test       deps + build, go test -race ./..., then every fuzz target for $$FUZZTIME (10s)'
+	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
+	@echo 'make fmt        gofmt -w the Go files'
+	@echo 'make lint       gofmt -l, go vet, staticcheck'
+	@echo 'make bench      Go benchmarks, then bench-e2e'
+	@echo 'make bench-e2e  e2e load benchmarks against bin/tether'
+	@echo 'make run        build and run bin/tether up --root .'
+
+deps: deps-apt deps-node deps-tools
+
+deps-apt:
+	@scripts/apt-deps.sh $(APT_PACKAGES)
+
+deps-node: $(CLIENTS)/node_modules/.package-lock.json
+
+# npm ci writes node_modules/.package-lock.json, so this reruns only when the
+# committed lockfile or package.json is newer than the installed tree.
+$(CLIENTS)/node_modules/.package-lock.json: $(CLIENTS)/package-lock.json $(CLIENTS)/package.json | deps-apt
+	cd $(CLIENTS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION)
+
+# The stamp's name carries the version, so bumping a version reinstalls.
+$(TOOLS)/.staticcheck-$(STATICCHECK_VERSION):
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@touch $@
+
+$(TOOLS)/.dlv-$(DELVE_VERSION):
+	GOBIN=$(TOOLS) $(GO) install github.com/go-delve/delve/cmd/dlv@$(DELVE_VERSION)
+	@touch $@
+
+build:
+	$(GO) build -o $(TETHER_BIN) ./cmd/tether
+
+test: deps build
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/test.sh
+
+fuzz:
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# Tracked and new (not ignored) Go files; node_modules and tools stay out.
+GO_FILES = $(shell git ls-files -co --exclude-standard -- '*.go')
+
+fmt:
+	@files="$(GO_FILES)"; [ -z "$$files" ] || gofmt -w $$files
+
+lint: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION)
+	@files="$(GO_FILES)"; bad=$$([ -z "$$files" ] || gofmt -l $$files); \
+	if [ -n "$$bad" ]; then echo "gofmt would change (run make fmt):"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	staticcheck ./...
+
+# Micro benchmarks everywhere but e2e, then the e2e load benchmarks once.
+bench: bench-go bench-e2e
+
+bench-go: deps build
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list -e ./... | grep -v '/e2e\(/\|$$\)')
+
+# Hook for the e2e load benchmarks (Go code in e2e/, written by the broker
+# work): each Benchmark runs once against the real binary in $$TETHER_BIN.
+bench-e2e: deps build
+	@if [ -z "$$($(GO) list -e ./e2e/... 2>/dev/null)" ]; then echo "bench-e2e: no Go packages under e2e/ yet"; exit 0; fi; \
+	set -x; $(GO) test -run '^$$' -bench . -benchtime 1x ./e2e/...
+
+run: build
+	$(TETHER_BIN) up --root $(CURDIR)
+
+clean:
+	rm -rf bin
