@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -73,7 +74,15 @@ func IssueToken(secret []byte, role string, workspaces []string, ttl time.Durati
 type authenticator struct {
 	secret []byte
 	parser *jwt.Parser
+
+	// cache holds tokens already verified, so a caller's every request does
+	// not pay for HMAC and JSON again. Entries end with the token's expiry;
+	// the map is dropped whole when it grows past cacheMax.
+	mu    sync.Mutex
+	cache map[string]*Claims
 }
+
+const cacheMax = 4096
 
 func newAuthenticator(secret []byte) *authenticator {
 	return &authenticator{
@@ -96,10 +105,9 @@ func (a *authenticator) verify(token, role, workspaceID string) (*Claims, error)
 	if token == "" {
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "missing token")
 	}
-	var claims Claims
-	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
+	claims, err := a.parse(token)
 	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, "invalid token: %v", err)
+		return nil, err
 	}
 	if claims.Role != role {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)
@@ -107,5 +115,27 @@ func (a *authenticator) verify(token, role, workspaceID string) (*Claims, error)
 	if workspaceID != "" && !claims.Allows(workspaceID) {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %q", workspaceID)
 	}
+	return claims, nil
+}
+
+// parse verifies a token's signature and expiry, through the cache.
+func (a *authenticator) parse(token string) (*Claims, error) {
+	now := time.Now()
+	a.mu.Lock()
+	c := a.cache[token]
+	a.mu.Unlock()
+	if c != nil && now.Before(c.ExpiresAt.Time) {
+		return c, nil
+	}
+	var claims Claims
+	if _, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil }); err != nil {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "invalid token: %v", err)
+	}
+	a.mu.Lock()
+	if a.cache == nil || len(a.cache) >= cacheMax {
+		a.cache = make(map[string]*Claims)
+	}
+	a.cache[token] = &claims
+	a.mu.Unlock()
 	return &claims, nil
 }

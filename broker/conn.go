@@ -30,6 +30,9 @@ const (
 	ReasonTransport    = "transport error"
 )
 
+// maxAttachments bounds the binary frames one packet may announce.
+const maxAttachments = 16
+
 // EventDisconnectReason tells a client why the broker is about to disconnect
 // it; Socket.IO's DISCONNECT packet carries no reason of its own.
 const EventDisconnectReason = "disconnect_reason"
@@ -335,6 +338,11 @@ func (c *conn) readLoop() string {
 				return c.malformed(err)
 			}
 			if sp.Type == protocol.SIOBinaryEvent || sp.Type == protocol.SIOBinaryAck {
+				// Each attachment is bounded by the read limit; bound their
+				// number too, or a client could make us buffer without end.
+				if sp.Attachments > maxAttachments {
+					return c.malformed(fmt.Errorf("%d binary attachments, over %d", sp.Attachments, maxAttachments))
+				}
 				if !asm.Start(sp) {
 					continue
 				}

@@ -138,6 +138,11 @@ func (c *wireClient) next() []byte {
 	case f := <-c.frames:
 		return f
 	case <-c.closed:
+		select { // frames read before the close still count
+		case f := <-c.frames:
+			return f
+		default:
+		}
 		c.t.Fatal("connection closed while waiting for a frame")
 	case <-time.After(5 * time.Second):
 		c.t.Fatal("no frame within 5s")

@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"math"
 )
 
 // BinaryAssembler collects the binary frames that follow a BINARY_EVENT or
@@ -19,7 +22,9 @@ type BinaryAssembler struct {
 func (a *BinaryAssembler) Start(header SIOPacket) (done bool) {
 	a.header = header
 	a.header.Data = append(json.RawMessage(nil), header.Data...)
-	a.buffers = a.buffers[:0]
+	// A fresh slice, not a.buffers[:0]: Packet hands the previous one to the
+	// caller, and reusing its array would overwrite the caller's attachments.
+	a.buffers = nil
 	a.active = header.Attachments > 0
 	return !a.active
 }
@@ -42,9 +47,16 @@ func (a *BinaryAssembler) Add(frame []byte) (done bool) {
 // and the raw attachments themselves.
 func (a *BinaryAssembler) Packet() (SIOPacket, [][]byte, error) {
 	p := a.header
+	// UseNumber keeps every number as its JSON text: through float64 an id
+	// above 2^53 would come back changed, and 1e400 would not decode at all.
+	dec := json.NewDecoder(bytes.NewReader(p.Data))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(p.Data, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return p, nil, malformed("binary packet payload: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return p, nil, malformed("binary packet payload: data after the JSON value")
 	}
 	v, err := replacePlaceholders(v, a.buffers)
 	if err != nil {
@@ -68,8 +80,9 @@ func replacePlaceholders(v any, bufs [][]byte) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		if ph, ok := x["_placeholder"].(bool); ok && ph {
-			num, ok := x["num"].(float64)
-			if !ok || num < 0 || int(num) >= len(bufs) || float64(int(num)) != num {
+			n, ok := x["num"].(json.Number)
+			num, err := n.Float64()
+			if !ok || err != nil || num < 0 || num >= float64(len(bufs)) || num != math.Trunc(num) {
 				return nil, malformed("binary placeholder refers to no attachment")
 			}
 			return base64.StdEncoding.EncodeToString(bufs[int(num)]), nil

@@ -23,8 +23,9 @@ const (
 	CodeCancelled      = "cancelled"
 
 	// Caller-side outcomes.
-	CodeCallerClosed   = "caller_closed"   // the caller was closed while the call waited
-	CodeBusUnavailable = "bus_unavailable" // the call could not be published (Redis down)
+	CodeCallerClosed      = "caller_closed"      // the caller was closed while the call waited
+	CodeBusUnavailable    = "bus_unavailable"    // the call could not be published (Redis down)
+	CodeBrokerUnreachable = "broker_unreachable" // an HTTP caller could not reach the broker
 
 	// Domain outcomes of bridge routes.
 	CodeSessionNotFound         = "session_not_found"

@@ -103,7 +103,8 @@ type ToolCancel struct {
 
 // DecodeResponse parses a ToolResponse sent by a client (as an ack argument
 // or a tool_response event). An empty object or one without a correlation id
-// and outcome is not an answer: ok is false.
+// and outcome is not an answer: ok is false. A failure without an error code
+// gets CodeInternalError, so every answer a caller sees carries a code.
 func DecodeResponse(raw json.RawMessage) (resp ToolResponse, ok bool, err error) {
 	if firstNonSpace(raw) != '{' {
 		return resp, false, malformed("tool response must be an object")
@@ -113,6 +114,12 @@ func DecodeResponse(raw json.RawMessage) (resp ToolResponse, ok bool, err error)
 	}
 	if !resp.Success && resp.Error == "" && resp.Result == nil && resp.Message == "" {
 		return resp, false, nil
+	}
+	if !resp.Success && resp.Error == "" {
+		resp.Error = CodeInternalError
+		if resp.Message == "" {
+			resp.Message = "client answered success:false without an error code"
+		}
 	}
 	return resp, true, nil
 }

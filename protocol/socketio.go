@@ -178,6 +178,10 @@ func (p *SIOPacket) EventName() (string, error) {
 	if len(args) == 0 {
 		return "", malformed("EVENT without a name")
 	}
+	// json.Unmarshal accepts null into a string; a null name is not a name.
+	if firstNonSpace(args[0]) != '"' {
+		return "", malformed("EVENT name must be a string")
+	}
 	var name string
 	if err := json.Unmarshal(args[0], &name); err != nil {
 		return "", malformed("EVENT name must be a string")
@@ -227,7 +231,7 @@ func EncodeEvent(id int64, name string, args ...json.RawMessage) []byte {
 	data = append(data, quoted...)
 	for _, a := range args {
 		data = append(data, ',')
-		data = append(data, a...)
+		data = appendArg(data, a)
 	}
 	data = append(data, ']')
 	return AppendMessage(make([]byte, 0, len(data)+24), SIOPacket{Type: SIOEvent, ID: id, Data: data})
@@ -241,8 +245,18 @@ func EncodeAck(id int64, args ...json.RawMessage) []byte {
 		if i > 0 {
 			data = append(data, ',')
 		}
-		data = append(data, a...)
+		data = appendArg(data, a)
 	}
 	data = append(data, ']')
 	return AppendMessage(make([]byte, 0, len(data)+24), SIOPacket{Type: SIOAck, ID: id, Data: data})
+}
+
+// appendArg appends one JSON argument, writing an empty one as null the way
+// encoding/json marshals a nil json.RawMessage: an empty array slot ("[a,]")
+// is invalid JSON that every peer rejects.
+func appendArg(dst []byte, a json.RawMessage) []byte {
+	if len(a) == 0 {
+		return append(dst, "null"...)
+	}
+	return append(dst, a...)
 }

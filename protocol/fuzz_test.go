@@ -1,0 +1,328 @@
+package protocol_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Seeds: every documented example, plus the edges the unit tests pin down.
+var sioFuzzSeeds = []string{
+	``, `7`, `2[]`, `2[null]`, `2[1]`, `1{}`, `0[]`, `5["a"]`, `5-["a"]`,
+	`2/admin`, `1/admin`, `2/,5["a"]`, `2007["a"]`, `20["a"]`, `4"oops"`, "2 [\"a\"]\n",
+	`29007199254740991["a"]`, `29007199254740992["a"]`, `29223372036854775808["a"]`,
+	`59007199254740992-["a"]`, `50-["a"]`, `2["\u00e9\ud83c\udf89",{"k":[1,2.5e10,null,true]}]`,
+}
+
+func FuzzDecodeSIO(f *testing.F) {
+	for _, ex := range sioSpecExamples {
+		f.Add([]byte(ex.wire))
+	}
+	for _, s := range sioFuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in := bytes.Clone(b)
+		p, err := protocol.DecodeSIO(b)
+		if !bytes.Equal(in, b) {
+			t.Fatalf("DecodeSIO changed its input %q to %q", in, b)
+		}
+		if err != nil {
+			if !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("DecodeSIO(%q) error %v does not wrap ErrMalformed", b, err)
+			}
+			return
+		}
+		checkSIOInvariants(t, b, p)
+
+		wire := protocol.AppendSIO(nil, p)
+		p2, err := protocol.DecodeSIO(wire)
+		if err != nil {
+			t.Fatalf("DecodeSIO(%q) = %+v, but its re-encoding %q does not decode: %v", b, p, wire, err)
+		}
+		if !sioEqual(p, p2) {
+			t.Fatalf("round trip changed the packet: %q -> %+v -> %q -> %+v", b, p, wire, p2)
+		}
+		if again := protocol.AppendSIO(nil, p2); !bytes.Equal(again, wire) {
+			t.Fatalf("encoding is not stable: %q then %q", wire, again)
+		}
+	})
+}
+
+func checkSIOInvariants(t *testing.T, b []byte, p protocol.SIOPacket) {
+	t.Helper()
+	if p.Type < protocol.SIOConnect || p.Type > protocol.SIOBinaryAck {
+		t.Fatalf("DecodeSIO(%q): type %v out of range", b, p.Type)
+	}
+	if p.Namespace == "" || p.Namespace[0] != '/' || bytes.IndexByte([]byte(p.Namespace), ',') >= 0 {
+		t.Fatalf("DecodeSIO(%q): namespace %q", b, p.Namespace)
+	}
+	if p.ID != protocol.NoAck && (p.ID < 0 || p.ID > largestAckID) {
+		t.Fatalf("DecodeSIO(%q): ack id %d out of range", b, p.ID)
+	}
+	binary := p.Type == protocol.SIOBinaryEvent || p.Type == protocol.SIOBinaryAck
+	if p.Attachments < 0 || p.Attachments > largestAckID || (!binary && p.Attachments != 0) {
+		t.Fatalf("DecodeSIO(%q): %d attachments on a %v", b, p.Attachments, p.Type)
+	}
+	if p.Data != nil && !json.Valid(p.Data) {
+		t.Fatalf("DecodeSIO(%q): Data %q is not valid JSON", b, p.Data)
+	}
+	switch p.Type {
+	case protocol.SIODisconnect:
+		if p.Data != nil {
+			t.Fatalf("DecodeSIO(%q): DISCONNECT with data %q", b, p.Data)
+		}
+	case protocol.SIOEvent, protocol.SIOBinaryEvent:
+		args, err := p.Args()
+		if err != nil || len(args) == 0 || args[0][0] != '"' {
+			t.Fatalf("DecodeSIO(%q): EVENT args %q, %v; want a string name first", b, args, err)
+		}
+		if _, err := p.EventName(); err != nil {
+			t.Fatalf("DecodeSIO(%q): EventName: %v", b, err)
+		}
+	case protocol.SIOAck, protocol.SIOBinaryAck:
+		if _, err := p.Args(); err != nil {
+			t.Fatalf("DecodeSIO(%q): ACK Args: %v", b, err)
+		}
+	}
+}
+
+func FuzzDecodeEIO(f *testing.F) {
+	for _, s := range []string{
+		``, `0{"sid":"lv_VI97HAXpY6yYWAAAC","upgrades":["websocket"],"pingInterval":25000,"pingTimeout":5000,"maxPayload":1000000}`,
+		`1`, `2`, `3`, `2probe`, `3probe`, `4hello`, `4€€€`, `5`, `6`, `7`, `b4AQID`, `42["hello"]`, `461-/admin,1[{"_placeholder":true,"num":0}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		p, err := protocol.DecodeEIO(frame)
+		if err != nil {
+			if !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("DecodeEIO(%q) error %v does not wrap ErrMalformed", frame, err)
+			}
+			return
+		}
+		if p.Type < protocol.EIOOpen || p.Type > protocol.EIONoop || p.Binary {
+			t.Fatalf("DecodeEIO(%q) = %+v", frame, p)
+		}
+		if got := protocol.AppendEIO(nil, p.Type, p.Data); !bytes.Equal(got, frame) {
+			t.Fatalf("AppendEIO(DecodeEIO(%q)) = %q", frame, got)
+		}
+		if p.Type == protocol.EIOOpen {
+			info, err := protocol.DecodeOpen(p.Data)
+			if err != nil {
+				if !errors.Is(err, protocol.ErrMalformed) {
+					t.Fatalf("DecodeOpen(%q) error %v does not wrap ErrMalformed", p.Data, err)
+				}
+				return
+			}
+			if info.SID == "" {
+				t.Fatalf("DecodeOpen(%q) accepted an empty sid", p.Data)
+			}
+			re, err := protocol.DecodeOpen(protocol.EncodeOpen(info)[1:])
+			if err != nil || re.SID != info.SID || re.PingInterval != info.PingInterval ||
+				re.PingTimeout != info.PingTimeout || re.MaxPayload != info.MaxPayload || len(re.Upgrades) != len(info.Upgrades) {
+				t.Fatalf("open round trip: %+v -> %+v, %v", info, re, err)
+			}
+		}
+	})
+}
+
+func FuzzDecodePayload(f *testing.F) {
+	for _, s := range []string{
+		"", "\x1e", "4hello\x1e4world", "4hello\x1e4€€€", "4hello\x1ebAQID", "42[\"hello\"]\x1e42[\"world\"]",
+		"2\x1e3\x1e6", "4a\x1e\x1e4b", "4a\x1e",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		ps, err := protocol.DecodePayload(payload)
+		if err != nil {
+			if !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("DecodePayload(%q) error %v does not wrap ErrMalformed", payload, err)
+			}
+			return
+		}
+		if want := bytes.Count(payload, []byte{protocol.PayloadSeparator}) + 1; len(ps) != want {
+			t.Fatalf("DecodePayload(%q) = %d packets, want %d", payload, len(ps), want)
+		}
+		var joined []byte
+		for i, p := range ps {
+			if i > 0 {
+				joined = append(joined, protocol.PayloadSeparator)
+			}
+			joined = protocol.AppendEIO(joined, p.Type, p.Data)
+		}
+		if !bytes.Equal(joined, payload) {
+			t.Fatalf("re-joined payload %q != %q", joined, payload)
+		}
+	})
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	for _, s := range []string{
+		``, `{}`, `[]`, `null`, `"x"`, `{"success":false}`, `{"correlation_id":"c1"}`,
+		`{"correlation_id":"c1","success":true,"result":{"lines":["ü",1]}}`,
+		`{"correlation_id":"c2","success":false,"error":"unknown_route","message":"no route"}`,
+		`{"result":null}`, `{"success":"yes"}`, `{} {}`, ` {"message":"m"} `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		resp, ok, err := protocol.DecodeResponse(raw)
+		if err != nil {
+			if ok || !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("DecodeResponse(%q) = ok=%v, error %v; want !ok and ErrMalformed", raw, ok, err)
+			}
+			return
+		}
+		if !ok {
+			if resp.Success || resp.Error != "" || resp.Message != "" || resp.Result != nil {
+				t.Fatalf("DecodeResponse(%q) = %+v counted as no answer", raw, resp)
+			}
+			return
+		}
+		if resp.Success != (resp.Err() == nil) {
+			t.Fatalf("DecodeResponse(%q): Success %v but Err() = %v", raw, resp.Success, resp.Err())
+		}
+		// What the broker forwards must decode to the same answer.
+		b, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatalf("marshal %+v: %v", resp, err)
+		}
+		re, ok, err := protocol.DecodeResponse(b)
+		if err != nil || !ok {
+			t.Fatalf("DecodeResponse(Marshal(%+v) = %s) = ok=%v, %v", resp, b, ok, err)
+		}
+		if re.CorrelationID != resp.CorrelationID || re.Success != resp.Success || re.Error != resp.Error ||
+			re.Message != resp.Message || !sameJSON(t, re.Result, resp.Result) {
+			t.Fatalf("response round trip: %+v -> %s -> %+v", resp, b, re)
+		}
+	})
+}
+
+func sameJSON(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	var va, vb any
+	da := json.NewDecoder(bytes.NewReader(a))
+	da.UseNumber()
+	db := json.NewDecoder(bytes.NewReader(b))
+	db.UseNumber()
+	if err := da.Decode(&va); err != nil {
+		t.Fatalf("%q is not JSON: %v", a, err)
+	}
+	if err := db.Decode(&vb); err != nil {
+		t.Fatalf("%q is not JSON: %v", b, err)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func FuzzBinaryAssembler(f *testing.F) {
+	for _, s := range []struct {
+		header string
+		a0, a1 []byte
+	}{
+		{`51-["baz",{"_placeholder":true,"num":0}]`, []byte{1, 2, 3, 4}, nil},
+		{`52-/admin,["baz",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]`, []byte{1, 2}, []byte{3, 4}},
+		{`61-/admin,456[{"_placeholder":true,"num":0}]`, []byte{0xff}, nil},
+		{`51-14["foo",{"_placeholder":true,"num":0}]`, []byte("x"), nil},
+		{`51-[{"_placeholder":true,"num":0}]`, []byte("name"), nil},
+		{`51-["e",{"_placeholder":true,"num":1}]`, []byte("a"), nil},
+		{`52-["e",{"a":[{"_placeholder":true,"num":1}]},12345678901234567890,1e400]`, []byte("a"), []byte("b")},
+		{`50-["e",{"_placeholder":true,"num":0}]`, nil, nil},
+		{`51-["e",{"_placeholder":true,"num":0.0},{"_placeholder":true,"num":-0}]`, []byte("a"), nil},
+	} {
+		f.Add(s.header, s.a0, s.a1)
+	}
+	f.Fuzz(func(t *testing.T, header string, a0, a1 []byte) {
+		h, err := protocol.DecodeSIO([]byte(header))
+		if err != nil || (h.Type != protocol.SIOBinaryEvent && h.Type != protocol.SIOBinaryAck) || h.Attachments > 2 {
+			return
+		}
+		frames := [][]byte{a0, a1}[:h.Attachments]
+		var a protocol.BinaryAssembler
+		done := a.Start(h)
+		for _, fr := range frames {
+			done = a.Add(fr)
+		}
+		if !done || a.Active() {
+			t.Fatalf("%q: not done after %d attachments", header, len(frames))
+		}
+		p, raw, err := a.Packet()
+		if err != nil {
+			if !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("Packet(%q) error %v does not wrap ErrMalformed", header, err)
+			}
+			return
+		}
+		wantType := protocol.SIOEvent
+		if h.Type == protocol.SIOBinaryAck {
+			wantType = protocol.SIOAck
+		}
+		if p.Type != wantType || p.Namespace != h.Namespace || p.ID != h.ID || p.Attachments != 0 {
+			t.Fatalf("Packet(%q) = %+v, want %v in %q with id %d", header, p, wantType, h.Namespace, h.ID)
+		}
+		if len(raw) != len(frames) {
+			t.Fatalf("Packet(%q) returned %d attachments, want %d", header, len(raw), len(frames))
+		}
+		for i := range raw {
+			if !bytes.Equal(raw[i], frames[i]) {
+				t.Fatalf("attachment %d = %q, want %q", i, raw[i], frames[i])
+			}
+		}
+		if !json.Valid(p.Data) {
+			t.Fatalf("Packet(%q) Data %q is not valid JSON", header, p.Data)
+		}
+		if hasPlaceholder(t, p.Data) {
+			t.Fatalf("Packet(%q) Data %s still holds a placeholder", header, p.Data)
+		}
+		// The assembled packet is an ordinary EVENT or ACK and must pass the
+		// same validation a text packet does.
+		wire := protocol.AppendSIO(nil, p)
+		if _, err := protocol.DecodeSIO(wire); err != nil {
+			t.Fatalf("assembled packet %q does not decode: %v", wire, err)
+		}
+	})
+}
+
+func hasPlaceholder(t *testing.T, data []byte) bool {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%q is not JSON: %v", data, err)
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			if ph, ok := x["_placeholder"].(bool); ok && ph {
+				return true
+			}
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
