@@ -445,3 +445,30 @@ func TestConcurrentCallsAllAnsweredExactlyOnce(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestCallWaitingForWorkspaceDeliveredWhenItConnects(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "late")
+	start := time.Now()
+	res := e.goCall("late", tok, `{"endpoint":"/x","timeout":5,"wait_for_workspace_ms":5000}`)
+	select {
+	case got := <-res:
+		t.Fatalf("answered before the workspace connected: %+v", got.resp)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c := e.connect("late", e.token(broker.RoleBridge, "late"))
+	c.ackOK(c.nextCall(), `"waited"`)
+	got := awaitResult(t, res, 5*time.Second)
+	if string(got.resp.Result) != `"waited"` || got.elapsed > 2*time.Second {
+		t.Fatalf("got %+v after %s", got.resp, time.Since(start))
+	}
+}
+
+func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
+	e := newEnv(t)
+	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":0.4,"wait_for_workspace_ms":400}`)
+	got := awaitResult(t, res, 2*time.Second)
+	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 400*time.Millisecond || got.elapsed > 650*time.Millisecond {
+		t.Fatalf("got %+v after %s, want workspace_offline at the 0.4s deadline", got.resp, got.elapsed)
+	}
+}

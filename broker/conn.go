@@ -655,8 +655,14 @@ func (c *conn) deliver(call protocol.ToolCall) {
 		return // the new holder also received it and answers
 	case c.closed:
 		fail = &protocol.ToolResponse{Error: protocol.CodeWorkspaceDisconnected, Message: "workspace client disconnected"}
+	case c.pending[call.CorrelationID] != nil && c.pending[call.CorrelationID].call.ReplyTo == call.ReplyTo:
+		// The same call again (a bus that resends after a broken
+		// connection): it is in flight and will be answered once.
+		c.mu.Unlock()
+		log.Debug().Msg("duplicate delivery of a call in flight dropped")
+		return
 	case c.pending[call.CorrelationID] != nil:
-		fail = &protocol.ToolResponse{Error: protocol.CodeInvalidRequest, Message: "correlation_id already in flight"}
+		fail = &protocol.ToolResponse{Error: protocol.CodeInvalidRequest, Message: "correlation_id already in flight from another caller"}
 	case len(c.pending) >= c.b.cfg.MaxInFlight:
 		fail = &protocol.ToolResponse{Error: protocol.CodeOverloaded, Message: fmt.Sprintf("workspace has %d calls in flight", len(c.pending))}
 	}

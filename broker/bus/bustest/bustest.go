@@ -6,6 +6,7 @@ package bustest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -212,6 +213,119 @@ func Run(t *testing.T, pair Pair) {
 		mustPublish(t, a, "own", msg, 2)
 		if m := await(t, got); string(m) != "pristine" {
 			t.Fatalf("message altered by another handler: %q", m)
+		}
+	})
+	t.Run("EmptyMessage", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 1)
+		sub := subscribe(t, b, "empty", func(m []byte) { got <- m })
+		defer unsubscribe(t, sub)
+		mustPublish(t, a, "empty", []byte{}, 1)
+		if m := await(t, got); len(m) != 0 {
+			t.Fatalf("got %q, want an empty message", m)
+		}
+	})
+	t.Run("ManyChannels", func(t *testing.T) {
+		a, b := pair(t)
+		const channels = 200
+		got := make(chan string, channels)
+		for i := range channels {
+			name := fmt.Sprintf("many-%d", i)
+			sub := subscribe(t, b, name, func(m []byte) { got <- name + "=" + string(m) })
+			defer unsubscribe(t, sub)
+		}
+		for i := range channels {
+			mustPublish(t, a, fmt.Sprintf("many-%d", i), []byte("x"), 1)
+		}
+		seen := map[string]bool{}
+		for range channels {
+			seen[await(t, got)] = true
+		}
+		for i := range channels {
+			if want := fmt.Sprintf("many-%d=x", i); !seen[want] {
+				t.Fatalf("missing %s", want)
+			}
+		}
+	})
+	t.Run("CountFollowsUnsubscribeOfOneOfTwo", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan string, 4)
+		s1 := subscribe(t, b, "half", func(m []byte) { got <- "1:" + string(m) })
+		s2 := subscribe(t, b, "half", func(m []byte) { got <- "2:" + string(m) })
+		defer unsubscribe(t, s2)
+		unsubscribe(t, s1)
+		mustPublish(t, a, "half", []byte("x"), 1)
+		if m := await(t, got); m != "2:x" {
+			t.Fatalf("got %q, want 2:x", m)
+		}
+	})
+	t.Run("SubscribeFromWithinHandler", func(t *testing.T) {
+		a, b := pair(t)
+		got := make(chan []byte, 1)
+		subscribed := make(chan bus.Subscription, 1)
+		errs := make(chan error, 1)
+		trigger := subscribe(t, b, "outer", func([]byte) {
+			ctx, cancel := context.WithTimeout(context.Background(), deliveryWait)
+			defer cancel()
+			s, err := b.Subscribe(ctx, "inner", func(m []byte) { got <- m })
+			if err != nil {
+				errs <- err
+				return
+			}
+			subscribed <- s
+		})
+		defer unsubscribe(t, trigger)
+		mustPublish(t, a, "outer", []byte("go"), 1)
+		select {
+		case s := <-subscribed:
+			defer unsubscribe(t, s)
+		case err := <-errs:
+			t.Fatalf("Subscribe from within a handler: %v", err)
+		case <-time.After(deliveryWait):
+			t.Fatal("Subscribe from within a handler blocked")
+		}
+		mustPublish(t, a, "inner", []byte("x"), 1)
+		if m := await(t, got); string(m) != "x" {
+			t.Fatalf("got %q", m)
+		}
+	})
+	t.Run("UnsubscribeAnotherFromWithinHandler", func(t *testing.T) {
+		// Like a takeover notice ending a workspace subscription.
+		a, b := pair(t)
+		victim := subscribe(t, b, "victim", func([]byte) {})
+		done := make(chan error, 1)
+		killer := subscribe(t, b, "killer", func([]byte) { done <- victim.Unsubscribe(context.Background()) })
+		defer unsubscribe(t, killer)
+		mustPublish(t, a, "killer", []byte("x"), 1)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(deliveryWait):
+			t.Fatal("Unsubscribe of another subscription from within a handler blocked")
+		}
+		mustPublish(t, a, "victim", []byte("y"), 0)
+	})
+	t.Run("SubscribeWithEndedContextFails", func(t *testing.T) {
+		a, b := pair(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := b.Subscribe(ctx, "ended", func([]byte) {}); err == nil {
+			t.Fatal("Subscribe with an ended context succeeded")
+		}
+		mustPublish(t, a, "ended", []byte("x"), 0)
+	})
+	t.Run("ClosedBusReturnsErrClosed", func(t *testing.T) {
+		a, _ := pair(t)
+		if err := a.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := a.Publish(context.Background(), "x", []byte("x")); !errors.Is(err, bus.ErrClosed) {
+			t.Fatalf("Publish after Close = %v; want ErrClosed", err)
+		}
+		if _, err := a.Subscribe(context.Background(), "x", func([]byte) {}); !errors.Is(err, bus.ErrClosed) {
+			t.Fatalf("Subscribe after Close = %v; want ErrClosed", err)
 		}
 	})
 	t.Run("ClosedBusRefuses", func(t *testing.T) {

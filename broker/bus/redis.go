@@ -1,0 +1,526 @@
+package bus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// DefaultRedisPrefix is the channel prefix used when RedisConfig.Prefix is
+// empty.
+const DefaultRedisPrefix = "tether:"
+
+// Defaults for RedisConfig.
+const (
+	DefaultRedisPingInterval = time.Second
+	// redisDialTimeout bounds one attempt to open a pub/sub connection.
+	redisDialTimeout = 5 * time.Second
+)
+
+// RedisConfig configures NewRedis. Exactly one of URL and ClusterAddrs must
+// be set.
+type RedisConfig struct {
+	// URL of a single Redis server: redis://[user:password@]host:port[/db],
+	// rediss:// for TLS.
+	URL string
+	// ClusterAddrs are host:port seed addresses of a Redis Cluster (Redis 7
+	// or later; no password or TLS yet). The bus then uses sharded pub/sub
+	// (SPUBLISH/SSUBSCRIBE): a message crosses only the shard that owns its
+	// channel's slot.
+	ClusterAddrs []string
+	// Prefix is prepended to every channel name; DefaultRedisPrefix if
+	// empty. Channels named "ping:…" under the prefix are used by the bus
+	// itself (see PingInterval).
+	Prefix string
+	// InstanceID names this bus in its private ping channels and in the
+	// Redis client name of its pub/sub connections (CLIENT LIST); random
+	// if empty.
+	InstanceID string
+	// Logger receives connection lifecycle events and handler panics.
+	Logger zerolog.Logger
+	// PingInterval is how often every pub/sub connection publishes a
+	// message to its own private channel through Redis, to prove that its
+	// subscriptions are alive; DefaultRedisPingInterval if zero.
+	PingInterval time.Duration
+	// PingTimeout is how long a self-ping may take to come back before the
+	// connection is considered dead: Ready fails and the connection is
+	// replaced and resubscribed. 3×PingInterval if zero.
+	PingTimeout time.Duration
+	// OnReconnect, if set, is called each time a pub/sub connection that
+	// had been live was lost, came back, and every subscription it carries
+	// is confirmed by Redis again (not on the first connect). Messages
+	// published to its channels meanwhile were lost; the broker uses this
+	// to re-announce what it serves. It runs on a goroutine of its own and
+	// may use the bus.
+	OnReconnect func()
+}
+
+// Redis is the Bus used when tether instances share Redis pub/sub.
+//
+// One pub/sub connection carries every subscription of the instance (one
+// per shard on a cluster); a receive loop per connection reads it and hands
+// messages, in arrival order, to a delivery goroutine that calls the
+// handlers one at a time. A handler that blocks therefore delays every
+// channel of its connection, never the reading of it. Publish uses the
+// client's ordinary connection pool.
+//
+// Receiver counts: Redis counts subscribed connections, and tether's routing
+// relies on that count (0 means nobody serves a workspace). So that a count
+// always equals the number of subscriptions — also for a caller publishing
+// with plain PUBLISH — the k-th concurrent subscription of one channel in
+// one instance is carried by the instance's k-th pub/sub connection. With
+// one subscription per channel, the usual case, an instance holds a single
+// connection; further ones are opened on demand and closed when idle.
+//
+// Subscribe returns once Redis has confirmed the subscription, and
+// Unsubscribe once Redis has confirmed its end, so a Publish that follows
+// either, from any instance, counts accordingly.
+//
+// After a lost connection the bus reconnects with backoff and resubscribes
+// every channel; Ready fails until that is confirmed. A connection whose
+// subscriptions died silently is detected by the self-ping (PingInterval)
+// and replaced. On a cluster, when a slot moves to another node Redis ends
+// its shard subscriptions; the bus then replaces that node's connection,
+// re-reads the slot map and resubscribes each channel on its new node.
+//
+// All methods are safe for concurrent use. Handlers may call Subscribe and
+// Unsubscribe, but not Close, which waits for the delivery goroutines.
+// A handler that panics is recovered and the panic logged.
+type Redis struct {
+	log          zerolog.Logger
+	prefix       string
+	instance     string
+	pingInterval time.Duration
+	pingTimeout  time.Duration
+	onReconnect  func()
+
+	single  *redis.Client        // single-server mode
+	cluster *redis.ClusterClient // cluster mode
+	base    *redis.Options       // template for the dedicated pub/sub clients
+	topo    *clusterTopology     // cluster mode: which node serves a channel
+
+	mu      sync.Mutex
+	conns   map[connKey]*psConn
+	changed chan struct{} // closed and replaced on every subscription state change
+	closed  bool
+
+	isClosed atomic.Bool // read by Publish without taking mu
+	done     chan struct{}
+	wg       sync.WaitGroup // every goroutine the bus starts
+}
+
+var (
+	_ Bus     = (*Redis)(nil)
+	_ Checker = (*Redis)(nil)
+)
+
+// NewRedis connects to Redis (or a Redis Cluster) and returns a bus. It
+// fails if Redis does not answer within ctx. In single-server mode it also
+// waits, within ctx, until its pub/sub connection is live, so a fresh bus
+// is Ready. Close the bus to release its connections and goroutines.
+func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+	if (cfg.URL == "") == (len(cfg.ClusterAddrs) == 0) {
+		return nil, errors.New("creating redis bus: set exactly one of URL and ClusterAddrs")
+	}
+	r := &Redis{
+		log:          cfg.Logger.With().Str("component", "bus.redis").Logger(),
+		prefix:       cfg.Prefix,
+		instance:     cfg.InstanceID,
+		pingInterval: cfg.PingInterval,
+		pingTimeout:  cfg.PingTimeout,
+		onReconnect:  cfg.OnReconnect,
+		conns:        make(map[connKey]*psConn),
+		changed:      make(chan struct{}),
+		done:         make(chan struct{}),
+	}
+	if r.prefix == "" {
+		r.prefix = DefaultRedisPrefix
+	}
+	if r.instance == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		r.instance = hex.EncodeToString(b[:])
+	}
+	if r.pingInterval <= 0 {
+		r.pingInterval = DefaultRedisPingInterval
+	}
+	if r.pingTimeout <= 0 {
+		r.pingTimeout = 3 * r.pingInterval
+	}
+
+	if cfg.URL != "" {
+		opts, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis URL: %w", err)
+		}
+		opts.ContextTimeoutEnabled = true // a Publish honours its ctx
+		if opts.MaxRetries == 0 {
+			opts.MaxRetries = -1 // see Publish
+		}
+		r.base = opts
+		r.single = redis.NewClient(cloneOptions(opts))
+		if err := r.single.Ping(ctx).Err(); err != nil {
+			_ = r.single.Close()
+			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
+		}
+	} else {
+		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 cfg.ClusterAddrs,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1, // see Publish
+		})
+		r.base = &redis.Options{}
+		r.topo = &clusterTopology{client: r.cluster}
+		if err := r.topo.refresh(ctx); err != nil {
+			_ = r.cluster.Close()
+			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
+		}
+	}
+
+	r.wg.Add(1)
+	go r.pingLoop()
+
+	if r.single != nil {
+		// The first connection is permanent: it carries the instance's
+		// subscriptions and, with none, still proves Redis is reachable.
+		r.mu.Lock()
+		c := r.newConnLocked(connKey{})
+		r.mu.Unlock()
+		if err := r.waitLive(ctx, c); err != nil {
+			_ = r.Close()
+			return nil, fmt.Errorf("opening redis pub/sub connection: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Instance returns the instance ID (RedisConfig.InstanceID or the random
+// one chosen by NewRedis).
+func (r *Redis) Instance() string { return r.instance }
+
+func (r *Redis) waitLive(ctx context.Context, c *psConn) error {
+	for {
+		r.mu.Lock()
+		live, changed := c.live, r.changed
+		r.mu.Unlock()
+		if live {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Publish implements Bus. The count is what Redis reports: the number of
+// subscriptions, in every instance, the message reached (on a cluster: on
+// the shard that owns the channel).
+//
+// A failed PUBLISH is not retried on a single server (unless the URL sets
+// max_retries): when its reply is lost it may have been delivered, and a
+// retry could deliver a call twice; the error is returned instead. On a
+// cluster go-redis follows redirections (MOVED, ASK: the command did not
+// run) and also resends after a broken connection, within the same budget,
+// so there a receiver may rarely see a message twice.
+func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	if r.isClosed.Load() {
+		return 0, ErrClosed
+	}
+	n, err := r.publish(ctx, r.prefix+channel, msg)
+	if err != nil {
+		if errors.Is(err, redis.ErrClosed) && r.isClosed.Load() {
+			return 0, ErrClosed
+		}
+		return 0, fmt.Errorf("publishing to redis channel %q: %w", channel, err)
+	}
+	return int(n), nil
+}
+
+func (r *Redis) publish(ctx context.Context, channel string, msg []byte) (int64, error) {
+	if r.cluster != nil {
+		return r.cluster.SPublish(ctx, channel, msg).Result()
+	}
+	return r.single.Publish(ctx, channel, msg).Result()
+}
+
+// Subscribe implements Bus. It returns once Redis confirmed the
+// subscription; while Redis is unreachable it waits for it to come back,
+// until ctx ends.
+func (r *Redis) Subscribe(ctx context.Context, channel string, h Handler) (Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("subscribing to redis channel %q: %w", channel, err)
+	}
+	full := r.prefix + channel
+	var addr string
+	if r.topo != nil {
+		var err error
+		if addr, err = r.topo.nodeFor(ctx, full); err != nil {
+			return nil, fmt.Errorf("subscribing to redis channel %q: %w", channel, err)
+		}
+	}
+	s := &redisSub{r: r, name: channel, h: h}
+	e := &entry{channel: full, sub: s}
+	s.e = e
+
+	// Find the first connection that does not carry this channel yet.
+	r.mu.Lock()
+	for {
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c := r.pickConnLocked(addr, full); c != nil {
+			c.addLocked(e)
+			break
+		}
+		// An earlier subscription of this channel is being ended; once
+		// Redis confirms that, its connection is free again.
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("subscribing to redis channel %q: %w", channel, ctx.Err())
+		case <-r.done:
+			return nil, ErrClosed
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
+
+	r.sendSubscribe(e)
+
+	for {
+		r.mu.Lock()
+		closed, ok, changed := r.closed, e.subscribed, r.changed
+		r.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if ok {
+			return s, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			s.done.Store(true)
+			r.sendUnsubscribe(e)
+			return nil, fmt.Errorf("subscribing to redis channel %q: %w", channel, ctx.Err())
+		case <-r.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// pickConnLocked returns the connection to addr with the lowest index that
+// does not carry channel, creating it if needed. It returns nil if the
+// lowest one carries channel for a subscription that is being ended: the
+// caller waits for that to finish rather than open another connection.
+func (r *Redis) pickConnLocked(addr, channel string) *psConn {
+	for k := 0; ; k++ {
+		key := connKey{addr: addr, k: k}
+		c := r.conns[key]
+		if c == nil {
+			return r.newConnLocked(key)
+		}
+		e := c.entries[channel]
+		if e == nil {
+			return c
+		}
+		if e.sub == nil {
+			return nil
+		}
+	}
+}
+
+// redisSub is one Subscribe registration.
+type redisSub struct {
+	r    *Redis
+	name string // channel without prefix
+	h    Handler
+	e    *entry
+	done atomic.Bool // set first thing by Unsubscribe: no handler call starts after
+}
+
+// Unsubscribe implements Subscription. It stops delivery at once and then
+// waits, within ctx, until Redis confirmed the end of the subscription (so
+// that later Publish counts no longer include it); the error reports a ctx
+// that ended first. It may be called from within the handler.
+func (s *redisSub) Unsubscribe(ctx context.Context) error {
+	if !s.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	r := s.r
+	r.sendUnsubscribe(s.e)
+	for {
+		r.mu.Lock()
+		gone, closed, changed := s.e.deleted, r.closed, r.changed
+		r.mu.Unlock()
+		if gone || closed {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("unsubscribing from redis channel %q: %w", s.name, ctx.Err())
+		case <-r.done:
+			return nil
+		}
+	}
+}
+
+// Ready implements Checker: it fails while a pub/sub connection is down,
+// resubscribing, or its self-ping is overdue.
+func (r *Redis) Ready(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	now := time.Now()
+	for _, c := range r.conns {
+		if !c.live && c.holdsLocked() {
+			return fmt.Errorf("redis pub/sub connection %s is down or resubscribing", c.key)
+		}
+		if !c.pingSince.IsZero() && now.Sub(c.pingSince) > r.pingTimeout {
+			return fmt.Errorf("redis pub/sub connection %s: self-ping not delivered for %v",
+				c.key, now.Sub(c.pingSince).Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// Close implements Bus. It ends every subscription without waiting for
+// Redis, stops every goroutine of the bus and closes its connections. It
+// must not be called from a Handler.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.isClosed.Store(true)
+	conns := make([]*psConn, 0, len(r.conns))
+	for key, c := range r.conns {
+		for _, e := range c.entries {
+			if e.sub != nil {
+				e.sub.done.Store(true)
+			}
+		}
+		conns = append(conns, c)
+		delete(r.conns, key)
+	}
+	r.broadcastLocked()
+	r.mu.Unlock()
+
+	close(r.done)
+	for _, c := range conns {
+		c.shutdown()
+	}
+	r.wg.Wait()
+
+	var err error
+	if r.single != nil {
+		err = r.single.Close()
+	} else {
+		err = r.cluster.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("closing redis client: %w", err)
+	}
+	return nil
+}
+
+// broadcastLocked wakes everybody waiting for a subscription state change.
+func (r *Redis) broadcastLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// pingLoop publishes the self-pings, replaces connections whose ping is
+// overdue or reached nobody, and closes extra connections left idle.
+func (r *Redis) pingLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.pingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-tick.C:
+		}
+		type ping struct {
+			c       *psConn
+			channel string
+		}
+		var pings []ping
+		var dead, idle []*psConn
+		now := time.Now()
+		r.mu.Lock()
+		for key, c := range r.conns {
+			if c.retirable() && len(c.entries) == 0 && !c.emptySince.IsZero() &&
+				now.Sub(c.emptySince) >= r.pingInterval {
+				delete(r.conns, key)
+				idle = append(idle, c)
+				continue
+			}
+			if !c.live {
+				// A generation that does not confirm its subscriptions
+				// in time sits on a dead socket too.
+				if c.ps != nil && now.Sub(c.genSince) > r.pingTimeout {
+					dead = append(dead, c)
+				}
+				continue
+			}
+			switch {
+			case c.pingSince.IsZero():
+				c.pingSince = now
+			case now.Sub(c.pingSince) > r.pingTimeout:
+				dead = append(dead, c)
+				continue
+			}
+			pings = append(pings, ping{c, c.pingChannel})
+		}
+		r.mu.Unlock()
+
+		for _, c := range idle {
+			r.log.Debug().Stringer("conn", c.key).Msg("closing idle redis pub/sub connection")
+			c.shutdown()
+		}
+		for _, c := range dead {
+			r.log.Warn().Stringer("conn", c.key).Dur("timeout", r.pingTimeout).
+				Msg("redis pub/sub connection unresponsive; replacing it")
+			c.kill()
+		}
+		for _, p := range pings {
+			ctx, cancel := context.WithTimeout(context.Background(), r.pingTimeout)
+			n, err := r.publish(ctx, p.channel, []byte("ping"))
+			cancel()
+			if err == nil && n == 0 {
+				// Redis no longer counts the connection as subscribed.
+				r.log.Warn().Stringer("conn", p.c.key).
+					Msg("redis pub/sub self-ping reached nobody; replacing the connection")
+				p.c.kill()
+			}
+			// An error leaves the ping outstanding: it becomes overdue.
+		}
+	}
+}
+
+// cloneOptions returns a copy of o that a client may own (NewClient
+// modifies the options it is given).
+func cloneOptions(o *redis.Options) *redis.Options {
+	c := *o
+	return &c
+}
