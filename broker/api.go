@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherdev/tether/broker/caller"
@@ -128,7 +129,31 @@ func (b *Broker) handleCall(c *gin.Context) {
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
 	defer func() { b.apiInFlight.Add(-1); b.apiCalls.Done() }()
-	resp := b.caller.Call(c.Request.Context(), caller.Request{
+	var resp protocol.ToolResponse
+	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
+		cid := req.CorrelationID
+		if cid == "" {
+			cid = uuid.NewString()
+		}
+		d := time.Duration(timeout * float64(time.Second))
+		resp = b.callLocal(c.Request.Context(), ws, protocol.ToolCall{
+			CorrelationID: cid,
+			Endpoint:      req.Endpoint,
+			Payload:       req.Payload,
+			Timeout:       timeout,
+			DeadlineMS:    time.Now().Add(d).UnixMilli(),
+		})
+	} else {
+		resp = b.callBus(c, ws, req, timeout)
+	}
+	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
+		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
+	}
+	b.finish(c, start, resp)
+}
+
+func (b *Broker) callBus(c *gin.Context, ws string, req CallRequest, timeout float64) protocol.ToolResponse {
+	return b.caller.Call(c.Request.Context(), caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
@@ -136,10 +161,6 @@ func (b *Broker) handleCall(c *gin.Context) {
 		WaitForWorkspace: req.WaitForWorkspaceMS > 0,
 		CorrelationID:    req.CorrelationID,
 	})
-	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
-		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
-	}
-	b.finish(c, start, resp)
 }
 
 func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {

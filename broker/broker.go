@@ -208,9 +208,9 @@ func (b *Broker) hold(c *conn, ws string) error {
 	if !c.connected(ws) {
 		return errors.New("connection closed while registering")
 	}
-	c.log.Info().Msg("workspace connected")
+	c.event(b.log.Info()).Msg("workspace connected")
 	if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(ws)); err != nil {
-		c.log.Warn().Err(err).Msg("announcing workspace online failed")
+		c.event(b.log.Warn()).Err(err).Msg("announcing workspace online failed")
 	}
 	return nil
 }
@@ -229,8 +229,35 @@ func (b *Broker) announce(c *conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.publishTakeover(ctx, c); err != nil {
-		c.log.Warn().Err(err).Msg("reasserting takeover failed")
+		c.event(b.log.Warn()).Err(err).Msg("reasserting takeover failed")
 	}
+}
+
+// Reannounce repeats the takeover and the online announcement of every
+// workspace this broker holds. Call it when the bus has resubscribed after
+// losing Redis (bus.RedisConfig.OnReconnect): what was published meanwhile
+// is lost, so a connection elsewhere that took a workspace during the outage
+// hears of this one (the older yields), and callers waiting for a workspace
+// learn that it is served.
+func (b *Broker) Reannounce() {
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.held))
+	for _, c := range b.held {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range conns {
+		if err := b.publishTakeover(ctx, c); err != nil {
+			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace failed")
+			continue
+		}
+		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspace)); err != nil {
+			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
+		}
+	}
+	b.log.Info().Int("workspaces", len(conns)).Msg("bus reconnected; workspaces reannounced")
 }
 
 // release forgets c as a holder (if it still is one).
@@ -243,9 +270,14 @@ func (b *Broker) release(c *conn) {
 	b.metrics.workspaces.Dec()
 }
 
-// reply publishes the single answer of call to its caller's inbox.
-func (b *Broker) reply(call protocol.ToolCall, resp protocol.ToolResponse) {
+// reply delivers the single answer of call: to its in-process waiter, or
+// published to its caller's inbox.
+func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
 	resp.CorrelationID = call.CorrelationID
+	if waiter != nil {
+		waiter <- resp // buffered 1; the pending table hands each call out once
+		return
+	}
 	msg, err := json.Marshal(resp)
 	if err != nil {
 		// Only a result that is not valid JSON gets here.
@@ -268,6 +300,40 @@ func (b *Broker) reply(call protocol.ToolCall, resp protocol.ToolResponse) {
 		return
 	}
 	b.wg.Go(publish)
+}
+
+// callLocal serves a call of this broker's HTTP API on the in-memory bus
+// without the bus: the holder is in this process, so the call and its answer
+// travel as values (no JSON round trips through the bus).
+func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCall) protocol.ToolResponse {
+	b.mu.Lock()
+	c := b.held[ws]
+	b.mu.Unlock()
+	if c == nil {
+		return protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws))
+	}
+	ch := make(chan protocol.ToolResponse, 1)
+	c.deliver(call, ch)
+	// The owner's timer answers at the deadline; this one only guards the
+	// promise of an answer against a bug in that path.
+	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + b.cfg.CallGrace)
+	defer guard.Stop()
+	select {
+	case resp := <-ch:
+		return resp
+	case <-guard.C:
+		c.cancelCall(call.CorrelationID, "no answer by the deadline")
+		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("call outlived its deadline in the pending table")
+		return protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "no answer by the deadline")
+	case <-ctx.Done():
+		c.cancelCall(call.CorrelationID, "caller gone")
+		select {
+		case resp := <-ch: // answered by the cancel or a racing answer
+			return resp
+		default: // never delivered (the connection closed meanwhile)
+			return protocol.Failure(call.CorrelationID, protocol.CodeCancelled, "caller gave up: "+ctx.Err().Error())
+		}
+	}
 }
 
 // Workspace describes a workspace held by this broker.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -49,7 +50,8 @@ type conn struct {
 	bearer    string // token from the upgrade's Authorization header
 	workspace string
 	since     int64 // when CONNECT succeeded, unix ns: newest holder wins
-	log       zerolog.Logger
+	// wsName is the workspace for log lines, readable from any goroutine.
+	wsName atomic.Pointer[string]
 
 	ctx    context.Context // ends the read loop
 	cancel context.CancelFunc
@@ -74,6 +76,10 @@ type pending struct {
 	call  protocol.ToolCall
 	ackID int64
 	timer *time.Timer
+	// waiter, when set, receives the answer in-process (a call from this
+	// broker's own HTTP API on the in-memory bus); otherwise the answer is
+	// published to call.ReplyTo.
+	waiter chan<- protocol.ToolResponse
 }
 
 func newSID() string {
@@ -128,7 +134,6 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		c.bearer = strings.TrimPrefix(h, "Bearer ")
 	}
-	c.log = b.log.With().Str("sid", c.id).Str("remote", c.remote).Logger()
 	if !b.track(c) {
 		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
 		cancel()
@@ -166,7 +171,7 @@ func (c *conn) serve() {
 		connected := c.workspace != ""
 		c.mu.Unlock()
 		if !connected {
-			c.log.Info().Msg("no CONNECT within the connect timeout")
+			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
 			c.close("connect timeout", false)
 		}
 	})
@@ -174,6 +179,24 @@ func (c *conn) serve() {
 
 	reason := c.readLoop()
 	c.close(reason, reason != ReasonClientClosed && reason != ReasonTransport)
+}
+
+// event adds the connection's fields to a log event (nil when the level is
+// off: then nothing is computed).
+func (c *conn) event(e *zerolog.Event) *zerolog.Event {
+	if e == nil {
+		return nil
+	}
+	e = e.Str("sid", c.id).Str("remote", c.remote)
+	if ws := c.wsName.Load(); ws != nil {
+		e = e.Str("workspace_id", *ws)
+	}
+	return e
+}
+
+// callEvent adds a call's fields too.
+func (c *conn) callEvent(e *zerolog.Event, call *protocol.ToolCall) *zerolog.Event {
+	return c.event(e).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint)
 }
 
 // heartbeat fires every pingInterval to send a ping and, while a ping is
@@ -191,7 +214,7 @@ func (c *conn) heartbeat() {
 	}
 	c.mu.Unlock()
 	if late {
-		c.log.Info().Msg("no pong within ping timeout")
+		c.event(c.b.log.Info()).Msg("no pong within ping timeout")
 		c.close(ReasonPingTimeout, true)
 		return
 	}
@@ -256,7 +279,7 @@ func (c *conn) drain() {
 		c.mu.Unlock()
 		for i, f := range batch {
 			if err := c.writeNow(f); err != nil {
-				c.log.Debug().Err(err).Msg("write failed")
+				c.event(c.b.log.Debug()).Err(err).Msg("write failed")
 				c.mu.Lock()
 				c.writing = false
 				c.mu.Unlock()
@@ -290,7 +313,7 @@ func (c *conn) readLoop() string {
 		if err != nil {
 			switch {
 			case websocket.CloseStatus(err) == websocket.StatusMessageTooBig:
-				c.log.Info().Msg("client sent a message over maxPayload")
+				c.event(c.b.log.Info()).Msg("client sent a message over maxPayload")
 				return "message over maxPayload"
 			case websocket.CloseStatus(err) != -1:
 				return ReasonClientClosed
@@ -361,7 +384,7 @@ func (c *conn) readLoop() string {
 
 func (c *conn) malformed(err error) string {
 	c.b.metrics.badPackets.Inc()
-	c.log.Info().Err(err).Msg("closing connection: malformed packet")
+	c.event(c.b.log.Info()).Err(err).Msg("closing connection: malformed packet")
 	return ReasonMalformed
 }
 
@@ -375,7 +398,12 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 		if connected {
 			return c.malformed(fmt.Errorf("second CONNECT"))
 		}
-		return c.handleConnect(p)
+		// The handshake (token check, registration) needs a deep stack;
+		// run on the read loop it would grow that stack for the life of
+		// the connection. A goroutine of its own gives it back at once.
+		done := make(chan string, 1)
+		go func() { done <- c.handleConnect(p) }()
+		return <-done
 	}
 	if !connected {
 		return c.malformed(fmt.Errorf("%s before CONNECT", p.Type))
@@ -392,12 +420,12 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 			return c.malformed(err)
 		}
 		if len(args) == 0 {
-			c.log.Debug().Int64("ack", p.ID).Msg("empty ack ignored")
+			c.event(c.b.log.Debug()).Int64("ack", p.ID).Msg("empty ack ignored")
 			return ""
 		}
 		resp, ok, err := protocol.DecodeResponse(args[0])
 		if err != nil || !ok {
-			c.log.Debug().Int64("ack", p.ID).Msg("ack without a response ignored")
+			c.event(c.b.log.Debug()).Int64("ack", p.ID).Msg("ack without a response ignored")
 			return ""
 		}
 		c.answer(resp, p.ID)
@@ -412,12 +440,12 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 		}
 		args, err := p.Args()
 		if err != nil || len(args) < 2 {
-			c.log.Debug().Msg("tool_response without a body ignored")
+			c.event(c.b.log.Debug()).Msg("tool_response without a body ignored")
 			return ""
 		}
 		resp, ok, err := protocol.DecodeResponse(args[1])
 		if err != nil || !ok || resp.CorrelationID == "" {
-			c.log.Debug().Msg("tool_response without correlation_id ignored")
+			c.event(c.b.log.Debug()).Msg("tool_response without correlation_id ignored")
 			return ""
 		}
 		c.answer(resp, protocol.NoAck)
@@ -464,13 +492,13 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	if err != nil {
 		var pe *protocol.Error
 		errors.As(err, &pe)
-		c.log.Info().Str("workspace_id", ws).Str("code", pe.Code).Msg("CONNECT refused: " + pe.Message)
+		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", pe.Code).Msg("CONNECT refused: " + pe.Message)
 		c.connectError("/", pe.Message, pe.Code)
 		return "CONNECT refused"
 	}
-	c.log = c.log.With().Str("workspace_id", ws).Logger()
+	c.wsName.Store(&ws)
 	if err := c.b.hold(c, ws); err != nil {
-		c.log.Warn().Err(err).Msg("registering workspace failed")
+		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
 		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
 		return "register failed"
 	}
@@ -527,7 +555,7 @@ func (c *conn) close(reason string, notify bool) {
 	if sub != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := sub.Unsubscribe(ctx); err != nil {
-			c.log.Warn().Err(err).Msg("unsubscribing workspace failed")
+			c.event(c.b.log.Warn()).Err(err).Msg("unsubscribing workspace failed")
 		}
 		cancel()
 	}
@@ -537,10 +565,10 @@ func (c *conn) close(reason string, notify bool) {
 	for _, p := range pend {
 		p.timer.Stop()
 		c.b.metrics.inFlight.Dec()
-		c.log.Info().Str("correlation_id", p.call.CorrelationID).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("client disconnected with call pending")
-		c.b.reply(p.call, protocol.Failure(p.call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected: "+reason))
+		c.event(c.b.log.Info()).Str("correlation_id", p.call.CorrelationID).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("client disconnected with call pending")
+		c.b.reply(p.call, p.waiter, protocol.Failure(p.call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected: "+reason))
 	}
-	c.log.Info().Str("reason", reason).Int("pending_answered", len(pend)).Msg("connection closed")
+	c.event(c.b.log.Info()).Str("reason", reason).Int("pending_answered", len(pend)).Msg("connection closed")
 
 	// Closing handshakes wait on the peer; do it off the caller's goroutine
 	// (which may be a bus handler), owned by the broker's wait group.
@@ -579,18 +607,18 @@ func (c *conn) close(reason string, notify bool) {
 func (c *conn) onBusMessage(msg []byte) {
 	var m protocol.BusMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
-		c.log.Warn().Err(err).Msg("undecodable message on workspace channel")
+		c.event(c.b.log.Warn()).Err(err).Msg("undecodable message on workspace channel")
 		return
 	}
 	switch m.Type {
 	case protocol.BusCall:
-		c.deliver(m.ToolCall)
+		c.deliver(m.ToolCall, nil)
 	case protocol.BusCancel:
 		c.cancelCall(m.CorrelationID, m.Reason)
 	case protocol.BusTakeover:
 		c.takeover(m)
 	default:
-		c.log.Debug().Str("type", m.Type).Msg("unknown bus message type ignored")
+		c.event(c.b.log.Debug()).Str("type", m.Type).Msg("unknown bus message type ignored")
 	}
 }
 
@@ -602,27 +630,27 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	if !newer {
 		// An older connection announced itself after we did: say again
 		// that we hold the workspace, so it yields.
-		c.log.Info().Str("other", m.Holder).Msg("older connection claimed the workspace; reasserting")
+		c.event(c.b.log.Info()).Str("other", m.Holder).Msg("older connection claimed the workspace; reasserting")
 		c.b.wg.Go(func() { c.b.announce(c) })
 		return
 	}
 	c.mu.Lock()
 	c.replaced = true
 	c.mu.Unlock()
-	c.log.Info().Str("by", m.Holder).Msg("workspace taken over by a newer connection")
+	c.event(c.b.log.Info()).Str("by", m.Holder).Msg("workspace taken over by a newer connection")
 	c.close(ReasonReplaced, true)
 }
 
 // deliver registers a call and queues it for the client, or answers it at
-// once when it cannot be delivered.
-func (c *conn) deliver(call protocol.ToolCall) {
-	log := c.log.With().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Logger()
-	if call.ReplyTo == "" {
-		log.Warn().Msg("call without reply_to dropped: nobody to answer")
+// once when it cannot be delivered. The answer goes to waiter when it is set,
+// else to call.ReplyTo.
+func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse) {
+	if call.ReplyTo == "" && waiter == nil {
+		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
 	}
 	if err := call.Validate(); err != nil {
-		c.b.reply(call, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
+		c.b.reply(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
 		return
 	}
 	now := time.Now()
@@ -632,7 +660,7 @@ func (c *conn) deliver(call protocol.ToolCall) {
 	}
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
-		c.b.reply(call, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
+		c.b.reply(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
 		return
 	}
 
@@ -643,23 +671,25 @@ func (c *conn) deliver(call protocol.ToolCall) {
 		Timeout:       remaining.Seconds(),
 	})
 	if err != nil {
-		c.b.reply(call, protocol.Failure(call.CorrelationID, protocol.CodeInvalidRequest, "encoding call: "+err.Error()))
+		c.b.reply(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeInvalidRequest, "encoding call: "+err.Error()))
 		return
 	}
 
 	var fail *protocol.ToolResponse
 	c.mu.Lock()
 	switch {
-	case c.replaced:
+	case c.replaced && waiter == nil:
 		c.mu.Unlock()
-		return // the new holder also received it and answers
+		return // the new holder also received it from the bus and answers
+	case c.replaced:
+		fail = &protocol.ToolResponse{Error: protocol.CodeWorkspaceDisconnected, Message: "workspace client was replaced by a newer connection"}
 	case c.closed:
 		fail = &protocol.ToolResponse{Error: protocol.CodeWorkspaceDisconnected, Message: "workspace client disconnected"}
-	case c.pending[call.CorrelationID] != nil && c.pending[call.CorrelationID].call.ReplyTo == call.ReplyTo:
+	case waiter == nil && c.pending[call.CorrelationID] != nil && c.pending[call.CorrelationID].call.ReplyTo == call.ReplyTo:
 		// The same call again (a bus that resends after a broken
 		// connection): it is in flight and will be answered once.
 		c.mu.Unlock()
-		log.Debug().Msg("duplicate delivery of a call in flight dropped")
+		c.callEvent(c.b.log.Debug(), &call).Msg("duplicate delivery of a call in flight dropped")
 		return
 	case c.pending[call.CorrelationID] != nil:
 		fail = &protocol.ToolResponse{Error: protocol.CodeInvalidRequest, Message: "correlation_id already in flight from another caller"}
@@ -676,7 +706,7 @@ func (c *conn) deliver(call protocol.ToolCall) {
 			fail = &protocol.ToolResponse{Error: protocol.CodeOverloaded, Message: "client is not reading its socket"}
 		} else {
 			cid := call.CorrelationID
-			c.pending[cid] = &pending{call: call, ackID: ack, timer: time.AfterFunc(remaining, func() { c.expire(cid) })}
+			c.pending[cid] = &pending{call: call, ackID: ack, waiter: waiter, timer: time.AfterFunc(remaining, func() { c.expire(cid) })}
 			c.acks[ack] = cid
 		}
 	}
@@ -684,15 +714,15 @@ func (c *conn) deliver(call protocol.ToolCall) {
 	c.mu.Unlock()
 	if fail != nil {
 		fail.CorrelationID = call.CorrelationID
-		log.Debug().Str("error", fail.Error).Msg("call answered without delivery")
-		c.b.reply(call, *fail)
+		c.callEvent(c.b.log.Debug(), &call).Str("error", fail.Error).Msg("call answered without delivery")
+		c.b.reply(call, waiter, *fail)
 		return
 	}
 	c.b.metrics.inFlight.Inc()
 	if start {
 		c.startWriter()
 	}
-	log.Debug().Msg("call delivered to socket")
+	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
 }
 
 // take removes a pending call; exactly one of answer, expire, cancel and
@@ -716,7 +746,7 @@ func (c *conn) answer(resp protocol.ToolResponse, ackID int64) {
 		if !ok {
 			c.mu.Unlock()
 			c.b.metrics.duplicates.Inc()
-			c.log.Debug().Int64("ack", ackID).Msg("ack for no pending call dropped")
+			c.event(c.b.log.Debug()).Int64("ack", ackID).Msg("ack for no pending call dropped")
 			return
 		}
 		resp.CorrelationID = cid
@@ -727,13 +757,13 @@ func (c *conn) answer(resp protocol.ToolResponse, ackID int64) {
 		// Already answered, or never sent to this connection: a client may
 		// only answer its own calls.
 		c.b.metrics.duplicates.Inc()
-		c.log.Debug().Str("correlation_id", resp.CorrelationID).Msg("answer for no pending call dropped")
+		c.event(c.b.log.Debug()).Str("correlation_id", resp.CorrelationID).Msg("answer for no pending call dropped")
 		return
 	}
 	p.timer.Stop()
 	c.b.metrics.inFlight.Dec()
-	c.log.Debug().Str("correlation_id", resp.CorrelationID).Str("endpoint", p.call.Endpoint).Bool("success", resp.Success).Msg("response received")
-	c.b.reply(p.call, resp)
+	c.event(c.b.log.Debug()).Str("correlation_id", resp.CorrelationID).Str("endpoint", p.call.Endpoint).Bool("success", resp.Success).Msg("response received")
+	c.b.reply(p.call, p.waiter, resp)
 }
 
 // expire answers a call whose deadline passed and tells the client to stop.
@@ -745,8 +775,8 @@ func (c *conn) expire(cid string) {
 		return
 	}
 	c.b.metrics.inFlight.Dec()
-	c.log.Info().Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Msg("call timed out")
-	c.b.reply(p.call, protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %gs", p.call.Timeout)))
+	c.event(c.b.log.Info()).Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Msg("call timed out")
+	c.b.reply(p.call, p.waiter, protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %gs", p.call.Timeout)))
 	c.sendCancel(cid, "timeout")
 }
 
@@ -760,8 +790,8 @@ func (c *conn) cancelCall(cid, reason string) {
 	}
 	p.timer.Stop()
 	c.b.metrics.inFlight.Dec()
-	c.log.Info().Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("call cancelled")
-	c.b.reply(p.call, protocol.Failure(cid, protocol.CodeCancelled, "caller cancelled: "+reason))
+	c.event(c.b.log.Info()).Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("call cancelled")
+	c.b.reply(p.call, p.waiter, protocol.Failure(cid, protocol.CodeCancelled, "caller cancelled: "+reason))
 	c.sendCancel(cid, reason)
 }
 
@@ -780,7 +810,7 @@ func (c *conn) failPending(code, msg string) {
 	for _, p := range pend {
 		p.timer.Stop()
 		c.b.metrics.inFlight.Dec()
-		c.b.reply(p.call, protocol.Failure(p.call.CorrelationID, code, msg))
+		c.b.reply(p.call, p.waiter, protocol.Failure(p.call.CorrelationID, code, msg))
 		c.sendCancel(p.call.CorrelationID, code)
 	}
 }

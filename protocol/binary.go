@@ -47,6 +47,7 @@ func (a *BinaryAssembler) Add(frame []byte) (done bool) {
 // and the raw attachments themselves.
 func (a *BinaryAssembler) Packet() (SIOPacket, [][]byte, error) {
 	p := a.header
+	p.args, p.name = nil, "" // parsed from the placeholders; Data changes below
 	// UseNumber keeps every number as its JSON text: through float64 an id
 	// above 2^53 would come back changed, and 1e400 would not decode at all.
 	dec := json.NewDecoder(bytes.NewReader(p.Data))

@@ -60,6 +60,11 @@ type SIOPacket struct {
 	ID          int64
 	Attachments int
 	Data        json.RawMessage
+
+	// args and name cache what DecodeSIO parsed of an EVENT or ACK, so
+	// the hot path reads the array once. Only DecodeSIO sets them.
+	args []json.RawMessage
+	name string
 }
 
 // HasAck reports whether the packet carries an ack id.
@@ -142,19 +147,36 @@ func validatePayload(p *SIOPacket) error {
 		if firstNonSpace(p.Data) != '[' {
 			return malformed("ACK payload must be an array")
 		}
+		return p.parseArgs() // validates the JSON too
 	case SIOEvent, SIOBinaryEvent:
 		if firstNonSpace(p.Data) != '[' {
 			return malformed("EVENT payload must be an array")
 		}
+		if err := p.parseArgs(); err != nil {
+			return err
+		}
+		name, err := eventName(p.args)
+		if err != nil {
+			return err
+		}
+		p.name = name
+		return nil
 	}
 	if p.Data != nil && !json.Valid(p.Data) {
 		return malformed("payload is not valid JSON")
 	}
-	if p.Type == SIOEvent || p.Type == SIOBinaryEvent {
-		if _, err := p.EventName(); err != nil {
-			return err
-		}
+	return nil
+}
+
+func (p *SIOPacket) parseArgs() error {
+	var args []json.RawMessage
+	if err := json.Unmarshal(p.Data, &args); err != nil {
+		return malformed("payload is not a JSON array: %v", err)
 	}
+	if args == nil {
+		args = []json.RawMessage{}
+	}
+	p.args = args
 	return nil
 }
 
@@ -171,10 +193,17 @@ func firstNonSpace(b []byte) byte {
 
 // EventName returns the name of an EVENT packet (the first array element).
 func (p *SIOPacket) EventName() (string, error) {
+	if p.name != "" {
+		return p.name, nil
+	}
 	args, err := p.Args()
 	if err != nil {
 		return "", err
 	}
+	return eventName(args)
+}
+
+func eventName(args []json.RawMessage) (string, error) {
 	if len(args) == 0 {
 		return "", malformed("EVENT without a name")
 	}
@@ -192,6 +221,9 @@ func (p *SIOPacket) EventName() (string, error) {
 // Args splits an EVENT or ACK payload into its array elements. For an EVENT
 // the first element is the event name.
 func (p *SIOPacket) Args() ([]json.RawMessage, error) {
+	if p.args != nil {
+		return p.args, nil
+	}
 	var args []json.RawMessage
 	if err := json.Unmarshal(p.Data, &args); err != nil {
 		return nil, malformed("payload is not an array: %v", err)

@@ -149,7 +149,9 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	if err != nil {
 		return protocol.Failure(cid, protocol.CodeInvalidRequest, "encoding call: "+err.Error())
 	}
-	log := c.opts.Logger.With().Str("correlation_id", cid).Str("endpoint", req.Endpoint).Str("workspace_id", req.WorkspaceID).Logger()
+	log := func(e *zerolog.Event) *zerolog.Event {
+		return e.Str("correlation_id", cid).Str("endpoint", req.Endpoint).Str("workspace_id", req.WorkspaceID)
+	}
 
 	ch := make(chan protocol.ToolResponse, 1)
 	c.mu.Lock()
@@ -181,20 +183,27 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 		if err != nil {
 			c.forget(cid)
 			c.dropOnline(req.WorkspaceID, wake)
-			log.Warn().Err(err).Msg("publishing call failed")
+			if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && !time.Now().Before(dl)) {
+				// The caller gave up while publishing (a socket deadline
+				// from ctx may fire a moment before ctx does); the call
+				// may have gone out all the same.
+				c.cancelRemote(req.WorkspaceID, cid, "caller gone")
+				return protocol.Failure(cid, protocol.CodeCancelled, "caller gave up while publishing: "+err.Error())
+			}
+			log(c.opts.Logger.Warn()).Err(err).Msg("publishing call failed")
 			return protocol.Failure(cid, protocol.CodeBusUnavailable, "publishing call: "+err.Error())
 		}
 		if n > 0 {
 			c.dropOnline(req.WorkspaceID, wake)
-			log.Debug().Msg("call routed")
+			log(c.opts.Logger.Debug()).Msg("call routed")
 			break
 		}
 		if !req.WaitForWorkspace {
 			c.forget(cid)
-			log.Debug().Msg("workspace offline")
+			log(c.opts.Logger.Debug()).Msg("workspace offline")
 			return protocol.Failure(cid, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", req.WorkspaceID))
 		}
-		log.Debug().Msg("waiting for workspace")
+		log(c.opts.Logger.Debug()).Msg("waiting for workspace")
 		select {
 		case <-wake:
 			// Publish takes ownership of msg; keep our own copy for retries.
@@ -221,7 +230,7 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 		if resp, ok := c.giveUp(cid, ch); ok {
 			return resp
 		}
-		log.Warn().Msg("no answer from the owner by the deadline; answering timeout")
+		log(c.opts.Logger.Warn()).Msg("no answer from the owner by the deadline; answering timeout")
 		return protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %s", timeout))
 	case <-ctx.Done():
 		if resp, ok := c.giveUp(cid, ch); ok {

@@ -1,0 +1,354 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// disconnectGrace is how long the bridge keeps reading after the broker's
+// DISCONNECT, to learn the close reason ("replaced") from the close frame
+// that follows it.
+const disconnectGrace = time.Second
+
+// errDisconnected is the cause of the handler contexts of a lost connection.
+var errDisconnected = errors.New("broker connection lost")
+
+// session is one accepted connection to the broker. Its read loop runs on
+// the goroutine that calls serve; serve also starts a supervisor goroutine
+// (ping watchdog, graceful close) and one goroutine per running call, and
+// waits for all of them before it returns.
+type session struct {
+	b            *Bridge
+	conn         *websocket.Conn
+	log          zerolog.Logger // carries workspace_id and sid
+	pingDeadline time.Duration
+	maxPayload   int
+
+	// ioCtx governs I/O on conn: cancelling it closes the connection (that
+	// is how coder/websocket ends a pending Read). It is detached from Run's
+	// ctx so shutdown can say goodbye before the connection goes.
+	ioCtx    context.Context
+	ioCancel context.CancelCauseFunc
+	// callsCtx is the parent of every handler context; it ends with Run's
+	// ctx and with the connection.
+	callsCtx    context.Context
+	callsCancel context.CancelCauseFunc
+
+	pinged chan struct{} // a ping arrived; buffered 1, never blocks the reader
+	asm    protocol.BinaryAssembler
+	// reason is what the broker's disconnect_reason event announced for the
+	// DISCONNECT that follows it. Read loop only.
+	reason string
+
+	mu      sync.Mutex // guards flights
+	flights map[string]*flight
+
+	wg sync.WaitGroup // supervisor and call goroutines
+}
+
+// flight is a call whose handler runs, so tool_cancel can reach it.
+type flight struct {
+	cancel   context.CancelCauseFunc
+	endpoint string
+}
+
+func newSession(b *Bridge, runCtx context.Context, conn *websocket.Conn, info protocol.OpenInfo, sid string) *session {
+	s := &session{
+		b:            b,
+		conn:         conn,
+		log:          b.log.With().Str("sid", sid).Logger(),
+		pingDeadline: time.Duration(info.PingInterval+info.PingTimeout) * time.Millisecond,
+		maxPayload:   info.MaxPayload,
+		pinged:       make(chan struct{}, 1),
+		flights:      make(map[string]*flight),
+	}
+	s.ioCtx, s.ioCancel = context.WithCancelCause(context.WithoutCancel(runCtx))
+	s.callsCtx, s.callsCancel = context.WithCancelCause(runCtx)
+	s.log.Info().Str("engine_sid", info.SID).Int("ping_interval_ms", info.PingInterval).
+		Int("ping_timeout_ms", info.PingTimeout).Int("max_payload", info.MaxPayload).
+		Msg("connected to broker")
+	return s
+}
+
+// serve runs the connection until it ends and returns why.
+func (s *session) serve(runCtx context.Context) error {
+	s.wg.Add(1)
+	go s.supervise(runCtx)
+	err := s.readLoop()
+	s.callsCancel(errDisconnected)
+	s.ioCancel(err)
+	_ = s.conn.CloseNow()
+	s.wg.Wait()
+	return err
+}
+
+// supervise declares the connection dead when pings stop, and closes it
+// politely when Run ends.
+func (s *session) supervise(runCtx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTimer(s.pingDeadline)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ioCtx.Done():
+			return
+		case <-s.pinged:
+			t.Reset(s.pingDeadline)
+		case <-t.C:
+			s.log.Warn().Dur("waited", s.pingDeadline).Msg("no ping from broker; connection considered dead")
+			s.ioCancel(errPingTimeout)
+			return
+		case <-runCtx.Done():
+			// DISCONNECT lets the broker fail pending calls at once instead of
+			// waiting for the socket to drop.
+			ctx, cancel := context.WithTimeout(s.ioCtx, time.Second)
+			_ = s.conn.Write(ctx, websocket.MessageText, disconnectFrame)
+			cancel()
+			_ = s.conn.Close(websocket.StatusNormalClosure, "bridge shutting down")
+			return
+		}
+	}
+}
+
+// readLoop reads frames until the connection fails, and returns why.
+func (s *session) readLoop() error {
+	readCtx := s.ioCtx
+	var gone error // the broker's DISCONNECT, once received
+	for {
+		typ, data, err := s.conn.Read(readCtx)
+		if err != nil {
+			return s.readError(err, gone)
+		}
+		received := time.Now()
+		if typ == websocket.MessageBinary {
+			s.onBinary(data, received)
+			continue
+		}
+		pkt, err := protocol.DecodeEIO(data)
+		if err != nil {
+			s.log.Warn().Err(err).Str("frame", truncate(data)).Msg("malformed packet from broker ignored")
+			continue
+		}
+		switch pkt.Type {
+		case protocol.EIOPing:
+			select {
+			case s.pinged <- struct{}{}:
+			default:
+			}
+			if err := s.write(protocol.AppendEIO(nil, protocol.EIOPong, pkt.Data)); err != nil {
+				s.log.Debug().Err(err).Msg("answering ping failed")
+			}
+		case protocol.EIOClose:
+			return errServerClose
+		case protocol.EIOMessage:
+			if err := s.onMessage(pkt.Data, received); err != nil && gone == nil {
+				gone = err
+				var cancel context.CancelFunc
+				readCtx, cancel = context.WithTimeout(s.ioCtx, disconnectGrace)
+				defer cancel()
+			}
+		}
+	}
+}
+
+// readError explains why reading stopped, preferring what the broker said.
+func (s *session) readError(err, gone error) error {
+	if s.ioCtx.Err() != nil {
+		return context.Cause(s.ioCtx)
+	}
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && strings.Contains(ce.Reason, "replaced") {
+		return errReplaced
+	}
+	if gone != nil {
+		return gone
+	}
+	if errors.As(err, &ce) {
+		return fmt.Errorf("broker closed the connection (status %d, reason %q)", ce.Code, ce.Reason)
+	}
+	return fmt.Errorf("reading from broker: %w", err)
+}
+
+// onMessage handles one Socket.IO packet. It returns an error when the
+// broker ended the session (DISCONNECT, or CONNECT_ERROR after connect).
+func (s *session) onMessage(data []byte, received time.Time) error {
+	p, err := protocol.DecodeSIO(data)
+	if err != nil {
+		if len(data) > 0 && protocol.SIOType(data[0]) == protocol.SIODisconnect {
+			return s.disconnected(disconnectReason(data[1:]))
+		}
+		s.log.Warn().Err(err).Str("frame", truncate(data)).Msg("malformed packet from broker ignored")
+		return nil
+	}
+	if p.Namespace != "/" {
+		s.log.Debug().Str("namespace", p.Namespace).Msg("packet for another namespace ignored")
+		return nil
+	}
+	switch p.Type {
+	case protocol.SIOEvent:
+		s.onEvent(p, received)
+	case protocol.SIOBinaryEvent, protocol.SIOBinaryAck:
+		if s.asm.Start(p) {
+			s.onAssembled(received)
+		}
+	case protocol.SIODisconnect:
+		return s.disconnected(s.reason)
+	case protocol.SIOConnectError:
+		err := decodeConnectError(p.Data)
+		s.log.Warn().Err(err).Msg("broker revoked the connection")
+		return err
+	}
+	return nil
+}
+
+func (s *session) disconnected(reason string) error {
+	s.log.Info().Str("reason", reason).Msg("broker sent DISCONNECT")
+	return serverDisconnect(reason)
+}
+
+func (s *session) onBinary(data []byte, received time.Time) {
+	if !s.asm.Active() {
+		s.log.Warn().Int("bytes", len(data)).Msg("binary frame without a binary packet ignored")
+		return
+	}
+	if s.asm.Add(data) {
+		s.onAssembled(received)
+	}
+}
+
+func (s *session) onAssembled(received time.Time) {
+	p, _, err := s.asm.Packet()
+	if err != nil {
+		s.log.Warn().Err(err).Msg("malformed binary packet from broker ignored")
+		return
+	}
+	if p.Type == protocol.SIOEvent {
+		s.onEvent(p, received)
+	}
+}
+
+func (s *session) onEvent(p protocol.SIOPacket, received time.Time) {
+	args, err := p.Args()
+	if err != nil || len(args) == 0 {
+		s.log.Warn().Err(err).Msg("malformed event from broker ignored")
+		return
+	}
+	var name string
+	_ = json.Unmarshal(args[0], &name) // DecodeSIO checked it is a string
+	switch name {
+	case protocol.EventToolCall:
+		s.onToolCall(p.ID, args, received)
+	case protocol.EventToolCancel:
+		s.onToolCancel(args)
+	case eventDisconnectReason:
+		if len(args) > 1 {
+			s.reason = disconnectReason(args[1])
+		}
+	default:
+		s.log.Debug().Str("event", name).Msg("unknown event from broker ignored")
+	}
+}
+
+// onToolCall answers at once what needs no handler (a bad body, an
+// unroutable endpoint, a duplicate, overload) and otherwise starts the call
+// on its own goroutine. Either way the call gets exactly one response.
+func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.Time) {
+	call, err := decodeToolCall(args)
+	log := callLog{l: &s.log, id: call.CorrelationID, endpoint: call.Endpoint}
+	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
+	if err != nil {
+		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received)
+		return
+	}
+	if resp, ok := precheck(&call); !ok {
+		s.respond(ackID, resp, log, received)
+		return
+	}
+
+	s.mu.Lock()
+	if _, dup := s.flights[call.CorrelationID]; dup {
+		s.mu.Unlock()
+		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
+			"a call with this correlation_id is already running"), log, received)
+		return
+	}
+	if !s.b.d.tryAcquire() {
+		s.mu.Unlock()
+		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.callsCtx)
+	s.flights[call.CorrelationID] = &flight{cancel: cancel, endpoint: call.Endpoint}
+	s.mu.Unlock()
+
+	s.wg.Add(1)
+	go s.runCall(ctx, cancel, ackID, &call, received, log)
+}
+
+func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {
+	defer s.wg.Done()
+	resp := s.b.d.serve(ctx, call, received, log)
+	s.mu.Lock()
+	delete(s.flights, call.CorrelationID)
+	s.mu.Unlock()
+	cancel(nil)
+	if s.callsCtx.Err() != nil {
+		// The broker already answered workspace_disconnected (or the bridge
+		// is stopping); nobody waits for this response.
+		log.Info().Str("code", resp.Error).Msg("response dropped: broker connection lost")
+		return
+	}
+	s.respond(ackID, resp, log, received)
+}
+
+func (s *session) onToolCancel(args []json.RawMessage) {
+	c, err := decodeToolCancel(args)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("malformed tool_cancel ignored")
+		return
+	}
+	s.mu.Lock()
+	f := s.flights[c.CorrelationID]
+	s.mu.Unlock()
+	if f == nil {
+		s.log.Debug().Str("correlation_id", c.CorrelationID).Msg("tool_cancel for a call that is not running")
+		return
+	}
+	log := callLog{l: &s.log, id: c.CorrelationID, endpoint: f.endpoint}
+	log.Info().Str("reason", c.Reason).Msg("tool_cancel received")
+	f.cancel(&cancelledByBroker{reason: c.Reason})
+}
+
+// respond sends a call's one response.
+func (s *session) respond(ackID int64, resp protocol.ToolResponse, log callLog, received time.Time) {
+	frame, tooLarge := responseFrame(ackID, resp, s.maxPayload)
+	if tooLarge {
+		log.Warn().Int("max_payload", s.maxPayload).Msg("response too large for the broker; answering payload_too_large")
+		resp.Success, resp.Error = false, protocol.CodePayloadTooLarge
+	}
+	if err := s.write(frame); err != nil {
+		log.Warn().Err(err).Str("code", resp.Error).Msg("response dropped: writing to broker failed")
+		return
+	}
+	log.Info().Int64("ack_id", ackID).Bool("success", resp.Success).Str("code", resp.Error).
+		Dur("duration", time.Since(received)).Msg("response sent")
+}
+
+// write sends one frame. coder/websocket serialises concurrent writers, so
+// frames never interleave. A write stuck longer than the ping deadline means
+// the connection is dead; its context expiring closes the connection.
+func (s *session) write(frame []byte) error {
+	ctx, cancel := context.WithTimeout(s.ioCtx, s.pingDeadline)
+	defer cancel()
+	return s.conn.Write(ctx, websocket.MessageText, frame)
+}

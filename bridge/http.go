@@ -1,0 +1,146 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Request headers the local HTTP listener reads.
+const (
+	// HeaderCorrelationID names the call in logs and in the response;
+	// generated when absent.
+	HeaderCorrelationID = "X-Correlation-ID"
+	// HeaderTimeout is the call's timeout in seconds (a number, as in
+	// tool_call); protocol.DefaultTimeout when absent.
+	HeaderTimeout = "X-Tether-Timeout"
+)
+
+// HTTPHandler returns the route table as an http.Handler, for harness tests
+// and local tools. POST <endpoint> with the payload as the body answers HTTP
+// 200 and the ToolResponse JSON for every outcome of the call (success,
+// unknown_route, invalid_payload, handler_timeout, overloaded, …), the same
+// response the broker would get. A request that is not a call gets a
+// ToolResponse body too: 405 for a method other than POST, 400 for a bad
+// HeaderTimeout, 413 for a body over Config.MaxHTTPBody. GET /healthz
+// answers 200 "ok".
+//
+// The handler is safe for concurrent use; its calls share the MaxInFlight
+// bound with the broker's, and a client that goes away cancels its call.
+func (b *Bridge) HTTPHandler() http.Handler { return http.HandlerFunc(b.serveHTTP) }
+
+func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+		return
+	}
+	call := protocol.ToolCall{
+		CorrelationID: r.Header.Get(HeaderCorrelationID),
+		Endpoint:      r.URL.EscapedPath(),
+	}
+	if call.CorrelationID == "" {
+		call.CorrelationID = "http-" + rand.Text()
+	}
+	if r.Method != http.MethodPost {
+		writeToolResponse(w, http.StatusMethodNotAllowed, protocol.Failure(call.CorrelationID,
+			protocol.CodeInvalidRequest, "calls are POST requests, got "+r.Method))
+		return
+	}
+	if h := r.Header.Get(HeaderTimeout); h != "" {
+		t, err := strconv.ParseFloat(h, 64)
+		if err != nil {
+			writeToolResponse(w, http.StatusBadRequest, protocol.Failure(call.CorrelationID,
+				protocol.CodeInvalidRequest, fmt.Sprintf("%s must be a number of seconds, got %q", HeaderTimeout, h)))
+			return
+		}
+		call.Timeout = t
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxHTTPBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeToolResponse(w, http.StatusRequestEntityTooLarge, protocol.Failure(call.CorrelationID,
+				protocol.CodePayloadTooLarge, fmt.Sprintf("payload exceeds %d bytes", tooLarge.Limit)))
+			return
+		}
+		writeToolResponse(w, http.StatusBadRequest, protocol.Failure(call.CorrelationID,
+			protocol.CodeInvalidRequest, "reading body: "+err.Error()))
+		return
+	}
+	call.Payload = body
+
+	resp := b.d.dispatch(r.Context(), &call, received, "http")
+	err = writeToolResponse(w, http.StatusOK, resp)
+	ev := b.d.callLog(&call).Info()
+	if err != nil {
+		ev = b.d.callLog(&call).Warn().Err(err)
+	}
+	ev.Str("transport", "http").Bool("success", resp.Success).Str("code", resp.Error).
+		Dur("duration", time.Since(received)).Msg("response sent")
+}
+
+func writeToolResponse(w http.ResponseWriter, status int, resp protocol.ToolResponse) error {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		body, _ = json.Marshal(protocol.Failure(resp.CorrelationID, protocol.CodeInternalError, "encoding response: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(body)
+	return err
+}
+
+// httpServer is the local listener Run owns.
+type httpServer struct {
+	srv *http.Server
+}
+
+// startHTTP serves the route table on the configured listener until
+// shutdown. Requests inherit ctx, so ending Run cancels their calls and lets
+// shutdown finish promptly. A failing listener stops Run through stop.
+func (b *Bridge) startHTTP(ctx context.Context, stop context.CancelCauseFunc, wg *sync.WaitGroup) (*httpServer, error) {
+	ln := b.cfg.HTTPListener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", b.cfg.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: listening for HTTP: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           b.HTTPHandler(),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          stdlog.New(b.log.With().Str("component", "http").Logger(), "", 0),
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			stop(fmt.Errorf("bridge: serving HTTP on %s: %w", ln.Addr(), err))
+		}
+	}()
+	b.log.Info().Stringer("addr", ln.Addr()).Msg("http listener started")
+	return &httpServer{srv: srv}, nil
+}
+
+func (h *httpServer) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		_ = h.srv.Close()
+	}
+}

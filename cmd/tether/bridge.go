@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"io"
+
+	"github.com/tetherdev/tether/bridge"
+)
+
+func runBridge(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokerURL := fs.String("broker", env("TETHER_BROKER", ""), "broker URL, http(s):// or ws(s)://")
+	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id this bridge serves")
+	token := fs.String("token", env("TETHER_TOKEN", ""), "bridge token")
+	root := fs.String("root", env("TETHER_ROOT", "."), "directory served")
+	httpAddr := fs.String("http", env("TETHER_BRIDGE_HTTP", ""), "also serve the routes over HTTP on this address (e.g. 127.0.0.1:8765)")
+	maxInFlight := fs.Int("max-in-flight", 0, "handlers running at once before 'overloaded' (default 64)")
+	mkLog := logFlags(fs, stderr)
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	log, err := mkLog()
+	if err != nil {
+		return err
+	}
+	if *brokerURL == "" && *httpAddr == "" {
+		return usagef("--broker (or --http) is required")
+	}
+	if *brokerURL != "" && *workspace == "" {
+		return usagef("--workspace is required with --broker")
+	}
+	b, err := bridge.New(bridge.Config{
+		BrokerURL:   *brokerURL,
+		WorkspaceID: *workspace,
+		Token:       *token,
+		Root:        *root,
+		HTTPAddr:    *httpAddr,
+		MaxInFlight: *maxInFlight,
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	return b.Run(ctx)
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/bus"
+)
+
+type brokerFlags struct {
+	listen       string
+	secret       string
+	pingInterval time.Duration
+	pingTimeout  time.Duration
+	maxPayload   int
+	maxInFlight  int
+	drain        time.Duration
+	instanceID   string
+}
+
+func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
+	fs.StringVar(&f.listen, "listen", env("TETHER_LISTEN", defListen), "address to listen on")
+	fs.StringVar(&f.secret, "secret", env("TETHER_SECRET", ""), "token signing secret (required off loopback)")
+	fs.DurationVar(&f.pingInterval, "ping-interval", 25*time.Second, "Engine.IO ping interval")
+	fs.DurationVar(&f.pingTimeout, "ping-timeout", 20*time.Second, "Engine.IO ping timeout")
+	fs.IntVar(&f.maxPayload, "max-payload", 1_000_000, "largest message and HTTP body, bytes")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
+	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
+	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
+}
+
+func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
+	return broker.Config{
+		Secret:       []byte(f.secret),
+		InstanceID:   f.instanceID,
+		Logger:       log,
+		PingInterval: f.pingInterval,
+		PingTimeout:  f.pingTimeout,
+		MaxPayload:   f.maxPayload,
+		MaxInFlight:  f.maxInFlight,
+		DrainTimeout: f.drain,
+	}
+}
+
+// redisFlags select the Redis bus that lets several brokers share routing.
+// Only `tether broker` has them: `tether up` is one process on the
+// in-memory bus.
+type redisFlags struct {
+	url     string
+	cluster string
+	prefix  string
+}
+
+func (f *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "redis", env("TETHER_REDIS", ""), "Redis URL (redis://[user:pass@]host:port[/db]) shared with the other brokers; default: in-memory bus, one broker")
+	fs.StringVar(&f.cluster, "redis-cluster", env("TETHER_REDIS_CLUSTER", ""), "comma-separated host:port seeds of a Redis Cluster, used with sharded pub/sub (instead of --redis)")
+	fs.StringVar(&f.prefix, "redis-prefix", env("TETHER_REDIS_PREFIX", bus.DefaultRedisPrefix), "prefix of every Redis channel name")
+}
+
+// open connects the Redis bus the flags select; nil without --redis or
+// --redis-cluster. onReconnect runs each time the bus has resubscribed after
+// losing Redis.
+func (f *redisFlags) open(instanceID string, log zerolog.Logger, onReconnect func()) (*bus.Redis, error) {
+	if f.url == "" && f.cluster == "" {
+		return nil, nil
+	}
+	if f.url != "" && f.cluster != "" {
+		return nil, usagef("--redis and --redis-cluster exclude each other")
+	}
+	cfg := bus.RedisConfig{URL: f.url, Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
+	for _, addr := range strings.Split(f.cluster, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			cfg.ClusterAddrs = append(cfg.ClusterAddrs, addr)
+		}
+	}
+	if f.cluster != "" && len(cfg.ClusterAddrs) == 0 {
+		return nil, usagef("--redis-cluster needs at least one host:port")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return bus.NewRedis(ctx, cfg)
+}
+
+// isLoopback reports whether addr (host:port) only listens on loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func runBroker(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f brokerFlags
+	f.register(fs, "127.0.0.1:8377")
+	var rf redisFlags
+	rf.register(fs)
+	mkLog := logFlags(fs, stderr)
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	log, err := mkLog()
+	if err != nil {
+		return err
+	}
+	if f.secret == "" && !isLoopback(f.listen) {
+		return usagef("refusing to listen on %s without --secret: anyone who can reach it could act as any workspace", f.listen)
+	}
+	if f.secret == "" {
+		log.Warn().Msg("no --secret: authentication is off (loopback only)")
+	}
+	if f.instanceID == "" {
+		// One name for the broker's logs and its Redis connections.
+		f.instanceID = uuid.NewString()[:8]
+	}
+	// The bus exists before the broker it serves; after a Redis outage the
+	// broker re-announces the workspaces it holds.
+	var served atomic.Pointer[broker.Broker]
+	rb, err := rf.open(f.instanceID, log, func() {
+		if b := served.Load(); b != nil {
+			b.Reannounce()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	cfg := f.config(log)
+	if rb != nil {
+		cfg.Bus = rb
+		defer rb.Close() // after the broker's Shutdown: it drains through the bus
+		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Msg("routing through redis")
+	}
+	b, err := broker.New(cfg)
+	if err != nil {
+		return err
+	}
+	served.Store(b)
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		_ = b.Shutdown(context.Background())
+		return fmt.Errorf("listening: %w", err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	return serveBroker(ctx, b, ln, log)
+}
+
+// redactURL hides the password of a redis:// URL for logs.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// serveBroker serves b on ln until ctx ends, then drains and shuts down.
+func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zerolog.Logger) error {
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("listen", ln.Addr().String()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Shutdown(shutdownCtx); err != nil {
+		log.Warn().Err(err).Msg("broker shutdown")
+	}
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}

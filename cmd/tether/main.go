@@ -1,0 +1,160 @@
+// Command tether is the one binary of tether: the broker, the bridge daemon,
+// an all-in-one development setup, and the tools around them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `tether connects AI agents to where code lives.
+
+Usage:
+  tether broker  --listen ADDR [--secret S]            run a broker
+  tether bridge  --broker URL --workspace ID --token T --root DIR [--http ADDR]
+                                                        serve a directory's routes to a broker
+  tether up      [--listen ADDR] [--root DIR]          broker + bridge in one process, for trying tether out
+  tether call    --broker URL --token T --workspace ID [--timeout SEC] ENDPOINT [PAYLOAD_JSON]
+                                                        send one call and print its response
+  tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
+                                                        mint a token
+  tether version
+
+Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
+TETHER_WORKSPACE. Run 'tether COMMAND -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a subcommand and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up") {
+		// Relaying allocates many short-lived buffers; collecting 4x less
+		// often cuts CPU per call by a sixth for a few MB of heap. GOGC in
+		// the environment overrides it.
+		debug.SetGCPercent(400)
+	}
+	switch cmd {
+	case "broker":
+		err = runBroker(rest, stderr)
+	case "bridge":
+		err = runBridge(rest, stderr)
+	case "up":
+		err = runUp(rest, stdout, stderr)
+	case "call":
+		return runCall(rest, stdout, stderr)
+	case "token":
+		err = runToken(rest, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "tether", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tether: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "tether %s: %v\n", cmd, err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tether %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// usageError marks a mistake in the command line (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func versionString() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		v += " " + info.GoVersion
+	}
+	return v
+}
+
+// env returns the environment variable name's value, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// logFlags adds --log-level and --log-format to fs and returns a function
+// that builds the logger once flags are parsed.
+func logFlags(fs *flag.FlagSet, w io.Writer) func() (zerolog.Logger, error) {
+	level := fs.String("log-level", env("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	format := fs.String("log-format", env("TETHER_LOG_FORMAT", "json"), "json or console")
+	return func() (zerolog.Logger, error) {
+		lvl, err := zerolog.ParseLevel(*level)
+		if err != nil {
+			return zerolog.Nop(), usagef("--log-level: %v", err)
+		}
+		var out io.Writer = w
+		switch *format {
+		case "json":
+		case "console":
+			out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		default:
+			return zerolog.Nop(), usagef("--log-format must be json or console")
+		}
+		return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+	}
+}
+
+// signalContext is cancelled on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// parse parses fs and refuses positional arguments beyond max.
+func parse(fs *flag.FlagSet, args []string, max int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > max {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args()[max:], " "))
+	}
+	return nil
+}

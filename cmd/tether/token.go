@@ -1,0 +1,35 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tetherdev/tether/broker"
+)
+
+func runToken(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	secret := fs.String("secret", env("TETHER_SECRET", ""), "signing secret (the broker's --secret)")
+	role := fs.String("role", "", "caller or bridge")
+	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id, comma-separated ids, or '*' (callers only)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *secret == "" {
+		return usagef("--secret is required")
+	}
+	if *workspace == "" {
+		return usagef("--workspace is required")
+	}
+	tok, err := broker.IssueToken([]byte(*secret), *role, strings.Split(*workspace, ","), *ttl)
+	if err != nil {
+		return usageError{err}
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

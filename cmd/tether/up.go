@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/broker"
+)
+
+var nonIDChars = regexp.MustCompile(`[^a-z0-9_.-]+`)
+
+// workspaceIDFor derives a readable workspace id from a directory name.
+func workspaceIDFor(root string) string {
+	id := strings.Trim(nonIDChars.ReplaceAllString(strings.ToLower(filepath.Base(root)), "-"), "-.")
+	if id == "" {
+		id = "workspace"
+	}
+	return id
+}
+
+func runUp(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var bf brokerFlags
+	bf.register(fs, "127.0.0.1:8377")
+	root := fs.String("root", env("TETHER_ROOT", "."), "directory the bridge serves")
+	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id (default: the directory's name)")
+	bridgeHTTP := fs.String("http", "", "also serve the bridge's routes over HTTP on this address")
+	mkLog := logFlags(fs, stderr)
+	_ = fs.Set("log-format", "console")
+	_ = fs.Set("log-level", env("TETHER_LOG_LEVEL", "warn"))
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	log, err := mkLog()
+	if err != nil {
+		return err
+	}
+	absRoot, err := filepath.Abs(*root)
+	if err != nil {
+		return fmt.Errorf("resolving --root: %w", err)
+	}
+	if st, err := os.Stat(absRoot); err != nil || !st.IsDir() {
+		return usagef("--root %s is not a directory", absRoot)
+	}
+	if *workspace == "" {
+		*workspace = workspaceIDFor(absRoot)
+	}
+	if bf.secret == "" {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		bf.secret = hex.EncodeToString(b[:])
+	}
+	explicitListen := false
+	fs.Visit(func(f *flag.Flag) { explicitListen = explicitListen || f.Name == "listen" })
+	ln, err := net.Listen("tcp", bf.listen)
+	if err != nil && !explicitListen {
+		// The default port is taken (another tether up?): any free port will do.
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	b, err := broker.New(bf.config(log))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	url := "http://" + ln.Addr().String()
+	bridgeTok, err := broker.IssueToken([]byte(bf.secret), broker.RoleBridge, []string{*workspace}, 365*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	callerTok, err := broker.IssueToken([]byte(bf.secret), broker.RoleCaller, []string{*workspace}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPAddr: *bridgeHTTP, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signalContext()
+	defer stop()
+	bridgeCtx, stopBridge := context.WithCancel(context.Background())
+	defer stopBridge()
+	brokerDone := make(chan error, 1)
+	bridgeDone := make(chan error, 1)
+	go func() { brokerDone <- serveBroker(ctx, b, ln, log) }()
+	go func() { bridgeDone <- br.Run(bridgeCtx) }()
+
+	waitCtx, cancelWait := context.WithTimeout(ctx, 10*time.Second)
+	err = br.WaitConnected(waitCtx)
+	cancelWait()
+	if err == nil {
+		self, _ := os.Executable()
+		if self == "" {
+			self = "tether"
+		}
+		fmt.Fprintf(stdout, `tether is up: a broker and a bridge serving %s
+
+  broker        %s
+  workspace     %s
+  caller token  %s
+                (valid 24h; secret %s)
+
+Paste this in another terminal:
+
+  %s call --broker %s --workspace %s --token %s /api/ping '{"hello":"tether"}'
+
+Ctrl-C stops it.
+`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok)
+	} else if ctx.Err() == nil {
+		fmt.Fprintf(stderr, "tether up: the bridge did not connect within 10s: %v\n", err)
+		stop()
+	}
+	// The broker drains first, so calls in flight can still be answered by
+	// the bridge; then the bridge stops.
+	brokerErr := <-brokerDone
+	stopBridge()
+	bridgeErr := <-bridgeDone
+	return firstErr(brokerErr, bridgeErr)
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,454 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/protocol"
+)
+
+func TestTetherCallPingThroughBrokerAndBridge(t *testing.T) {
+	b := startBroker(t)
+	startBridge(t, b, "ws-ping")
+	out, err := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, broker.RoleCaller, "ws-ping"),
+		"--workspace", "ws-ping", "--timeout", "5", "/api/ping", `{"hello":"tether"}`).Output()
+	if err != nil {
+		t.Fatalf("tether call: %v\n%s", err, out)
+	}
+	var resp protocol.ToolResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("tether call printed %q: %v", out, err)
+	}
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, resp.Result)
+	if !resp.Success || compact.String() != `{"hello":"tether"}` {
+		t.Fatalf("got %+v (result %s)", resp, resp.Result)
+	}
+	// A failed call exits 1 and still prints the response.
+	cmd := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, broker.RoleCaller, "ws-ping"),
+		"--workspace", "ws-ping", "/api/no-such-route")
+	out, err = cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("failed call exited %v, want 1", err)
+	}
+	if err := json.Unmarshal(out, &resp); err != nil || resp.Error != protocol.CodeUnknownRoute {
+		t.Fatalf("failed call printed %q", out)
+	}
+}
+
+func TestSocketIOClientAnswersByAck(t *testing.T) {
+	b := startBroker(t)
+	ide := connectIDE(t, b, "ws-ack", "ack")
+	r := b.call("ws-ack", token(t, broker.RoleCaller, "ws-ack"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
+	if r.status != 200 || !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"ack"`) || !strings.Contains(string(r.resp.Result), `"n":1`) {
+		t.Fatalf("got %d %+v", r.status, r.resp)
+	}
+	ev := ide.await("tool_call", time.Second)
+	if ev["endpoint"] != "/api/ping" || ev["has_ack"] != true {
+		t.Fatalf("client saw %v", ev)
+	}
+}
+
+func TestSocketIOClientAnswersByToolResponseEvent(t *testing.T) {
+	b := startBroker(t)
+	connectIDE(t, b, "ws-ev", "event")
+	r := b.call("ws-ev", token(t, broker.RoleCaller, "ws-ev"), `{"endpoint":"/api/ping","payload":{"n":2},"timeout":5}`)
+	if r.status != 200 || !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
+		t.Fatalf("got %d %+v", r.status, r.resp)
+	}
+}
+
+func TestEmptyAckThenEventAnswersOnce(t *testing.T) {
+	b := startBroker(t)
+	connectIDE(t, b, "ws-empty", "empty-ack-then-event")
+	r := b.call("ws-empty", token(t, broker.RoleCaller, "ws-empty"), `{"endpoint":"/api/ping","timeout":5}`)
+	if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
+		t.Fatalf("an empty ack answered the call: %+v", r.resp)
+	}
+}
+
+func TestDuplicateAnswersDroppedAndCounted(t *testing.T) {
+	b := startBroker(t)
+	connectIDE(t, b, "ws-dup", "both") // answers by event, then by ack
+	tok := token(t, broker.RoleCaller, "ws-dup")
+	for range 5 {
+		r := b.call("ws-dup", tok, `{"endpoint":"/api/ping","timeout":5}`)
+		if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
+			t.Fatalf("got %+v, want the first answer (event)", r.resp)
+		}
+	}
+	waitMetric(t, b, "tether_unmatched_answers_total 5")
+}
+
+func waitMetric(t *testing.T, b *brokerProc, line string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		res, err := http.Get(b.url + "/metrics")
+		if err == nil {
+			var sb strings.Builder
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := res.Body.Read(buf)
+				sb.Write(buf[:n])
+				if err != nil {
+					break
+				}
+			}
+			res.Body.Close()
+			last = sb.String()
+			if strings.Contains(last, line) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("metrics never showed %q", line)
+}
+
+func TestOfflineWorkspaceAnsweredUnder100ms(t *testing.T) {
+	b := startBroker(t)
+	tok := token(t, broker.RoleCaller, "*")
+	b.call("warmup", tok, `{"endpoint":"/x"}`) // first request pays for the TCP connect
+	r := b.call("ws-nobody", tok, `{"endpoint":"/api/ping","timeout":30}`)
+	if r.resp.Error != protocol.CodeWorkspaceOffline || r.status != 200 {
+		t.Fatalf("got %d %+v", r.status, r.resp)
+	}
+	if r.elapsed >= 100*time.Millisecond {
+		t.Fatalf("offline answered after %s", r.elapsed)
+	}
+}
+
+func TestDisconnectAnsweredUnder500ms(t *testing.T) {
+	b := startBroker(t)
+	ide := connectIDE(t, b, "ws-drop", "none")
+	tok := token(t, broker.RoleCaller, "ws-drop")
+	var pending []<-chan callResult
+	for range 3 {
+		pending = append(pending, b.goCall("ws-drop", tok, `{"endpoint":"/api/ping","timeout":30}`))
+		ide.await("tool_call", 5*time.Second)
+	}
+	start := time.Now()
+	_ = ide.proc.Process.Kill() // the IDE dies: its socket drops
+	for _, ch := range pending {
+		r := await(t, ch, 2*time.Second)
+		if r.resp.Error != protocol.CodeWorkspaceDisconnected {
+			t.Fatalf("got %+v", r.resp)
+		}
+	}
+	if el := time.Since(start); el >= 500*time.Millisecond {
+		t.Fatalf("disconnect answered after %s", el)
+	}
+}
+
+func TestTimeoutAnsweredWithinTimeoutPlus250msAndCancelSent(t *testing.T) {
+	b := startBroker(t)
+	ide := connectIDE(t, b, "ws-slow", "none")
+	r := b.call("ws-slow", token(t, broker.RoleCaller, "ws-slow"), `{"endpoint":"/api/ping","timeout":0.5}`)
+	if r.resp.Error != protocol.CodeTimeout {
+		t.Fatalf("got %+v", r.resp)
+	}
+	if r.elapsed < 500*time.Millisecond || r.elapsed > 750*time.Millisecond {
+		t.Fatalf("timeout answered after %s, want within 0.5s + 250ms", r.elapsed)
+	}
+	call := ide.await("tool_call", time.Second)
+	cancel := ide.await("tool_cancel", time.Second)
+	if cancel["correlation_id"] != call["correlation_id"] || cancel["reason"] != "timeout" {
+		t.Fatalf("tool_cancel %v for call %v", cancel, call)
+	}
+}
+
+func TestOverloadedAboveInFlightBound(t *testing.T) {
+	b := startBroker(t, "--max-in-flight", "3")
+	ide := connectIDE(t, b, "ws-busy", "none")
+	tok := token(t, broker.RoleCaller, "ws-busy")
+	for range 3 {
+		b.goCall("ws-busy", tok, `{"endpoint":"/api/ping","timeout":2}`)
+		ide.await("tool_call", 5*time.Second)
+	}
+	r := b.call("ws-busy", tok, `{"endpoint":"/api/ping","timeout":2}`)
+	if r.resp.Error != protocol.CodeOverloaded || r.elapsed > 100*time.Millisecond {
+		t.Fatalf("fourth call got %+v after %s, want overloaded at once", r.resp, r.elapsed)
+	}
+}
+
+func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
+	b := startBroker(t, "--drain", "500ms")
+	ide := connectIDE(t, b, "ws-term", "none")
+	tok := token(t, broker.RoleCaller, "ws-term")
+	drained := b.goCall("ws-term", tok, `{"endpoint":"/api/ping","timeout":30}`)
+	first := ide.await("tool_call", 5*time.Second)
+	stuck := b.goCall("ws-term", tok, `{"endpoint":"/api/ping","timeout":30}`)
+	ide.await("tool_call", 5*time.Second)
+	start := time.Now()
+	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGTERM)
+	b.waitLine(5*time.Second, "draining")
+	// Answered during the drain: delivered.
+	ide.send(map[string]any{"cmd": "answer", "correlation_id": first["correlation_id"], "via": "ack"})
+	if r := await(t, drained, 2*time.Second); !r.resp.Success {
+		t.Fatalf("call answered during the drain got %+v", r.resp)
+	}
+	r := await(t, stuck, 3*time.Second)
+	if r.resp.Error != protocol.CodeBrokerShutdown {
+		t.Fatalf("unanswered call got %+v", r.resp)
+	}
+	if el := time.Since(start); el < 450*time.Millisecond || el > 1500*time.Millisecond {
+		t.Fatalf("broker_shutdown after %s, want after the 500ms drain", el)
+	}
+	ide.await("disconnect", 3*time.Second)
+	select {
+	case <-b.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("broker did not exit after SIGTERM")
+	}
+	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("broker exited %d after SIGTERM", code)
+	}
+}
+
+func TestEveryCallAnsweredExactlyOnce(t *testing.T) {
+	b := startBroker(t, "--log-level", "info")
+	connectIDE(t, b, "ws-many", "alternate")
+	tok := token(t, broker.RoleCaller, "ws-many")
+	const n = 300
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for i := range n {
+		wg.Go(func() {
+			cid := fmt.Sprintf("c-%d", i)
+			r := b.call("ws-many", tok, `{"endpoint":"/api/ping","timeout":10,"correlation_id":"`+cid+`","payload":{"i":`+fmt.Sprint(i)+`}}`)
+			if r.err != nil || !r.resp.Success || r.resp.CorrelationID != cid || !strings.Contains(string(r.resp.Result), fmt.Sprintf(`"i":%d}`, i)) {
+				t.Errorf("call %s: %v %+v", cid, r.err, r.resp)
+			}
+			mu.Lock()
+			seen[cid]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for cid, k := range seen {
+		if k != 1 {
+			t.Errorf("%s answered %d times", cid, k)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d calls answered", len(seen), n)
+	}
+}
+
+func TestReplacedConnectionIsDisconnected(t *testing.T) {
+	b := startBroker(t)
+	old := connectIDE(t, b, "ws-swap", "ack")
+	connectIDE(t, b, "ws-swap", "event")
+	ev := old.await("disconnect", 3*time.Second)
+	if ev["reason"] != "io server disconnect" {
+		t.Fatalf("old client disconnected with %v", ev)
+	}
+	r := b.call("ws-swap", token(t, broker.RoleCaller, "ws-swap"), `{"endpoint":"/api/ping","timeout":5}`)
+	if !strings.Contains(string(r.resp.Result), `"via":"event"`) {
+		t.Fatalf("call not served by the newer connection: %+v", r.resp)
+	}
+}
+
+func signedToken(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBadTokensRefusedOnConnect(t *testing.T) {
+	b := startBroker(t)
+	exp := time.Now().Add(time.Hour).Unix()
+	claims := jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws-auth"}, "exp": exp}
+	cases := map[string]struct{ tok, code string }{
+		"bad signature":    {signedToken(t, jwt.SigningMethodHS256, []byte("wrong-secret"), claims), protocol.CodeUnauthorized},
+		"alg none":         {signedToken(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims), protocol.CodeUnauthorized},
+		"HS512":            {signedToken(t, jwt.SigningMethodHS512, []byte(secret), claims), protocol.CodeUnauthorized},
+		"expired":          {signedToken(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws-auth"}, "exp": time.Now().Add(-time.Minute).Unix()}), protocol.CodeUnauthorized},
+		"other workspace":  {token(t, broker.RoleBridge, "ws-other"), protocol.CodeForbidden},
+		"caller as bridge": {token(t, broker.RoleCaller, "ws-auth"), protocol.CodeForbidden},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, first := startIDE(t, b, "ws-auth", tc.tok, "ack")
+			data, _ := first["data"].(map[string]any)
+			if first["event"] != "connect_error" || data["code"] != tc.code {
+				t.Fatalf("got %v, want connect_error %s", first, tc.code)
+			}
+		})
+	}
+	// The reverse: a bridge token is no caller token.
+	r := b.call("ws-auth", token(t, broker.RoleBridge, "ws-auth"), `{"endpoint":"/api/ping"}`)
+	if r.status != http.StatusForbidden || r.resp.Error != protocol.CodeForbidden {
+		t.Fatalf("bridge token as caller: %d %+v", r.status, r.resp)
+	}
+	r = b.call("ws-auth", signedToken(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"role": "caller", "workspaces": []string{"*"}, "exp": time.Now().Add(-time.Minute).Unix()}), `{"endpoint":"/api/ping"}`)
+	if r.status != http.StatusUnauthorized || r.resp.Error != protocol.CodeUnauthorized {
+		t.Fatalf("expired caller token: %d %+v", r.status, r.resp)
+	}
+}
+
+func TestAnswerToAnotherConnectionsCallIgnored(t *testing.T) {
+	b := startBroker(t)
+	victim := connectIDE(t, b, "ws-victim", "none")
+	forger := connectIDE(t, b, "ws-forger", "none")
+	pending := b.goCall("ws-victim", token(t, broker.RoleCaller, "ws-victim"), `{"endpoint":"/api/ping","timeout":1}`)
+	call := victim.await("tool_call", 5*time.Second)
+	forger.send(map[string]any{"cmd": "answer", "correlation_id": call["correlation_id"], "via": "event",
+		"response": map[string]any{"success": true, "result": "forged"}})
+	r := await(t, pending, 3*time.Second)
+	if r.resp.Success || r.resp.Error != protocol.CodeTimeout {
+		t.Fatalf("forged answer accepted: %+v", r.resp)
+	}
+}
+
+func TestMalformedPacketClosesOnlyThatConnection(t *testing.T) {
+	b := startBroker(t)
+	connectIDE(t, b, "ws-good", "ack")
+	tok := token(t, broker.RoleCaller, "*")
+	for _, frame := range []string{"x", "4", `42{"not":"an array"}`, `43abc`, "40garbage"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ws, _, err := websocket.Dial(ctx, strings.Replace(b.url, "http", "ws", 1)+"/socket.io/?EIO=4&transport=websocket", nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		_, _, _ = ws.Read(ctx) // open packet
+		if frame != "40garbage" {
+			_ = ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, broker.RoleBridge, "ws-bad")+`","workspace_id":"ws-bad"}`))
+			_, _, _ = ws.Read(ctx)
+		}
+		_ = ws.Write(ctx, websocket.MessageText, []byte(frame))
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				if ctx.Err() != nil {
+					t.Fatalf("broker kept the connection open after %q", frame)
+				}
+				break
+			}
+		}
+		_ = ws.CloseNow()
+		cancel()
+		if r := b.call("ws-good", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
+			t.Fatalf("after malformed %q the good workspace got %+v", frame, r.resp)
+		}
+	}
+}
+
+func TestPayloadOverMaxPayloadRefused(t *testing.T) {
+	b := startBroker(t, "--max-payload", "10000")
+	connectIDE(t, b, "ws-big", "ack")
+	tok := token(t, broker.RoleCaller, "ws-big")
+	r := b.call("ws-big", tok, `{"endpoint":"/api/ping","payload":"`+strings.Repeat("x", 20000)+`"}`)
+	if r.status != http.StatusRequestEntityTooLarge || r.resp.Error != protocol.CodePayloadTooLarge {
+		t.Fatalf("got %d %+v", r.status, r.resp)
+	}
+	if r := b.call("ws-big", tok, `{"endpoint":"/api/ping","payload":"small"}`); !r.resp.Success {
+		t.Fatalf("a small call after the refused one got %+v", r.resp)
+	}
+}
+
+func TestBadRequestsGetClearErrors(t *testing.T) {
+	b := startBroker(t)
+	tok := token(t, broker.RoleCaller, "*")
+	for name, body := range map[string]string{
+		"invalid json":      `{"endpoint":`,
+		"missing endpoint":  `{"payload":{}}`,
+		"timeout below 0.1": `{"endpoint":"/api/ping","timeout":0.05}`,
+		"timeout above 600": `{"endpoint":"/api/ping","timeout":601}`,
+	} {
+		r := b.call("ws-x", tok, body)
+		if r.status != http.StatusBadRequest || r.resp.Error != protocol.CodeInvalidRequest || r.resp.Message == "" {
+			t.Errorf("%s: got %d %+v", name, r.status, r.resp)
+		}
+	}
+}
+
+func TestBrokenClientDoesNotAffectOtherWorkspaces(t *testing.T) {
+	b := startBroker(t)
+	connectIDE(t, b, "ws-steady", "ack")
+	flaky := connectIDE(t, b, "ws-flaky", "none")
+	tok := token(t, broker.RoleCaller, "*")
+	pending := b.goCall("ws-flaky", tok, `{"endpoint":"/api/ping","timeout":30}`)
+	flaky.await("tool_call", 5*time.Second)
+	_ = flaky.proc.Process.Kill()
+	if r := await(t, pending, 2*time.Second); r.resp.Error != protocol.CodeWorkspaceDisconnected {
+		t.Fatalf("flaky call got %+v", r.resp)
+	}
+	for range 20 {
+		if r := b.call("ws-steady", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
+			t.Fatalf("steady workspace got %+v", r.resp)
+		}
+	}
+}
+
+func TestBridgeReconnectsAfterBrokerRestart(t *testing.T) {
+	b := startBroker(t)
+	addr := strings.TrimPrefix(b.url, "http://")
+	startBridge(t, b, "ws-phoenix")
+	b.stop(syscall.SIGKILL, 5*time.Second)
+	b2 := startBrokerOn(t, addr)
+	b2.waitWorkspace("ws-phoenix", true, 15*time.Second)
+	if r := b2.call("ws-phoenix", token(t, broker.RoleCaller, "ws-phoenix"), `{"endpoint":"/api/ping","payload":{"back":true}}`); !r.resp.Success {
+		t.Fatalf("after the restart got %+v", r.resp)
+	}
+}
+
+func TestBrokerRefusesPublicAddressWithoutSecret(t *testing.T) {
+	out, err := exec.Command(tetherBin, "broker", "--listen", "0.0.0.0:0").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "without --secret") {
+		t.Fatalf("broker on 0.0.0.0 without a secret: %v %s", err, out)
+	}
+}
+
+func TestUpPrintsACallThatWorks(t *testing.T) {
+	root := t.TempDir()
+	cmd := exec.Command(tetherBin, "up", "--listen", "127.0.0.1:0", "--root", root)
+	stdout, _ := cmd.StdoutPipe()
+	p := start(t, "up", cmd)
+	_ = p
+	buf := make([]byte, 0, 4096)
+	deadline := time.Now().Add(10 * time.Second)
+	var line string
+	for time.Now().Before(deadline) && line == "" {
+		chunk := make([]byte, 1024)
+		n, err := stdout.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for _, l := range strings.Split(string(buf), "\n") {
+			if strings.Contains(l, " call --broker ") {
+				line = strings.TrimSpace(l)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if line == "" {
+		t.Fatalf("tether up printed no call:\n%s", buf)
+	}
+	out, err := exec.Command("sh", "-c", line).Output()
+	if err != nil {
+		t.Fatalf("pasted call %q failed: %v\n%s", line, err, out)
+	}
+	if !strings.Contains(string(out), `"success": true`) || !strings.Contains(string(out), `"hello": "tether"`) {
+		t.Fatalf("pasted call printed %s", out)
+	}
+}

@@ -1,0 +1,402 @@
+// Package e2e_test starts real processes: the built tether binary (brokers,
+// bridges), the real socket.io-client from npm, and checks tether's promises
+// from the outside.
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/protocol"
+)
+
+var tetherBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		tetherBin = os.Getenv("TETHER_BIN")
+		if tetherBin == "" {
+			// Outside make: build the binary once for this run.
+			dir, err := os.MkdirTemp("", "tether-e2e-bin")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			tetherBin = filepath.Join(dir, "tether")
+			cmd := exec.Command("go", "build", "-o", tetherBin, "github.com/tetherdev/tether/cmd/tether")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "building tether:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak after e2e:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const secret = "e2e-secret-0123456789abcdef"
+
+func token(t *testing.T, role string, ws ...string) string {
+	t.Helper()
+	tok, err := broker.IssueToken([]byte(secret), role, ws, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// proc is a child process whose stderr lines are kept and can be awaited.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu    sync.Mutex
+	lines []string
+	cond  chan struct{} // closed and replaced on every new line
+}
+
+func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, cmd: cmd, done: make(chan struct{}), cond: make(chan struct{})}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.cond)
+			p.cond = make(chan struct{})
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM, 10*time.Second)
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("%s stderr (last lines):\n%s", name, strings.Join(tail(p.lines, 30), "\n"))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+func tail(s []string, n int) []string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// stop signals the process group and waits; SIGKILL after the grace.
+func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.t.Errorf("%s did not exit %s after %s; killing", p.name, grace, sig)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// waitLine waits for a stderr line containing all of parts and returns it.
+func (p *proc) waitLine(within time.Duration, parts ...string) string {
+	p.t.Helper()
+	deadline := time.After(within)
+	seen := 0
+	for {
+		p.mu.Lock()
+		lines, cond := p.lines, p.cond
+		p.mu.Unlock()
+		for ; seen < len(lines); seen++ {
+			ok := true
+			for _, part := range parts {
+				ok = ok && strings.Contains(lines[seen], part)
+			}
+			if ok {
+				return lines[seen]
+			}
+		}
+		select {
+		case <-cond:
+		case <-p.done:
+			p.t.Fatalf("%s exited before logging %q", p.name, parts)
+		case <-deadline:
+			p.t.Fatalf("%s did not log %q within %s", p.name, parts, within)
+		}
+	}
+}
+
+type brokerProc struct {
+	*proc
+	url string
+}
+
+// startBroker runs `tether broker` on a free loopback port.
+func startBroker(t *testing.T, extra ...string) *brokerProc {
+	t.Helper()
+	return startBrokerOn(t, "127.0.0.1:0", extra...)
+}
+
+func startBrokerOn(t *testing.T, addr string, extra ...string) *brokerProc {
+	t.Helper()
+	args := append([]string{"broker", "--listen", addr, "--secret", secret, "--log-level", "debug"}, extra...)
+	p := start(t, "broker", exec.Command(tetherBin, args...))
+	line := p.waitLine(10*time.Second, "broker listening")
+	var ev struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Listen == "" {
+		t.Fatalf("cannot read the listen address from %q", line)
+	}
+	return &brokerProc{proc: p, url: "http://" + ev.Listen}
+}
+
+// startBridge runs `tether bridge` for ws and waits until the broker lists it.
+func startBridge(t *testing.T, b *brokerProc, ws string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", t.TempDir(), "--log-level", "debug"}, extra...)
+	p := start(t, "bridge "+ws, exec.Command(tetherBin, args...))
+	b.waitWorkspace(ws, true, 10*time.Second)
+	return p
+}
+
+// waitWorkspace waits until ws is (or is no longer) listed by the broker.
+func (b *brokerProc) waitWorkspace(ws string, present bool, within time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(within)
+	tok := token(b.t, broker.RoleCaller, "*")
+	for {
+		req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var list struct {
+				Workspaces []broker.Workspace `json:"workspaces"`
+			}
+			_ = json.NewDecoder(res.Body).Decode(&list)
+			res.Body.Close()
+			found := false
+			for _, w := range list.Workspaces {
+				found = found || w.WorkspaceID == ws
+			}
+			if found == present {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("workspace %s present=%v not reached within %s", ws, present, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type callResult struct {
+	status  int
+	resp    protocol.ToolResponse
+	elapsed time.Duration
+	err     error
+}
+
+// call posts one call to the broker's HTTP API.
+func (b *brokerProc) call(ws, tok, body string) callResult {
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return callResult{err: err, elapsed: time.Since(start)}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := callResult{status: res.StatusCode, elapsed: time.Since(start)}
+	if err := json.Unmarshal(raw, &r.resp); err != nil {
+		r.err = fmt.Errorf("response %q: %w", raw, err)
+	}
+	return r
+}
+
+func (b *brokerProc) goCall(ws, tok, body string) <-chan callResult {
+	ch := make(chan callResult, 1)
+	go func() { ch <- b.call(ws, tok, body) }()
+	return ch
+}
+
+func await(t *testing.T, ch <-chan callResult, within time.Duration) callResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("call failed: %v", r.err)
+		}
+		return r
+	case <-time.After(within):
+		t.Fatalf("call not answered within %s", within)
+		return callResult{}
+	}
+}
+
+// ideClient is the real socket.io-client (npm) playing an IDE extension,
+// driven through e2e/clients/ide_client.js.
+type ideClient struct {
+	t      *testing.T
+	proc   *exec.Cmd
+	stdin  io.WriteCloser
+	events chan map[string]any
+	done   chan struct{}
+}
+
+func clientsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TETHER_E2E_CLIENTS")
+	if dir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "clients")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "socket.io-client")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("socket.io-client is not installed in %s (make deps runs npm ci)", dir)
+		}
+		t.Skipf("socket.io-client is not installed in %s; run make deps", dir)
+	}
+	return dir
+}
+
+// startIDE connects a socket.io-client for ws in mode (ack, event, both,
+// none, empty-ack-then-event, alternate) and waits for its first event
+// (connected or connect_error), which it returns.
+func startIDE(t *testing.T, b *brokerProc, ws, tok, mode string, extra ...string) (*ideClient, map[string]any) {
+	t.Helper()
+	dir := clientsDir(t)
+	args := append([]string{"ide_client.js", "--url", b.url, "--token", tok, "--workspace", ws, "--mode", mode}, extra...)
+	cmd := exec.Command("node", args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting node: %v", err)
+	}
+	c := &ideClient{t: t, proc: cmd, stdin: stdin, events: make(chan map[string]any, 4096), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				c.events <- ev
+			}
+		}
+		_ = cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(c.kill)
+	first := c.next(10 * time.Second)
+	return c, first
+}
+
+func (c *ideClient) kill() {
+	_ = c.stdin.Close()
+	select {
+	case <-c.done:
+	case <-time.After(3 * time.Second):
+		_ = c.proc.Process.Kill()
+		<-c.done
+	}
+}
+
+func (c *ideClient) next(within time.Duration) map[string]any {
+	c.t.Helper()
+	select {
+	case ev := <-c.events:
+		return ev
+	case <-time.After(within):
+		c.t.Fatalf("socket.io-client reported nothing within %s", within)
+		return nil
+	}
+}
+
+// await returns the next event named name, skipping others.
+func (c *ideClient) await(name string, within time.Duration) map[string]any {
+	c.t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev := <-c.events:
+			if ev["event"] == name {
+				return ev
+			}
+		case <-deadline:
+			c.t.Fatalf("socket.io-client did not report %q within %s", name, within)
+			return nil
+		}
+	}
+}
+
+func (c *ideClient) send(cmd any) {
+	c.t.Helper()
+	b, _ := json.Marshal(cmd)
+	if _, err := c.stdin.Write(append(b, '\n')); err != nil {
+		c.t.Fatalf("writing to node: %v", err)
+	}
+}
+
+// connectIDE starts a client that must connect.
+func connectIDE(t *testing.T, b *brokerProc, ws, mode string) *ideClient {
+	t.Helper()
+	c, first := startIDE(t, b, ws, token(t, broker.RoleBridge, ws), mode)
+	if first["event"] != "connected" {
+		t.Fatalf("socket.io-client did not connect: %v", first)
+	}
+	return c
+}
+
+func jsonBody(v any) string {
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v)
+	return buf.String()
+}
