@@ -5,7 +5,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -395,8 +394,3 @@ func connectIDE(t *testing.T, b *brokerProc, ws, mode string) *ideClient {
 	return c
 }
 
-func jsonBody(v any) string {
-	var buf bytes.Buffer
-	_ = json.NewEncoder(&buf).Encode(v)
-	return buf.String()
-}
