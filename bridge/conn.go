@@ -291,24 +291,27 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	s.flights[call.CorrelationID] = &flight{cancel: cancel, endpoint: call.Endpoint}
 	s.mu.Unlock()
 
-	s.wg.Add(1)
+	// The dispatcher's handler group owns the goroutine, not the session's:
+	// a handler that ignores its context must not hold up a reconnect.
+	s.b.d.handlers.Add(1)
 	go s.runCall(ctx, cancel, ackID, &call, received, log)
 }
 
 func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {
-	defer s.wg.Done()
-	resp := s.b.d.serve(ctx, call, received, log)
+	defer s.b.d.handlers.Done()
+	s.b.d.serveInline(ctx, call, received, log, func(resp protocol.ToolResponse) {
+		if s.callsCtx.Err() != nil {
+			// The broker already answered workspace_disconnected (or the
+			// bridge is stopping); nobody waits for this response.
+			log.Info().Str("code", resp.Error).Msg("response dropped: broker connection lost")
+			return
+		}
+		s.respond(ackID, resp, log, received)
+	})
 	s.mu.Lock()
 	delete(s.flights, call.CorrelationID)
 	s.mu.Unlock()
 	cancel(nil)
-	if s.callsCtx.Err() != nil {
-		// The broker already answered workspace_disconnected (or the bridge
-		// is stopping); nobody waits for this response.
-		log.Info().Str("code", resp.Error).Msg("response dropped: broker connection lost")
-		return
-	}
-	s.respond(ackID, resp, log, received)
 }
 
 func (s *session) onToolCancel(args []json.RawMessage) {

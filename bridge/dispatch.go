@@ -175,6 +175,52 @@ func (d *dispatcher) serve(ctx context.Context, call *protocol.ToolCall, receive
 	}
 }
 
+// serveInline runs call, whose slot the caller holds, on the calling
+// goroutine and passes its one response to respond: the handler's own, or,
+// if the handler's context ends first (deadline, tool_cancel, disconnect),
+// the context failure, sent at that moment from the context's callback. It
+// returns when the handler does, having released the slot. The socket path
+// uses it to save the goroutine and handoff that serve spends per call.
+func (d *dispatcher) serveInline(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog, respond func(protocol.ToolResponse)) {
+	d.router.freeze()
+	timeout := callTimeout(call.Timeout)
+	deadline := received.Add(handlerBudget(timeout))
+	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errHandlerDeadline)
+	defer cancel()
+	st := &callState{ctx: hctx, call: Call{
+		correlationID: call.CorrelationID,
+		endpoint:      call.Endpoint,
+		workspaceID:   d.wsID,
+		payload:       call.Payload,
+		deadline:      deadline,
+		log:           log,
+	}}
+	var answered atomic.Bool
+	stop := context.AfterFunc(hctx, func() {
+		if answered.CompareAndSwap(false, true) {
+			respond(d.contextFailure(hctx, call.CorrelationID, call.Endpoint, timeout, log))
+		}
+	})
+	start := time.Now()
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
+				st.err = protocol.Errorf(protocol.CodeInternalError, "handler for %s panicked: %v", st.call.endpoint, v)
+			}
+		}()
+		d.router.serve(st)
+	}()
+	stop()
+	d.release()
+	if answered.CompareAndSwap(false, true) {
+		log.Debug().Dur("duration", time.Since(start)).Msg("handler done")
+		respond(d.outcome(st, timeout, log))
+		return
+	}
+	log.Warn().Dur("duration", time.Since(start)).Msg("handler finished after its call was answered; it should honour ctx")
+}
+
 func (d *dispatcher) runHandler(st *callState, done chan<- struct{}, abandoned *atomic.Bool, log callLog) {
 	defer d.handlers.Done()
 	start := time.Now()

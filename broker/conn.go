@@ -277,8 +277,10 @@ func (c *conn) drain() {
 		batch := c.queue
 		c.queue = c.spare[:0]
 		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.WriteTimeout)
 		for i, f := range batch {
-			if err := c.writeNow(f); err != nil {
+			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+				cancel()
 				c.event(c.b.log.Debug()).Err(err).Msg("write failed")
 				c.mu.Lock()
 				c.writing = false
@@ -288,6 +290,7 @@ func (c *conn) drain() {
 			}
 			batch[i] = nil
 		}
+		cancel()
 		c.mu.Lock()
 		c.spare = batch[:0]
 		c.mu.Unlock()
@@ -719,10 +722,17 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		return
 	}
 	c.b.metrics.inFlight.Inc()
-	if start {
-		c.startWriter()
-	}
 	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
+	if start {
+		if waiter != nil {
+			// A caller of this process waits for the answer anyway: it
+			// writes the frame itself and saves a goroutine handoff. A bus
+			// delivery goroutine must not block, so it starts a writer.
+			c.drain()
+		} else {
+			c.startWriter()
+		}
+	}
 }
 
 // take removes a pending call; exactly one of answer, expire, cancel and
