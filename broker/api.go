@@ -129,12 +129,13 @@ func (b *Broker) handleCall(c *gin.Context) {
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
 	defer func() { b.apiInFlight.Add(-1); b.apiCalls.Done() }()
+	if req.CorrelationID == "" {
+		req.CorrelationID = uuid.NewString()
+	}
+	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", timeout).Msg("call received")
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
 		cid := req.CorrelationID
-		if cid == "" {
-			cid = uuid.NewString()
-		}
 		d := time.Duration(timeout * float64(time.Second))
 		resp = b.callLocal(c.Request.Context(), ws, protocol.ToolCall{
 			CorrelationID: cid,

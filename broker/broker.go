@@ -276,6 +276,7 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	resp.CorrelationID = call.CorrelationID
 	if waiter != nil {
 		waiter <- resp // buffered 1; the pending table hands each call out once
+		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Bool("success", resp.Success).Str("error", resp.Error).Msg("response delivered to caller")
 		return
 	}
 	msg, err := json.Marshal(resp)
@@ -310,8 +311,10 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 	c := b.held[ws]
 	b.mu.Unlock()
 	if c == nil {
+		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
 		return protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws))
 	}
+	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
 	ch := make(chan protocol.ToolResponse, 1)
 	c.deliver(call, ch)
 	// The owner's timer answers at the deadline; this one only guards the

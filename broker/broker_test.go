@@ -472,3 +472,13 @@ func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 		t.Fatalf("got %+v after %s, want workspace_offline at the 0.4s deadline", got.resp, got.elapsed)
 	}
 }
+
+func TestClientWithoutConnectClosedAfterConnectTimeout(t *testing.T) {
+	e := newEnv(t, func(c *broker.Config) { c.ConnectTimeout = 200 * time.Millisecond })
+	c := e.dialRaw()
+	start := time.Now()
+	c.waitClosed(2 * time.Second)
+	if el := time.Since(start); el < 150*time.Millisecond || el > time.Second {
+		t.Fatalf("closed after %s, want about the 200ms connect timeout", el)
+	}
+}
