@@ -142,20 +142,9 @@ func (d *dispatcher) release() { <-d.slots }
 // ends, whichever comes first; in the last two cases the handler goroutine is
 // left to finish on its own (its context is done) and releases the slot then.
 func (d *dispatcher) serve(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog) protocol.ToolResponse {
-	d.router.freeze()
-	timeout := callTimeout(call.Timeout)
-	deadline := received.Add(handlerBudget(timeout))
-	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errHandlerDeadline)
+	st, timeout, cancel := d.prepare(ctx, call, received, log)
 	defer cancel()
-
-	st := &callState{ctx: hctx, call: Call{
-		correlationID: call.CorrelationID,
-		endpoint:      call.Endpoint,
-		workspaceID:   d.wsID,
-		payload:       call.Payload,
-		deadline:      deadline,
-		log:           log,
-	}}
+	hctx := st.ctx
 	done := make(chan struct{})
 	var abandoned atomic.Bool
 	d.handlers.Add(1)
@@ -182,19 +171,9 @@ func (d *dispatcher) serve(ctx context.Context, call *protocol.ToolCall, receive
 // returns when the handler does, having released the slot. The socket path
 // uses it to save the goroutine and handoff that serve spends per call.
 func (d *dispatcher) serveInline(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog, respond func(protocol.ToolResponse)) {
-	d.router.freeze()
-	timeout := callTimeout(call.Timeout)
-	deadline := received.Add(handlerBudget(timeout))
-	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errHandlerDeadline)
+	st, timeout, cancel := d.prepare(ctx, call, received, log)
 	defer cancel()
-	st := &callState{ctx: hctx, call: Call{
-		correlationID: call.CorrelationID,
-		endpoint:      call.Endpoint,
-		workspaceID:   d.wsID,
-		payload:       call.Payload,
-		deadline:      deadline,
-		log:           log,
-	}}
+	hctx := st.ctx
 	var answered atomic.Bool
 	stop := context.AfterFunc(hctx, func() {
 		if answered.CompareAndSwap(false, true) {
@@ -202,15 +181,7 @@ func (d *dispatcher) serveInline(ctx context.Context, call *protocol.ToolCall, r
 		}
 	})
 	start := time.Now()
-	func() {
-		defer func() {
-			if v := recover(); v != nil {
-				log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
-				st.err = protocol.Errorf(protocol.CodeInternalError, "handler for %s panicked: %v", st.call.endpoint, v)
-			}
-		}()
-		d.router.serve(st)
-	}()
+	d.invoke(st, log)
 	stop()
 	d.release()
 	if answered.CompareAndSwap(false, true) {
@@ -225,10 +196,6 @@ func (d *dispatcher) runHandler(st *callState, done chan<- struct{}, abandoned *
 	defer d.handlers.Done()
 	start := time.Now()
 	defer func() {
-		if v := recover(); v != nil {
-			log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
-			st.err = protocol.Errorf(protocol.CodeInternalError, "handler for %s panicked: %v", st.call.endpoint, v)
-		}
 		if abandoned.Load() {
 			log.Warn().Dur("duration", time.Since(start)).
 				Msg("handler finished after its call was answered; it should honour ctx")
@@ -239,6 +206,34 @@ func (d *dispatcher) runHandler(st *callState, done chan<- struct{}, abandoned *
 		// send its next call without meeting a slot that is about to free.
 		d.release()
 		close(done)
+	}()
+	d.invoke(st, log)
+}
+
+// prepare builds the state of one call: its handler context ends at the
+// handler deadline (before the broker's) or with ctx.
+func (d *dispatcher) prepare(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog) (*callState, time.Duration, context.CancelFunc) {
+	d.router.freeze()
+	timeout := callTimeout(call.Timeout)
+	deadline := received.Add(handlerBudget(timeout))
+	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errHandlerDeadline)
+	return &callState{ctx: hctx, call: Call{
+		correlationID: call.CorrelationID,
+		endpoint:      call.Endpoint,
+		workspaceID:   d.wsID,
+		payload:       call.Payload,
+		deadline:      deadline,
+		log:           log,
+	}}, timeout, cancel
+}
+
+// invoke runs the route's handler; a panic becomes internal_error.
+func (d *dispatcher) invoke(st *callState, log callLog) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			st.err = protocol.Errorf(protocol.CodeInternalError, "handler for %s panicked: %v", st.call.endpoint, v)
+		}
 	}()
 	d.router.serve(st)
 }
