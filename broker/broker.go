@@ -104,6 +104,7 @@ type Broker struct {
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
 	held        map[string]*conn // workspace -> the local connection holding it
+	polls       sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
 	draining    atomic.Bool
 	apiCalls    sync.WaitGroup // HTTP calls in progress
 	apiInFlight atomic.Int64

@@ -44,7 +44,7 @@ const EventDisconnectReason = "disconnect_reason"
 // goroutine. All state below mu is guarded by it; no I/O happens under it.
 type conn struct {
 	b         *Broker
-	ws        *websocket.Conn
+	tr        transport
 	id        string // Engine.IO sid, also the holder id in takeovers
 	remote    string
 	bearer    string // token from the upgrade's Authorization header
@@ -96,33 +96,54 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 		writeEIOError(w, http.StatusBadRequest, 5, "Unsupported protocol version")
 		return
 	}
-	if q.Get("transport") != "websocket" {
-		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
-		return
-	}
-	if q.Get("sid") != "" {
-		writeEIOError(w, http.StatusBadRequest, 1, "Session ID unknown")
-		return
-	}
 	if b.isDraining() {
 		writeEIOError(w, http.StatusServiceUnavailable, 4, "Broker shutting down")
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		// Clients authenticate with a token, not cookies, so a foreign
-		// origin gains nothing; IDE webviews send odd origins.
-		InsecureSkipVerify: true,
-		CompressionMode:    websocket.CompressionDisabled,
-	})
+	sid := q.Get("sid")
+	switch q.Get("transport") {
+	case "polling":
+		b.handlePolling(w, r, sid)
+		return
+	case "websocket":
+		if sid != "" {
+			b.upgrade(w, r, sid)
+			return
+		}
+	default:
+		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
+		return
+	}
+	ws, err := websocket.Accept(w, r, acceptOptions)
 	if err != nil {
 		b.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
 		return
 	}
 	ws.SetReadLimit(int64(b.cfg.MaxPayload))
+	c := b.newConn(r)
+	c.tr = wsTransport{ws}
+	if !b.track(c) {
+		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
+		c.cancel()
+		return
+	}
+	defer b.untrack(c)
+	c.serve()
+}
+
+var acceptOptions = &websocket.AcceptOptions{
+	// Clients authenticate with a token, not cookies, so a foreign origin
+	// gains nothing; IDE webviews send odd origins.
+	InsecureSkipVerify: true,
+	CompressionMode:    websocket.CompressionDisabled,
+}
+
+// newConn builds the state of a client connection from its first request;
+// the caller sets its transport.
+func (b *Broker) newConn(r *http.Request) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		b:       b,
-		ws:      ws,
 		id:      newSID(),
 		remote:  r.RemoteAddr,
 		ctx:     ctx,
@@ -134,13 +155,7 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		c.bearer = strings.TrimPrefix(h, "Bearer ")
 	}
-	if !b.track(c) {
-		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
-		cancel()
-		return
-	}
-	defer b.untrack(c)
-	c.serve()
+	return c
 }
 
 func writeEIOError(w http.ResponseWriter, status, code int, msg string) {
@@ -151,8 +166,13 @@ func writeEIOError(w http.ResponseWriter, status, code int, msg string) {
 
 func (c *conn) serve() {
 	defer c.cancel()
+	var upgrades []string
+	if _, polling := c.tr.(*pollTransport); polling {
+		upgrades = []string{"websocket"}
+	}
 	open := protocol.EncodeOpen(protocol.OpenInfo{
 		SID:          c.id,
+		Upgrades:     upgrades,
 		PingInterval: int(c.b.cfg.PingInterval / time.Millisecond),
 		PingTimeout:  int(c.b.cfg.PingTimeout / time.Millisecond),
 		MaxPayload:   c.b.cfg.MaxPayload,
@@ -240,7 +260,7 @@ func (c *conn) pong() {
 func (c *conn) writeNow(frame []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.WriteTimeout)
 	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, frame)
+	return c.tr.write(ctx, frame)
 }
 
 // enqueue adds a frame to the outgoing queue. It never blocks; it returns
@@ -279,7 +299,7 @@ func (c *conn) drain() {
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.WriteTimeout)
 		for i, f := range batch {
-			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+			if err := c.tr.write(ctx, f); err != nil {
 				cancel()
 				c.event(c.b.log.Debug()).Err(err).Msg("write failed")
 				c.mu.Lock()
@@ -312,7 +332,7 @@ func (c *conn) send(frame []byte) bool {
 func (c *conn) readLoop() string {
 	var asm protocol.BinaryAssembler
 	for {
-		typ, data, err := c.ws.Read(c.ctx)
+		binary, data, err := c.tr.read(c.ctx)
 		if err != nil {
 			switch {
 			case websocket.CloseStatus(err) == websocket.StatusMessageTooBig:
@@ -327,7 +347,7 @@ func (c *conn) readLoop() string {
 			}
 			return ReasonTransport
 		}
-		if typ == websocket.MessageBinary {
+		if binary {
 			if !asm.Active() {
 				return c.malformed(fmt.Errorf("unexpected binary frame"))
 			}
@@ -592,13 +612,13 @@ func (c *conn) close(reason string, notify bool) {
 		defer cancel()
 		done := make(chan struct{})
 		go func() { // bounded by the timeout below
-			_ = c.ws.Close(status, reason)
+			_ = c.tr.close(status, reason)
 			close(done)
 		}()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			_ = c.ws.CloseNow()
+			_ = c.tr.closeNow()
 			<-done
 		}
 		c.cancel()

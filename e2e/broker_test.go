@@ -452,3 +452,50 @@ func TestUpPrintsACallThatWorks(t *testing.T) {
 		t.Fatalf("pasted call printed %s", out)
 	}
 }
+
+func TestSocketIOClientWithDefaultTransportsPollsThenUpgrades(t *testing.T) {
+	b := startBroker(t)
+	ide, first := startIDE(t, b, "ws-default", token(t, broker.RoleBridge, "ws-default"), "alternate", "--transports", "default")
+	// The session opens over polling and upgrades at once, in either order
+	// with the Socket.IO connect.
+	seen := map[any]map[string]any{first["event"]: first}
+	for seen["connected"] == nil || seen["upgrade"] == nil {
+		ev := ide.next(5 * time.Second)
+		seen[ev["event"]] = ev
+	}
+	if seen["upgrade"]["transport"] != "websocket" {
+		t.Fatalf("upgrade event %v", seen["upgrade"])
+	}
+	tok := token(t, broker.RoleCaller, "ws-default")
+	for i := range 4 {
+		if r := b.call("ws-default", tok, `{"endpoint":"/api/ping","timeout":5,"payload":{"i":`+fmt.Sprint(i)+`}}`); !r.resp.Success {
+			t.Fatalf("call %d after the upgrade: %+v", i, r.resp)
+		}
+	}
+}
+
+func TestSocketIOClientOnPollingOnly(t *testing.T) {
+	b := startBroker(t, "--ping-interval", "300ms", "--ping-timeout", "300ms")
+	ide, first := startIDE(t, b, "ws-poll", token(t, broker.RoleBridge, "ws-poll"), "ack", "--transports", "polling")
+	if first["event"] != "connected" || first["transport"] != "polling" {
+		t.Fatalf("got %v", first)
+	}
+	tok := token(t, broker.RoleCaller, "ws-poll")
+	for i := range 5 {
+		if r := b.call("ws-poll", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
+			t.Fatalf("call %d over polling: %+v", i, r.resp)
+		}
+	}
+	// Several ping intervals pass: pongs over POST keep the session alive.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if r := b.call("ws-poll", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
+			t.Fatalf("polling session dropped: %+v", r.resp)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The client leaving ends the session.
+	ide.send(map[string]any{"cmd": "disconnect"})
+	ide.await("disconnect", 3*time.Second)
+	b.waitWorkspace("ws-poll", false, 2*time.Second)
+}

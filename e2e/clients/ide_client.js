@@ -6,6 +6,7 @@
 // Usage:
 //   node ide_client.js --url http://127.0.0.1:PORT --token T --workspace W --mode MODE
 //     [--path /socket.io] [--token-via auth|header|both] [--reconnect]
+//     [--transports websocket|polling|polling,websocket|default]
 //
 // --url is the origin only: a path in it would be taken as a namespace.
 //
@@ -53,9 +54,9 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const opts = { path: '/socket.io', tokenVia: 'auth', reconnect: false };
+  const opts = { path: '/socket.io', tokenVia: 'auth', reconnect: false, transports: 'websocket' };
   const names = { '--url': 'url', '--token': 'token', '--workspace': 'workspace', '--mode': 'mode',
-    '--path': 'path', '--token-via': 'tokenVia' };
+    '--path': 'path', '--token-via': 'tokenVia', '--transports': 'transports' };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--reconnect') { opts.reconnect = true; continue; }
@@ -88,7 +89,8 @@ const auth = { workspace_id: opts.workspace };
 if (opts.tokenVia !== 'header') auth.token = opts.token;
 const clientOpts = {
   path: opts.path,
-  transports: ['websocket'],
+  // "default" leaves socket.io-client's own choice: polling, then upgrade.
+  ...(opts.transports === 'default' ? {} : { transports: opts.transports.split(',') }),
   auth,
   reconnection: opts.reconnect,
   reconnectionDelay: 100,
@@ -117,7 +119,8 @@ function answerByEvent(id, response) {
   say({ event: 'answered', correlation_id: id, via: 'event' });
 }
 
-socket.on('connect', () => say({ event: 'connected', id: socket.id }));
+socket.on('connect', () => say({ event: 'connected', id: socket.id, transport: socket.io.engine.transport.name }));
+socket.io.on('open', () => socket.io.engine.on('upgrade', (t) => say({ event: 'upgrade', transport: t.name })));
 
 socket.on('connect_error', (err) => {
   say({ event: 'connect_error', message: err && err.message, data: err && err.data !== undefined ? err.data : null });
