@@ -24,7 +24,7 @@ DELVE_VERSION := v1.27.2
 
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
 # bubblewrap and ripgrep for terminal/sandbox, gcc for -race.
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests
 
 CLIENTS := e2e/clients
 

@@ -1,11 +1,13 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -498,4 +500,34 @@ func TestSocketIOClientOnPollingOnly(t *testing.T) {
 	ide.send(map[string]any{"cmd": "disconnect"})
 	ide.await("disconnect", 3*time.Second)
 	b.waitWorkspace("ws-poll", false, 2*time.Second)
+}
+
+func TestPythonSocketIOClientWithDefaultTransportsAnswers(t *testing.T) {
+	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import socketio").Run() != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-socketio is not installed (make deps installs it)")
+		}
+		t.Skip("python3-socketio is not installed; run make deps")
+	}
+	b := startBroker(t)
+	cmd := exec.Command("/usr/bin/python3", "ide_client.py", b.url, token(t, broker.RoleBridge, "ws-py"), "ws-py")
+	cmd.Dir = clientsDir(t)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"connected"`) {
+		t.Fatalf("python-socketio did not connect: %q", lines.Text())
+	}
+	r := b.call("ws-py", token(t, broker.RoleCaller, "ws-py"), `{"endpoint":"/api/ping","payload":{"from":"go"},"timeout":5}`)
+	if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"python-socketio"`) || !strings.Contains(string(r.resp.Result), `"from":"go"`) {
+		t.Fatalf("got %+v", r.resp)
+	}
 }
