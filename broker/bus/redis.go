@@ -106,6 +106,7 @@ type Redis struct {
 	cluster *redis.ClusterClient // cluster mode
 	base    *redis.Options       // template for the dedicated pub/sub clients
 	topo    *clusterTopology     // cluster mode: which node serves a channel
+	pub     *publisher           // batches publishes under load
 
 	mu      sync.Mutex
 	conns   map[connKey]*psConn
@@ -185,6 +186,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		}
 	}
 
+	if r.single != nil {
+		r.pub = &publisher{pipe: r.single.Pipeline}
+	} else {
+		r.pub = &publisher{pipe: r.cluster.Pipeline, sharded: true}
+	}
+
 	r.wg.Add(1)
 	go r.pingLoop()
 
@@ -247,10 +254,7 @@ func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, e
 }
 
 func (r *Redis) publish(ctx context.Context, channel string, msg []byte) (int64, error) {
-	if r.cluster != nil {
-		return r.cluster.SPublish(ctx, channel, msg).Result()
-	}
-	return r.single.Publish(ctx, channel, msg).Result()
+	return r.pub.publish(ctx, channel, msg)
 }
 
 // Subscribe implements Bus. It returns once Redis confirmed the
