@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/terminal"
 )
 
 // Defaults for the zero values of Config.
@@ -54,6 +55,16 @@ type Config struct {
 	// MaxHTTPBody bounds a request body on the HTTP listener; default
 	// DefaultMaxHTTPBody.
 	MaxHTTPBody int64
+
+	// Terminal configures the terminal routes: OutputCap, KillGrace,
+	// DefaultTimeout, MaxSessions, Shell (zero fields take the terminal
+	// package's defaults). Root and Logger are always the bridge's.
+	Terminal terminal.Config
+
+	// SandboxDir, if set, mounts the /api/sandbox/… routes serving repo
+	// caches and worktree workspaces kept in this directory (see package
+	// sandbox). Empty leaves them unmounted.
+	SandboxDir string
 
 	// MaxInFlight bounds the handlers running at once, over all transports;
 	// beyond it calls are answered overloaded. Default DefaultMaxInFlight.
@@ -97,6 +108,9 @@ type Bridge struct {
 	wsURL  string
 	root   string
 	header http.Header // upgrade headers, read-only after New
+	term   *terminalHost
+	sbx    *sandboxHost
+	debug  *debugHost
 
 	running atomic.Bool
 
@@ -234,6 +248,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	b.router.freeze()
 	defer b.waitHandlers()
+	// Runs before waitHandlers, once no transport accepts calls: killing
+	// every command ends the terminal handlers still running, and no
+	// process a command started outlives Run.
+	defer b.term.close()
+	defer b.sbx.close()
+	defer b.debug.close() // no adapter or debuggee outlives Run
 
 	parent := ctx
 	ctx, stop := context.WithCancelCause(parent)

@@ -34,7 +34,8 @@ const (
 // response the broker would get. A request that is not a call gets a
 // ToolResponse body too: 405 for a method other than POST, 400 for a bad
 // HeaderTimeout, 413 for a body over Config.MaxHTTPBody. GET /healthz
-// answers 200 "ok".
+// answers 200 "ok". GET AttachPath streams the visible terminal to loopback
+// clients (`tether attach`).
 //
 // The handler is safe for concurrent use; its calls share the MaxInFlight
 // bound with the broker's, and a client that goes away cancels its call.
@@ -45,6 +46,10 @@ func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
+		return
+	}
+	if r.URL.Path == AttachPath {
+		b.serveAttach(w, r)
 		return
 	}
 	call := protocol.ToolCall{

@@ -5,6 +5,8 @@ package bridge
 // "Bridge routes"). A domain adds one line below and keeps its adapter in
 // routes_<domain>.go, written with Handle; b gives it the workspace root.
 func mountRoutes(r *Router, b *Bridge) {
-	_ = b // the first domain route will use b.Root()
 	mountPing(r)
+	mountTerminal(r, b)
+	mountDebug(r, b)
+	mountSandbox(r, b)
 }

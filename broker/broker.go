@@ -175,10 +175,17 @@ func (b *Broker) untrack(c *conn) {
 	b.wg.Done()
 }
 
-// hold makes c the holder of workspace ws: older holders anywhere on the bus
-// are told to yield, then c subscribes to the workspace channel, then the
+// hold makes c the holder of workspace ws: c subscribes to the workspace
+// channel, then tells older holders anywhere on the bus to yield, then the
 // client learns it is connected, then waiting calls learn it is online.
-// Yielding before subscribing means no call reaches two live holders.
+//
+// Every subscriber sees the channel's messages in one order, so the takeover
+// splits the calls exactly: those published before it are the older
+// holder's (it sees them before it yields), those after it are c's (the
+// older holder ignores them once replaced). c keeps the calls that reach it
+// before its own takeover comes back (joining) and delivers them only if no
+// other holder was subscribed when the takeover went out. So no call
+// reaches two clients, and none falls between the two holders.
 func (b *Broker) hold(c *conn, ws string) error {
 	c.mu.Lock()
 	c.workspace = ws
@@ -191,9 +198,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.publishTakeover(ctx, c); err != nil {
-		return err
-	}
+	c.joining.Store(true)
 	sub, err := b.bus.Subscribe(ctx, protocol.WorkspaceChannel(ws), c.onBusMessage)
 	if err != nil {
 		return fmt.Errorf("subscribing workspace channel: %w", err)
@@ -206,6 +211,12 @@ func (b *Broker) hold(c *conn, ws string) error {
 	}
 	c.sub = sub
 	c.mu.Unlock()
+	n, err := b.publishTakeover(ctx, c)
+	if err != nil {
+		return err
+	}
+	// n counts c itself; more means another holder had the earlier calls.
+	c.joinSettle(n > 1)
 	if !c.connected(ws) {
 		return errors.New("connection closed while registering")
 	}
@@ -216,12 +227,15 @@ func (b *Broker) hold(c *conn, ws string) error {
 	return nil
 }
 
-func (b *Broker) publishTakeover(ctx context.Context, c *conn) error {
+// publishTakeover announces c as the workspace's holder and returns how many
+// subscribers of the workspace channel (c included) received it.
+func (b *Broker) publishTakeover(ctx context.Context, c *conn) (int, error) {
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.id, Since: c.since})
-	if _, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspace), msg); err != nil {
-		return fmt.Errorf("announcing takeover: %w", err)
+	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspace), msg)
+	if err != nil {
+		return 0, fmt.Errorf("announcing takeover: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // announce repeats c's takeover, for when an older connection claimed the
@@ -229,7 +243,7 @@ func (b *Broker) publishTakeover(ctx context.Context, c *conn) error {
 func (b *Broker) announce(c *conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.publishTakeover(ctx, c); err != nil {
+	if _, err := b.publishTakeover(ctx, c); err != nil {
 		c.event(b.log.Warn()).Err(err).Msg("reasserting takeover failed")
 	}
 }
@@ -250,7 +264,7 @@ func (b *Broker) Reannounce() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range conns {
-		if err := b.publishTakeover(ctx, c); err != nil {
+		if _, err := b.publishTakeover(ctx, c); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace failed")
 			continue
 		}

@@ -52,6 +52,10 @@ type conn struct {
 	since     int64 // when CONNECT succeeded, unix ns: newest holder wins
 	// wsName is the workspace for log lines, readable from any goroutine.
 	wsName atomic.Pointer[string]
+	// joining is set from subscribing to the workspace channel until the
+	// connection's own takeover has come back on it and hold knows whether
+	// another holder was subscribed (see Broker.hold).
+	joining atomic.Bool
 
 	ctx    context.Context // ends the read loop
 	cancel context.CancelFunc
@@ -69,6 +73,12 @@ type conn struct {
 	pending      map[string]*pending // by correlation id
 	acks         map[int64]string    // ack id -> correlation id
 	nextAck      int64
+
+	// While joining (see Broker.hold).
+	echoed  bool                // own takeover seen on the channel
+	settled bool                // hold knows shared
+	shared  bool                // another holder was subscribed when the takeover went out
+	early   []protocol.ToolCall // calls that arrived while joining
 }
 
 // pending is a call delivered to this connection and not yet answered.
@@ -573,7 +583,18 @@ func (c *conn) close(reason string, notify bool) {
 	sub := c.sub
 	c.sub = nil
 	c.queue = nil
+	// Calls kept while joining reached c alone unless another holder was
+	// subscribed (or that is not known yet): then they are not c's to answer.
+	early := c.early
+	c.early = nil
+	if !c.settled || c.shared {
+		early = nil
+	}
+	c.joining.Store(false)
 	c.mu.Unlock()
+	for _, call := range early {
+		c.b.reply(call, nil, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected: "+reason))
+	}
 
 	if sub != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -635,6 +656,9 @@ func (c *conn) onBusMessage(msg []byte) {
 	}
 	switch m.Type {
 	case protocol.BusCall:
+		if c.joining.Load() && c.holdEarly(m.ToolCall) {
+			return
+		}
 		c.deliver(m.ToolCall, nil)
 	case protocol.BusCancel:
 		c.cancelCall(m.CorrelationID, m.Reason)
@@ -647,6 +671,9 @@ func (c *conn) onBusMessage(msg []byte) {
 
 func (c *conn) takeover(m protocol.BusMessage) {
 	if m.Holder == c.id {
+		if c.joining.Load() {
+			c.joinStep(func() { c.echoed = true })
+		}
 		return
 	}
 	newer := m.Since > c.since || (m.Since == c.since && m.Holder > c.id)
@@ -662,6 +689,54 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	c.mu.Unlock()
 	c.event(c.b.log.Info()).Str("by", m.Holder).Msg("workspace taken over by a newer connection")
 	c.close(ReasonReplaced, true)
+}
+
+// holdEarly keeps a call that arrived while c is joining; false if c has
+// finished joining meanwhile (the caller delivers it).
+func (c *conn) holdEarly(call protocol.ToolCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.joining.Load() || c.closed {
+		return false
+	}
+	c.early = append(c.early, call)
+	return true
+}
+
+// joinSettle tells a joining connection whether another holder was
+// subscribed when its takeover went out.
+func (c *conn) joinSettle(shared bool) {
+	c.joinStep(func() { c.settled, c.shared = true, shared })
+}
+
+// joinStep records one of the two facts that end joining (set runs under
+// mu); once both are in, the calls that came early are delivered, unless
+// another holder had them too: it saw them before the takeover and serves
+// them.
+func (c *conn) joinStep(set func()) {
+	c.mu.Lock()
+	if !c.joining.Load() || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	set()
+	if !c.echoed || !c.settled {
+		c.mu.Unlock()
+		return
+	}
+	c.joining.Store(false)
+	early, shared := c.early, c.shared
+	c.early = nil
+	c.mu.Unlock()
+	if shared {
+		if len(early) > 0 {
+			c.event(c.b.log.Debug()).Int("calls", len(early)).Msg("calls published before the takeover left to the previous holder")
+		}
+		return
+	}
+	for _, call := range early {
+		c.deliver(call, nil)
+	}
 }
 
 // deliver registers a call and queues it for the client, or answers it at

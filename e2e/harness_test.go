@@ -393,4 +393,3 @@ func connectIDE(t *testing.T, b *brokerProc, ws, mode string) *ideClient {
 	}
 	return c
 }
-

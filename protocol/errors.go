@@ -29,6 +29,7 @@ const (
 
 	// Domain outcomes of bridge routes.
 	CodeSessionNotFound         = "session_not_found"
+	CodeWorkspaceNotFound       = "workspace_not_found" // a sandbox workspace that does not exist (or was evicted)
 	CodeDebugAdapterUnavailable = "debug_adapter_unavailable"
 	CodeSessionRunning          = "session_running"
 	CodeSessionEnded            = "session_ended"

@@ -46,8 +46,9 @@ func readProcStat(pid int) (procStat, bool) {
 }
 
 // sessionMembers lists the live (not zombie) processes whose session or
-// process group is id.
-func sessionMembers(id int) []int {
+// process group is one of ids. It reads all of /proc: about 30 µs a
+// process.
+func sessionMembers(ids ...int) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -60,28 +61,82 @@ func sessionMembers(id int) []int {
 		if err != nil {
 			continue
 		}
-		st, ok := readProcStat(pid)
-		if !ok || st.state == 'Z' || st.state == 'X' {
-			continue
-		}
-		if st.sid == id || st.pgrp == id {
+		if st, ok := readProcStat(pid); ok && st.member(ids) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
+func (st procStat) member(ids []int) bool {
+	if st.state == 'Z' || st.state == 'X' {
+		return false
+	}
+	for _, id := range ids {
+		if st.sid == id || st.pgrp == id {
+			return true
+		}
+	}
+	return false
+}
+
+// fastScanFor bounds how long a session may have lived for
+// sessionMayHaveMembers to trust pid order: wrapping all the way around
+// pid_max (32768 by default) takes far longer than this.
+const fastScanFor = time.Second
+
+// fastScanMax bounds how many pids sessionMayHaveMembers probes one by
+// one before it reads /proc instead.
+const fastScanMax = 256
+
+// sessionMayHaveMembers reports whether the session led by id, whose
+// leader has been reaped, may still have live members; false means it
+// certainly has none. It is the cheap check after every hidden command,
+// replacing a read of all of /proc (about 3 ms) with a few reads:
+//
+//   - kill(-id, 0) finds a member in the leader's own process group, where
+//     `cmd &` in a non-interactive shell puts background jobs.
+//   - Members in other groups (set -m, timeout, anything calling setpgid)
+//     are descendants of the leader, forked after it, and the kernel hands
+//     out pids in increasing order until it wraps at pid_max. So unless
+//     the pids wrapped, every member has a pid in (id, ns_last_pid], and
+//     reading /proc/<pid>/stat for just those pids finds it. A session
+//     younger than fastScanFor cannot have seen the pids wrap all the way
+//     round; ns_last_pid below id means they wrapped at least once.
+//
+// Anything it cannot rule out answers true, and the caller does the full
+// scan.
+func sessionMayHaveMembers(id int, age time.Duration) bool {
+	if err := syscall.Kill(-id, 0); err == nil || !errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	if age >= fastScanFor {
+		return true
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return true
+	}
+	last, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil || last < id || last-id > fastScanMax {
+		return true
+	}
+	ids := []int{id}
+	for pid := id + 1; pid <= last; pid++ {
+		// A pid here may be a thread, whose stat names its process's
+		// session: a member either way.
+		if st, ok := readProcStat(pid); ok && st.member(ids) {
+			return true
+		}
+	}
+	return false
+}
+
 // signalSession sends sig to the process group id and to every other
 // member of the session id, so jobs a shell put in their own groups get
 // it too. It reports whether any process was left to signal.
 func signalSession(id int, sig syscall.Signal) bool {
-	found := syscall.Kill(-id, sig) == nil
-	for _, pid := range sessionMembers(id) {
-		if syscall.Kill(pid, sig) == nil {
-			found = true
-		}
-	}
-	return found
+	return signalSessions([]int{id}, sig)
 }
 
 // terminateSession sends first (SIGTERM for a command; an interactive

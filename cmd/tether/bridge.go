@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/terminal"
 )
 
 func runBridge(args []string, stderr io.Writer) error {
@@ -16,6 +17,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	root := fs.String("root", env("TETHER_ROOT", "."), "directory served")
 	httpAddr := fs.String("http", env("TETHER_BRIDGE_HTTP", ""), "also serve the routes over HTTP on this address (e.g. 127.0.0.1:8765)")
 	maxInFlight := fs.Int("max-in-flight", 0, "handlers running at once before 'overloaded' (default 64)")
+	outputCap := fs.Int("output-cap", 0, "bytes of a command's output a terminal result keeps, head and tail (default 80000)")
+	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", ""), "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -37,6 +40,8 @@ func runBridge(args []string, stderr io.Writer) error {
 		Root:        *root,
 		HTTPAddr:    *httpAddr,
 		MaxInFlight: *maxInFlight,
+		Terminal:    terminal.Config{OutputCap: *outputCap},
+		SandboxDir:  *sandboxDir,
 		Logger:      log,
 	})
 	if err != nil {

@@ -35,8 +35,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	var bf brokerFlags
 	bf.register(fs, "127.0.0.1:8377")
 	root := fs.String("root", env("TETHER_ROOT", "."), "directory the bridge serves")
+	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", defaultSandboxDir()), "repo caches and workspaces of /api/sandbox/… (\"\" disables)")
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id (default: the directory's name)")
-	bridgeHTTP := fs.String("http", "", "also serve the bridge's routes over HTTP on this address")
+	bridgeHTTP := fs.String("http", "127.0.0.1:0", "serve the bridge's routes and tether attach over HTTP on this address (\"\" disables)")
 	mkLog := logFlags(fs, stderr)
 	_ = fs.Set("log-format", "console")
 	_ = fs.Set("log-level", env("TETHER_LOG_LEVEL", "warn"))
@@ -86,8 +87,18 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPAddr: *bridgeHTTP, Logger: log})
+	var httpLn net.Listener // port 0 by default: listen here to learn the port
+	if *bridgeHTTP != "" {
+		if httpLn, err = net.Listen("tcp", *bridgeHTTP); err != nil {
+			ln.Close()
+			return fmt.Errorf("listening for the bridge's HTTP: %w", err)
+		}
+	}
+	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPListener: httpLn, SandboxDir: *sandboxDir, Logger: log})
 	if err != nil {
+		if httpLn != nil {
+			httpLn.Close()
+		}
 		return err
 	}
 
@@ -108,6 +119,11 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		if self == "" {
 			self = "tether"
 		}
+		attach := ""
+		if httpLn != nil {
+			attach = fmt.Sprintf("\nWatch the commands agents run in the bridge's terminal (--write to type into it):\n\n  %s attach --bridge-http %s\n",
+				shellQuote(self), httpLn.Addr())
+		}
 		fmt.Fprintf(stdout, `tether is up: a broker and a bridge serving %s
 
   broker        %s
@@ -118,9 +134,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 Paste this in another terminal:
 
   %s call --broker %s --workspace %s --token %s /api/ping '{"hello":"tether"}'
-
+%s
 Ctrl-C stops it.
-`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok)
+`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok, attach)
 	} else if ctx.Err() == nil {
 		fmt.Fprintf(stderr, "tether up: the bridge did not connect within 10s: %v\n", err)
 		stop()
@@ -131,6 +147,16 @@ Ctrl-C stops it.
 	stopBridge()
 	bridgeErr := <-bridgeDone
 	return firstErr(brokerErr, bridgeErr)
+}
+
+// defaultSandboxDir is where `tether up` keeps sandbox workspaces: the
+// user's cache directory, which survives restarts but may be cleaned.
+func defaultSandboxDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "tether", "sandbox")
 }
 
 func firstErr(errs ...error) error {

@@ -1,0 +1,245 @@
+package bridge
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/terminal"
+)
+
+// Terminal endpoints (DESIGN.md, "Bridge routes"). The session routes
+// take the session id as a path parameter:
+// /api/terminal/sessions/{session_id}/output, …/input and …/signal.
+const (
+	TerminalExecuteEndpoint  = "/api/terminal/execute"
+	TerminalSessionsEndpoint = "/api/terminal/sessions"
+)
+
+// AttachPath is where the local HTTP listener serves the visible terminal
+// to `tether attach`: a WebSocket (GET, loopback clients only) carrying
+// the terminal's recent transcript and then its live output as binary
+// messages. With ?write=1, binary messages the client sends are typed
+// into the terminal; otherwise the client may send nothing.
+const AttachPath = "/attach"
+
+// InputResult answers /api/terminal/sessions/{session_id}/input.
+type InputResult struct {
+	SessionID string `json:"session_id"`
+	// Bytes is how many bytes of data were written.
+	Bytes int  `json:"bytes"`
+	EOF   bool `json:"eof"`
+}
+
+// SignalResult answers /api/terminal/sessions/{session_id}/signal.
+type SignalResult struct {
+	SessionID string `json:"session_id"`
+	// Signal is the canonical name of the signal delivered, e.g. "SIGINT".
+	Signal string `json:"signal"`
+}
+
+// SessionsResult answers /api/terminal/sessions: the async sessions,
+// running and recently ended, oldest first.
+type SessionsResult struct {
+	Sessions []terminal.SessionInfo `json:"sessions"`
+}
+
+func mountTerminal(r *Router, b *Bridge) {
+	cfg := b.cfg.Terminal
+	cfg.Root, cfg.Logger = b.root, b.log
+	h := &terminalHost{cfg: cfg}
+	b.term = h
+
+	Handle(r, TerminalExecuteEndpoint, func(ctx context.Context, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
+		m, err := h.manager()
+		if err != nil {
+			return terminal.ExecResult{}, err
+		}
+		// The deadline of ctx bounds a sync command without a timeout of
+		// its own; Execute answers timed_out before it expires.
+		return m.Execute(c.Logger().WithContext(ctx), req)
+	})
+	Handle(r, TerminalSessionsEndpoint+"/:session_id/output", func(_ context.Context, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
+		m, err := h.manager()
+		if err != nil {
+			return terminal.OutputResult{}, err
+		}
+		return m.Output(c.Param("session_id"), req.Offset)
+	})
+	Handle(r, TerminalSessionsEndpoint+"/:session_id/input", func(ctx context.Context, c *Call, req terminal.InputRequest) (InputResult, error) {
+		m, err := h.manager()
+		if err != nil {
+			return InputResult{}, err
+		}
+		id := c.Param("session_id")
+		if err := m.Input(ctx, id, req.Data, req.EOF); err != nil {
+			return InputResult{}, err
+		}
+		return InputResult{SessionID: id, Bytes: len(req.Data), EOF: req.EOF}, nil
+	})
+	Handle(r, TerminalSessionsEndpoint+"/:session_id/signal", func(_ context.Context, c *Call, req terminal.SignalRequest) (SignalResult, error) {
+		m, err := h.manager()
+		if err != nil {
+			return SignalResult{}, err
+		}
+		sig, err := terminal.ParseSignal(req.Signal)
+		if err != nil {
+			return SignalResult{}, err
+		}
+		id := c.Param("session_id")
+		if err := m.Signal(id, req.Signal); err != nil {
+			return SignalResult{}, err
+		}
+		return SignalResult{SessionID: id, Signal: unix.SignalName(sig)}, nil
+	})
+	Handle(r, TerminalSessionsEndpoint, func(context.Context, *Call, struct{}) (SessionsResult, error) {
+		m, err := h.manager()
+		if err != nil {
+			return SessionsResult{}, err
+		}
+		return SessionsResult{Sessions: m.Sessions()}, nil
+	})
+}
+
+// terminalHost owns the bridge's one terminal.Manager. The Manager is
+// made on first use, so a bridge that never runs a command starts no
+// shell and makes no files, and it is closed when Run ends.
+type terminalHost struct {
+	cfg terminal.Config
+
+	mu     sync.Mutex
+	m      *terminal.Manager
+	closed bool
+}
+
+func (h *terminalHost) manager() (*terminal.Manager, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, terminal.ErrClosed
+	}
+	if h.m == nil {
+		m, err := terminal.New(h.cfg)
+		if err != nil {
+			return nil, err
+		}
+		h.m = m
+	}
+	return h.m, nil
+}
+
+// close kills every process the terminal started and waits for them.
+// Terminal calls made later fail.
+func (h *terminalHost) close() {
+	h.mu.Lock()
+	m := h.m
+	h.closed = true
+	h.mu.Unlock()
+	if m != nil {
+		if err := m.Close(); err != nil {
+			h.cfg.Logger.Warn().Err(err).Msg("closing the terminal")
+		}
+	}
+}
+
+// attachWriteTimeout bounds sending one chunk to an attached viewer; a
+// viewer that does not read for that long is disconnected.
+const attachWriteTimeout = 10 * time.Second
+
+// serveAttach streams the visible terminal to a local viewer. The
+// terminal runs commands on the person's machine, so it is offered only to
+// clients on loopback, under a loopback Host (a DNS-rebinding page would
+// name its own), and websocket.Accept refuses cross-origin browser pages.
+func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
+	if !loopbackRequest(r) {
+		http.Error(w, "tether attach is served to loopback clients only", http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodGet {
+		http.Error(w, "attach is a GET WebSocket upgrade", http.StatusMethodNotAllowed)
+		return
+	}
+	m, err := b.term.manager()
+	if err != nil {
+		http.Error(w, "the terminal is not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	write := r.URL.Query().Get("write") == "1"
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered the client
+	}
+	defer conn.CloseNow()
+	log := b.log.With().Str("remote", r.RemoteAddr).Bool("write", write).Logger()
+	log.Info().Msg("attach started")
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if write {
+		wg.Add(1)
+		go func(ctx context.Context) {
+			defer wg.Done()
+			defer cancel()
+			for {
+				_, p, err := conn.Read(ctx)
+				if err != nil {
+					return
+				}
+				if err := m.WriteTerminal(ctx, p); err != nil {
+					log.Warn().Err(err).Msg("typing into the visible terminal failed")
+					return
+				}
+			}
+		}(ctx)
+	} else {
+		// Read-only: control frames are handled, a data message closes it.
+		ctx = conn.CloseRead(ctx)
+	}
+
+	snapshot, live := m.Attach(ctx)
+	send := func(p []byte) bool {
+		wctx, wcancel := context.WithTimeout(ctx, attachWriteTimeout)
+		defer wcancel()
+		return conn.Write(wctx, websocket.MessageBinary, p) == nil
+	}
+	ok := len(snapshot) == 0 || send(snapshot)
+	if !ok {
+		cancel() // ends live
+	}
+	for p := range live {
+		if ok && !send(p) {
+			ok = false
+			cancel()
+		}
+	}
+	if ok && ctx.Err() == nil {
+		// The stream ended with the viewer still there.
+		_ = conn.Close(websocket.StatusGoingAway, "the terminal stream ended (the viewer fell behind, or the bridge is stopping); attach again")
+	}
+	log.Info().Msg("attach ended")
+}
+
+// loopbackRequest reports whether r comes from a loopback address and
+// names a loopback host.
+func loopbackRequest(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	name := r.Host
+	if h, _, err := net.SplitHostPort(name); err == nil {
+		name = h
+	}
+	if name == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,268 @@
+package dap
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Session states.
+const (
+	StateInitializing = "initializing"
+	StateRunning      = "running"
+	StateStopped      = "stopped"
+	StateEnded        = "ended"
+)
+
+// SourceBreakpoint is a line breakpoint as requested. A non-empty LogMessage
+// makes it a logpoint ({expr} interpolated), which logs instead of stopping.
+type SourceBreakpoint struct {
+	Line         int    `json:"line"`
+	Column       int    `json:"column,omitempty"`
+	Condition    string `json:"condition,omitempty"`
+	HitCondition string `json:"hit_condition,omitempty"`
+	LogMessage   string `json:"log_message,omitempty"`
+}
+
+// FunctionBreakpoint breaks on entry to a function by name.
+type FunctionBreakpoint struct {
+	Name         string `json:"name"`
+	Condition    string `json:"condition,omitempty"`
+	HitCondition string `json:"hit_condition,omitempty"`
+}
+
+// FileBreakpoints is the whole breakpoint set of one file; DAP replaces a
+// file's set on every request, and so does tether.
+type FileBreakpoints struct {
+	Path        string             `json:"path"`
+	Breakpoints []SourceBreakpoint `json:"breakpoints"`
+}
+
+// Breakpoint is a breakpoint as the adapter reports it.
+type Breakpoint struct {
+	ID       int    `json:"id,omitempty"`
+	Verified bool   `json:"verified"`
+	Line     int    `json:"line,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Function string `json:"function,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// StartRequest is the payload of /api/debug/start-session. Give one of
+// Config (a full launch.json-style configuration), ConfigName (from
+// .vscode/launch.json) or Language with Program (or Pid / Connect to attach).
+type StartRequest struct {
+	Config     map[string]any `json:"config,omitempty"`
+	ConfigName string         `json:"config_name,omitempty"`
+
+	Language    string            `json:"language,omitempty"`
+	Program     string            `json:"program,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	StopOnEntry bool              `json:"stop_on_entry,omitempty"`
+
+	// Request is "launch" (default) or "attach"; attach takes Pid (lldb-dap,
+	// delve) or Connect (a debugpy listener).
+	Request string   `json:"request,omitempty"`
+	Pid     int      `json:"pid,omitempty"`
+	Connect *Address `json:"connect,omitempty"`
+
+	// File resolves ${file} in launch.json.
+	File string `json:"file,omitempty"`
+
+	// Breakpoints set before the program runs.
+	Breakpoints         []FileBreakpoints    `json:"breakpoints,omitempty"`
+	FunctionBreakpoints []FunctionBreakpoint `json:"function_breakpoints,omitempty"`
+	// ExceptionFilters replaces the adapter's default exception filters
+	// (debugpy: uncaught) when non-nil.
+	ExceptionFilters []string `json:"exception_filters,omitempty"`
+}
+
+// Address is a host and port.
+type Address struct {
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port"`
+}
+
+// StartResult is the answer of /api/debug/start-session.
+type StartResult struct {
+	SessionID    string          `json:"session_id"`
+	Adapter      string          `json:"adapter"`
+	State        string          `json:"state"`
+	Capabilities json.RawMessage `json:"capabilities"`
+	Stop         *StopInfo       `json:"stop,omitempty"`
+	Breakpoints  []Breakpoint    `json:"breakpoints,omitempty"`
+}
+
+// SetBreakpointsRequest is the payload of /api/debug/set-breakpoints. With
+// Path, Breakpoints replaces that file's set (empty clears it). Functions,
+// when non-nil, replaces the function breakpoints; ExceptionFilters, when
+// non-nil, the exception filters.
+type SetBreakpointsRequest struct {
+	SessionID        string               `json:"session_id"`
+	Path             string               `json:"path,omitempty"`
+	Breakpoints      []SourceBreakpoint   `json:"breakpoints"`
+	Functions        []FunctionBreakpoint `json:"function_breakpoints,omitempty"`
+	ExceptionFilters []string             `json:"exception_filters,omitempty"`
+}
+
+// SetBreakpointsResult gives the adapter's answer, in request order.
+type SetBreakpointsResult struct {
+	Breakpoints         []Breakpoint `json:"breakpoints"`
+	FunctionBreakpoints []Breakpoint `json:"function_breakpoints,omitempty"`
+}
+
+// ControlRequest is the payload of continue, step-over, step-into, step-out
+// and pause. Wait defaults to true for steps and pause, false for continue.
+type ControlRequest struct {
+	SessionID     string `json:"session_id"`
+	ThreadID      int    `json:"thread_id,omitempty"`
+	Wait          *bool  `json:"wait,omitempty"`
+	WaitTimeoutMS int    `json:"wait_timeout_ms,omitempty"`
+}
+
+// ControlResult is the state after an execution-control request; with wait,
+// the stop and its location (or the exit).
+type ControlResult struct {
+	SessionID string    `json:"session_id"`
+	State     string    `json:"state"`
+	Stop      *StopInfo `json:"stop,omitempty"`
+	Location  *Frame    `json:"location,omitempty"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+}
+
+// StopInfo is why and where a session stopped.
+type StopInfo struct {
+	Reason            string `json:"reason"`
+	Description       string `json:"description,omitempty"`
+	Text              string `json:"text,omitempty"`
+	ThreadID          int    `json:"thread_id"`
+	AllThreadsStopped bool   `json:"all_threads_stopped,omitempty"`
+	HitBreakpointIDs  []int  `json:"hit_breakpoint_ids,omitempty"`
+}
+
+// SnapshotRequest is the payload of /api/debug/snapshot.
+type SnapshotRequest struct {
+	SessionID     string   `json:"session_id"`
+	WaitTimeoutMS int      `json:"wait_timeout_ms,omitempty"` // default 5000
+	Expressions   []string `json:"expressions,omitempty"`
+	MaxFrames     int      `json:"max_frames,omitempty"`     // default 20
+	VariableDepth int      `json:"variable_depth,omitempty"` // default 1
+	ThreadID      int      `json:"thread_id,omitempty"`
+}
+
+// Snapshot is a stopped session's state.
+type Snapshot struct {
+	SessionID   string       `json:"session_id"`
+	State       string       `json:"state"`
+	Stop        *StopInfo    `json:"stop"`
+	ThreadID    int          `json:"thread_id"`
+	Frames      []Frame      `json:"frames"`
+	Scopes      []Scope      `json:"scopes"`
+	Locals      []Variable   `json:"locals"`
+	Expressions []EvalResult `json:"expressions,omitempty"`
+}
+
+// Frame is one stack frame.
+type Frame struct {
+	ID     int    `json:"id"`
+	Name   string `json:"name"`
+	Path   string `json:"path,omitempty"`
+	Source string `json:"source,omitempty"`
+	Line   int    `json:"line"`
+	Column int    `json:"column,omitempty"`
+}
+
+// Scope is one scope of the top frame with its variables.
+type Scope struct {
+	Name      string     `json:"name"`
+	Expensive bool       `json:"expensive,omitempty"`
+	Variables []Variable `json:"variables,omitempty"`
+}
+
+// Variable is a variable, its children expanded to the requested depth.
+type Variable struct {
+	Name     string     `json:"name"`
+	Value    string     `json:"value"`
+	Type     string     `json:"type,omitempty"`
+	Ref      int        `json:"variables_reference,omitempty"`
+	Children []Variable `json:"children,omitempty"`
+}
+
+// EvaluateRequest is the payload of /api/debug/evaluate. FrameID 0 means
+// the top frame of the stopped thread; Context defaults to "watch".
+type EvaluateRequest struct {
+	SessionID  string `json:"session_id"`
+	Expression string `json:"expression"`
+	FrameID    int    `json:"frame_id,omitempty"`
+	Context    string `json:"context,omitempty"`
+}
+
+// EvalResult is one evaluated expression.
+type EvalResult struct {
+	Expression string `json:"expression"`
+	Result     string `json:"result,omitempty"`
+	Type       string `json:"type,omitempty"`
+	Ref        int    `json:"variables_reference,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// SessionRequest names a session (list-sessions ignores it).
+type SessionRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+// StopRequest is the payload of /api/debug/stop-session. TerminateDebuggee
+// defaults to true for launched programs and false for attached ones (which
+// are detached and keep running).
+type StopRequest struct {
+	SessionID         string `json:"session_id"`
+	TerminateDebuggee *bool  `json:"terminate_debuggee,omitempty"`
+}
+
+// StopResult is the answer of /api/debug/stop-session.
+type StopResult struct {
+	SessionID string `json:"session_id"`
+	State     string `json:"state"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+}
+
+// SessionInfo is one entry of /api/debug/list-sessions.
+type SessionInfo struct {
+	SessionID string    `json:"session_id"`
+	Adapter   string    `json:"adapter"`
+	Name      string    `json:"name,omitempty"`
+	Request   string    `json:"request"`
+	State     string    `json:"state"`
+	Stop      *StopInfo `json:"stop,omitempty"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	EndReason string    `json:"end_reason,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// SessionList is the answer of /api/debug/list-sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// OutputRequest is the payload of /api/debug/output.
+type OutputRequest struct {
+	SessionID string `json:"session_id"`
+	Offset    int64  `json:"offset"`
+}
+
+// OutputResult is the debuggee's output (stdout, stderr and the adapter's
+// console lines such as logpoints) from Offset on.
+type OutputResult struct {
+	SessionID  string `json:"session_id"`
+	Output     string `json:"output"`
+	Offset     int64  `json:"offset"`      // where Output starts (> requested if dropped)
+	NextOffset int64  `json:"next_offset"` // pass as offset next time
+	State      string `json:"state"`
+}
+
+// ContextRequest is the payload of /api/workspace/debug-context.
+type ContextRequest struct {
+	// File resolves ${file} in launch.json.
+	File string `json:"file,omitempty"`
+}

@@ -1,0 +1,229 @@
+package dap
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	godap "github.com/google/go-dap"
+)
+
+// ErrClientClosed is returned by requests on a client whose connection ended.
+var ErrClientClosed = errors.New("dap: connection to the debug adapter closed")
+
+// Message is one DAP message as read from the wire. Body and Arguments stay
+// raw so that adapters' custom events and unknown commands never fail the
+// read loop (go-dap's decoder rejects events it does not know).
+type Message struct {
+	Seq        int             `json:"seq"`
+	Type       string          `json:"type"`
+	Command    string          `json:"command,omitempty"`
+	Event      string          `json:"event,omitempty"`
+	RequestSeq int             `json:"request_seq,omitempty"`
+	Success    bool            `json:"success,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"`
+	Arguments  json.RawMessage `json:"arguments,omitempty"`
+}
+
+// ResponseError is a response with success false.
+type ResponseError struct {
+	Command string
+	Message string
+	Body    json.RawMessage
+}
+
+func (e *ResponseError) Error() string {
+	msg := e.Message
+	var b struct {
+		Error *godap.ErrorMessage `json:"error"`
+	}
+	if json.Unmarshal(e.Body, &b) == nil && b.Error != nil && b.Error.Format != "" {
+		msg = b.Error.Format
+	}
+	return fmt.Sprintf("%s failed: %s", e.Command, msg)
+}
+
+// Client speaks DAP over one connection. One goroutine reads; writes are
+// serialised by a mutex so messages never interleave. All methods may be
+// called concurrently. Events are handed to the onEvent function on the read
+// goroutine, in wire order; it must not block on requests of this client.
+type Client struct {
+	w       io.Writer
+	onEvent func(*Message)
+
+	wmu sync.Mutex // serialises writes and seq assignment
+
+	mu      sync.Mutex
+	seq     int
+	pending map[int]chan *Message
+	err     error // why the connection ended, set once
+
+	closed chan struct{} // closed when the read loop ends
+}
+
+// NewClient starts the read loop over r and writes requests to w. The loop
+// ends when r fails (EOF when the adapter exits); Done is closed then.
+func NewClient(r io.Reader, w io.Writer, onEvent func(*Message)) *Client {
+	c := &Client{w: w, onEvent: onEvent, pending: map[int]chan *Message{}, closed: make(chan struct{})}
+	go c.readLoop(bufio.NewReaderSize(r, 64<<10))
+	return c
+}
+
+// Done is closed when the connection ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.closed }
+
+// Err returns why the connection ended, or nil while it is open.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Client) readLoop(r *bufio.Reader) {
+	var err error
+	defer func() {
+		c.mu.Lock()
+		if err == nil || errors.Is(err, io.EOF) {
+			err = ErrClientClosed
+		}
+		c.err = err
+		pending := c.pending
+		c.pending = nil
+		c.mu.Unlock()
+		for _, ch := range pending {
+			close(ch) // waiters see a closed channel and report c.err
+		}
+		close(c.closed)
+	}()
+	for {
+		var raw []byte
+		raw, err = godap.ReadBaseMessage(r)
+		if err != nil {
+			return
+		}
+		m := new(Message)
+		if json.Unmarshal(raw, m) != nil {
+			continue // not a message at all; nothing to correlate it with
+		}
+		switch m.Type {
+		case "response":
+			c.mu.Lock()
+			ch := c.pending[m.RequestSeq]
+			delete(c.pending, m.RequestSeq)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- m // buffered 1, registered once: never blocks
+			}
+		case "event":
+			if c.onEvent != nil {
+				c.onEvent(m)
+			}
+		case "request":
+			c.answerReverse(m)
+		}
+	}
+}
+
+// answerReverse answers a request from the adapter. tether advertises no
+// runInTerminal and starts no child sessions, so it declines them; an
+// unanswered reverse request would stall some adapters.
+func (c *Client) answerReverse(m *Message) {
+	resp := map[string]any{
+		"type":        "response",
+		"request_seq": m.Seq,
+		"command":     m.Command,
+		"success":     false,
+		"message":     "tether does not support the reverse request " + m.Command,
+	}
+	go func() { _ = c.write(resp) }() // not on the read loop: a full pipe must not stall reads
+}
+
+func (c *Client) write(msg map[string]any) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	c.seq++
+	msg["seq"] = c.seq
+	c.mu.Unlock()
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("encoding %v: %w", msg["command"], err)
+	}
+	return godap.WriteBaseMessage(c.w, b)
+}
+
+// Send writes a request and returns a channel that receives its response
+// (closed without a value if the connection ends first). Use it to send a
+// request without waiting, as the launch handshake requires.
+func (c *Client) Send(command string, args any) (<-chan *Message, error) {
+	ch := make(chan *Message, 1)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.seq++
+	seq := c.seq
+	c.pending[seq] = ch // registered before the write: the response may be fast
+	c.mu.Unlock()
+	msg := map[string]any{"seq": seq, "type": "request", "command": command}
+	if args != nil {
+		msg["arguments"] = args
+	}
+	b, err := json.Marshal(msg)
+	if err == nil {
+		err = godap.WriteBaseMessage(c.w, b)
+	}
+	if err != nil {
+		c.forget(seq)
+		return nil, fmt.Errorf("sending %s: %w", command, err)
+	}
+	return ch, nil
+}
+
+func (c *Client) forget(seq int) {
+	c.mu.Lock()
+	if c.pending != nil {
+		delete(c.pending, seq)
+	}
+	c.mu.Unlock()
+}
+
+// Await waits for a response channel from Send and decodes its body into
+// body (if non-nil). A failed response is a *ResponseError.
+func (c *Client) Await(ctx context.Context, command string, ch <-chan *Message, body any) error {
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return fmt.Errorf("%s: %w", command, c.Err())
+		}
+		if !m.Success {
+			return &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+		}
+		if body != nil && len(m.Body) > 0 {
+			if err := json.Unmarshal(m.Body, body); err != nil {
+				return fmt.Errorf("decoding %s response: %w", command, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for %s: %w", command, ctx.Err())
+	}
+}
+
+// Do sends a request and waits for its response.
+func (c *Client) Do(ctx context.Context, command string, args, body any) error {
+	ch, err := c.Send(command, args)
+	if err != nil {
+		return err
+	}
+	return c.Await(ctx, command, ch, body)
+}

@@ -1,0 +1,490 @@
+package dap
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errors.New("dap: manager closed")
+
+// How long start-session waits for the first stop of a stopOnEntry launch,
+// so that its answer already says "stopped".
+const entryWait = 5 * time.Second
+
+// Config configures a Manager.
+type Config struct {
+	// Root is the workspace directory: relative programs, cwds and breakpoint
+	// paths are taken from it, and launch.json is read from it. Required.
+	Root string
+	// Path is where adapters and debuggers are looked up; default $PATH.
+	Path string
+	// Environ is the environment of adapters and debuggees; default the
+	// process's own.
+	Environ []string
+	// Logger receives one event per session lifecycle point.
+	Logger zerolog.Logger
+}
+
+// Manager holds the debug sessions of one workspace. All methods are safe for
+// concurrent use. Close ends every session; no adapter or debuggee it
+// started outlives it.
+type Manager struct {
+	root string
+	env  *Env
+	log  zerolog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	order    []string
+	closed   bool
+	starting sync.WaitGroup
+	closing  context.Context // cancelled by Close, ending starts in flight
+	cancel   context.CancelFunc
+}
+
+// NewManager validates cfg and returns a Manager. It starts nothing.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("dap: Config.Root is required")
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("dap: resolving root: %w", err)
+	}
+	path := cfg.Path
+	if path == "" {
+		path = os.Getenv("PATH")
+	}
+	environ := cfg.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	closing, cancel := context.WithCancel(context.Background())
+	return &Manager{root: root, env: NewEnv(path, environ), log: cfg.Logger, sessions: map[string]*Session{},
+		closing: closing, cancel: cancel}, nil
+}
+
+// Env returns the manager's lookup environment.
+func (m *Manager) Env() *Env { return m.env }
+
+// DebugContext describes what this workspace offers for debugging. Adapters
+// are probed once per Manager.
+func (m *Manager) DebugContext(ctx context.Context, req ContextRequest) *DebugContext {
+	dc := &DebugContext{LaunchConfigs: []LaunchConfig{}, DebugAdapters: []AdapterInfo{}}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if a := m.env.Available(ctx); a != nil {
+			dc.DebugAdapters = a
+		}
+	})
+	wg.Go(func() { dc.NativeDebuggers = m.env.NativeDebuggers() })
+	cfgs, err := ReadLaunchJSON(m.root, m.vars(req.File))
+	if err != nil {
+		dc.LaunchError = err.Error()
+	} else if cfgs != nil {
+		dc.LaunchConfigs = cfgs
+	}
+	dc.InferredCommands = InferCommands(m.root)
+	wg.Wait()
+	return dc
+}
+
+func (m *Manager) vars(file string) Vars {
+	return Vars{WorkspaceFolder: m.root, File: file, Env: m.getenv}
+}
+
+func (m *Manager) getenv(k string) string {
+	prefix := k + "="
+	for _, kv := range slices.Backward(m.env.Environ) {
+		if len(kv) > len(prefix) && kv[:len(prefix)] == prefix {
+			return kv[len(prefix):]
+		}
+	}
+	return ""
+}
+
+func absIn(root, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "dbg-" + hex.EncodeToString(b[:])
+}
+
+// resolve turns a start request into an adapter and its configuration.
+func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
+	var cfg map[string]any
+	switch {
+	case req.Config != nil:
+		// A private deep copy, variables resolved.
+		raw, err := json.Marshal(req.Config)
+		if err != nil {
+			return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "config: %v", err)
+		}
+		_ = json.Unmarshal(raw, &cfg)
+		cfg = m.vars(req.File).resolveAll(cfg).(map[string]any)
+	case req.ConfigName != "":
+		cfgs, err := ReadLaunchJSON(m.root, m.vars(req.File))
+		if err != nil {
+			return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "%v", err)
+		}
+		for _, c := range cfgs {
+			if c.Name() == req.ConfigName {
+				cfg = c
+				break
+			}
+		}
+		if cfg == nil {
+			names := make([]string, 0, len(cfgs))
+			for _, c := range cfgs {
+				names = append(names, c.Name())
+			}
+			return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "no configuration named %q in %s (have %q)", req.ConfigName, LaunchFile, names)
+		}
+	case req.Language != "":
+		cfg = map[string]any{"name": req.Language + " session"}
+		request := req.Request
+		if request == "" {
+			request = "launch"
+		}
+		cfg["request"] = request
+		if req.Program != "" {
+			cfg["program"] = req.Program
+		}
+		if req.Args != nil {
+			cfg["args"] = req.Args
+		}
+		if req.Cwd != "" {
+			cfg["cwd"] = req.Cwd
+		}
+		if len(req.Env) > 0 {
+			env := map[string]any{}
+			for k, v := range req.Env {
+				env[k] = v
+			}
+			cfg["env"] = env
+		}
+		if req.StopOnEntry {
+			cfg["stopOnEntry"] = true
+		}
+		if req.Pid > 0 {
+			cfg["processId"] = req.Pid
+		}
+		if req.Connect != nil {
+			host := req.Connect.Host
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			cfg["connect"] = map[string]any{"host": host, "port": req.Connect.Port}
+		}
+	default:
+		return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "give config, config_name, or language with program (or pid/connect to attach)")
+	}
+
+	typ, _ := cfg["type"].(string)
+	a, err := adapterFor(typ, req.Language)
+	if err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%v", err)
+	}
+	if r, _ := cfg["request"].(string); r == "" {
+		cfg["request"] = "launch"
+	}
+	if cfg["request"] != "launch" && cfg["request"] != "attach" {
+		return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "request must be launch or attach, got %v", cfg["request"])
+	}
+	if cfg["request"] == "launch" {
+		if p, ok := cfg["program"].(string); ok {
+			cfg["program"] = absIn(m.root, p)
+		} else if _, mod := cfg["module"]; !mod {
+			return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "a launch needs a program")
+		}
+		if cwd, ok := cfg["cwd"].(string); ok && cwd != "" {
+			cfg["cwd"] = absIn(m.root, cwd)
+		} else {
+			cfg["cwd"] = m.root
+		}
+	}
+	cfg["console"] = "internalConsole"
+	return a, a.Arguments(cfg), nil
+}
+
+// Start starts a session: it launches the adapter, runs the handshake that
+// works with every adapter (initialize, launch without waiting, initialized,
+// breakpoints, configurationDone, then the launch response whenever it
+// comes) and returns once the program runs (or has stopped on entry).
+func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
+	a, cfg, err := m.resolve(&req)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := a.Find(m.env)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+	}
+
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	m.starting.Add(1) // Close waits for starts in flight
+	m.mu.Unlock()
+	defer m.starting.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(m.closing, cancel)
+	defer stopAfter()
+
+	s := newSession(newID(), a, m.root)
+	s.name, _ = cfg["name"].(string)
+	s.request, _ = cfg["request"].(string)
+	s.entryStop, _ = cfg["stopOnEntry"].(bool)
+	log := m.log.With().Str("session_id", s.id).Str("adapter", a.Name()).Logger()
+	res, err := m.handshake(ctx, s, spec, cfg, &req)
+	if err == nil {
+		m.mu.Lock()
+		if m.closed {
+			err = ErrClosed
+		} else {
+			m.sessions[s.id] = s
+			m.order = append(m.order, s.id)
+		}
+		m.mu.Unlock()
+	}
+	if err != nil {
+		log.Info().Err(err).Msg("debug session failed to start")
+		if s.proc != nil {
+			s.Stop(ctx, nil)
+		}
+		return nil, err
+	}
+	log.Info().Str("state", res.State).Msg("debug session started")
+	return res, nil
+}
+
+func (m *Manager) handshake(ctx context.Context, s *Session, spec Command, cfg map[string]any, req *StartRequest) (*StartResult, error) {
+	a := s.adapter
+	dir, _ := cfg["cwd"].(string)
+	if dir == "" {
+		dir = m.root
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		dir = m.root
+	}
+	proc, err := startAdapter(ctx, spec, dir, m.env.Environ, s.onEvent)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+	}
+	s.proc = proc
+	go s.watch()
+	c := proc.client
+
+	var caps struct {
+		Filters []struct {
+			Filter  string `json:"filter"`
+			Default bool   `json:"default"`
+		} `json:"exceptionBreakpointFilters"`
+		SupportsConfigurationDone bool `json:"supportsConfigurationDoneRequest"`
+		SupportsFunctionBps       bool `json:"supportsFunctionBreakpoints"`
+	}
+	var rawCaps json.RawMessage
+	if err := c.Do(ctx, "initialize", initializeArgs(a), &rawCaps); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s did not answer initialize: %v; stderr: %s", a.Name(), err, lastLines(proc.stderr.String(), 10))
+	}
+	_ = json.Unmarshal(rawCaps, &caps)
+	s.caps = rawCaps
+	if len(s.caps) == 0 {
+		s.caps = json.RawMessage("{}")
+	}
+	command, _ := cfg["request"].(string)
+	launchCh, err := c.Send(command, cfg)
+	if err != nil {
+		return nil, s.adapterError(err)
+	}
+	var launchResp *Message
+	select {
+	case <-s.initialized:
+	case launchResp = <-launchCh:
+		// Some adapters answer launch before initialized; a failure here
+		// means there will be no initialized at all.
+		if launchResp == nil {
+			return nil, s.endedOrErr(fmt.Errorf("%s: %w", command, c.Err()))
+		}
+		if !launchResp.Success {
+			return nil, launchFailed(command, launchResp)
+		}
+		select {
+		case <-s.initialized:
+		case <-c.Done():
+			return nil, s.endedOrErr(c.Err())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	case <-c.Done():
+		return nil, s.endedOrErr(c.Err())
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	res := &StartResult{SessionID: s.id, Adapter: a.Name(), Capabilities: s.caps}
+	for _, fb := range req.Breakpoints {
+		bps, err := s.setFileBreakpoints(ctx, c, fb.Path, fb.Breakpoints)
+		if err != nil {
+			return nil, err
+		}
+		res.Breakpoints = append(res.Breakpoints, bps...)
+	}
+	if len(req.FunctionBreakpoints) > 0 {
+		bps, err := s.setFunctionBreakpoints(ctx, c, req.FunctionBreakpoints)
+		if err != nil {
+			return nil, err
+		}
+		res.Breakpoints = append(res.Breakpoints, bps...)
+	}
+	filters := req.ExceptionFilters
+	if filters == nil {
+		for _, f := range caps.Filters {
+			if f.Default {
+				filters = append(filters, f.Filter)
+			}
+		}
+	}
+	if len(caps.Filters) > 0 {
+		if err := s.setExceptionFilters(ctx, c, filters); err != nil {
+			return nil, err
+		}
+	}
+	if caps.SupportsConfigurationDone {
+		if err := c.Do(ctx, "configurationDone", nil, nil); err != nil {
+			return nil, s.adapterError(err)
+		}
+	}
+	if launchResp == nil {
+		select {
+		case launchResp = <-launchCh:
+			if launchResp == nil {
+				return nil, s.endedOrErr(c.Err())
+			}
+			if !launchResp.Success {
+				return nil, launchFailed(command, launchResp)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	if s.state == StateInitializing {
+		s.state = StateRunning
+		s.notifyLocked()
+	}
+	s.mu.Unlock()
+	if s.entryStop {
+		_, _ = s.waitStop(ctx, 0, boundBy(ctx, entryWait))
+	}
+	s.mu.Lock()
+	res.State = s.state
+	res.Stop = s.stopIfStoppedLocked()
+	s.mu.Unlock()
+	return res, nil
+}
+
+func launchFailed(command string, m *Message) error {
+	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+	return protocol.Errorf(protocol.CodeInvalidPayload, "%v", re)
+}
+
+func (s *Session) endedOrErr(err error) error {
+	if e := s.adapterError(err); e != nil {
+		return e
+	}
+	return err
+}
+
+// Session returns a session by id, or session_not_found.
+func (m *Manager) Session(id string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	s := m.sessions[id]
+	if s == nil {
+		if id == "" {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "session_id is required")
+		}
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no debug session %q", id)
+	}
+	return s, nil
+}
+
+// List describes every session, oldest first, ended ones included.
+func (m *Manager) List() *SessionList {
+	m.mu.Lock()
+	list := make([]*Session, 0, len(m.order))
+	for _, id := range m.order {
+		list = append(list, m.sessions[id])
+	}
+	m.mu.Unlock()
+	out := &SessionList{Sessions: make([]SessionInfo, 0, len(list))}
+	for _, s := range list {
+		out.Sessions = append(out.Sessions, s.Info())
+	}
+	return out
+}
+
+// Stop ends a session (see Session.Stop). The session stays listed as
+// ended, so later calls on it answer session_ended.
+func (m *Manager) Stop(ctx context.Context, req StopRequest) (*StopResult, error) {
+	s, err := m.Session(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res := s.Stop(ctx, req.TerminateDebuggee)
+	m.log.Info().Str("session_id", s.id).Msg("debug session stopped")
+	return res, nil
+}
+
+// Close stops every session and refuses later calls. It returns when every
+// adapter process has exited.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.starting.Wait()
+	m.mu.Lock()
+	list := slices.Collect(maps.Values(m.sessions))
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range list {
+		wg.Go(func() { s.Stop(context.Background(), nil) })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,195 @@
+package dap
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// adapterProc is a running adapter process in its own process group, with
+// the tail of its stderr kept for error reports.
+type adapterProc struct {
+	cmd    *exec.Cmd
+	conn   io.ReadWriteCloser // stdio pipes or the TCP connection
+	client *Client
+	stderr *tailBuffer
+	exited chan struct{} // closed once cmd.Wait returned
+}
+
+// Command is how to start one adapter process.
+type Command struct {
+	Path string
+	Args []string
+	// Listen means the adapter serves DAP on a TCP port it prints on stdout
+	// or stderr ("listening at: 127.0.0.1:PORT") instead of on stdio.
+	Listen bool
+}
+
+var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\d+)`)
+
+// startAdapter starts spec with its own process group, killed with the
+// bridge (Pdeathsig), and connects a Client to it.
+func startAdapter(ctx context.Context, spec Command, dir string, env []string, onEvent func(*Message)) (*adapterProc, error) {
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &adapterProc{cmd: cmd, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
+
+	var stdin io.WriteCloser
+	var stdout io.ReadCloser
+	var err error
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
+	}
+	addrCh := make(chan string, 1)
+	var stderrDone sync.WaitGroup
+	stderrDone.Add(1)
+	go func() {
+		defer stderrDone.Done()
+		if spec.Listen {
+			scanListen(stderr, p.stderr, addrCh)
+			return
+		}
+		_, _ = io.Copy(p.stderr, stderr)
+	}()
+	go func() {
+		stderrDone.Wait() // Wait closes the pipes; drain them first
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+
+	if !spec.Listen {
+		p.conn = &stdioConn{r: stdout, w: stdin}
+		p.client = NewClient(stdout, stdin, onEvent)
+		return p, nil
+	}
+
+	// delve prints its address on stdout.
+	go scanListen(stdout, p.stderr, addrCh)
+	_ = stdin.Close()
+	var addr string
+	select {
+	case addr = <-addrCh:
+	case <-p.exited:
+		return nil, fmt.Errorf("%s exited before listening: %s", spec.Path, p.stderr.String())
+	case <-ctx.Done():
+		p.kill()
+		return nil, fmt.Errorf("waiting for %s to listen: %w", spec.Path, ctx.Err())
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("connecting to %s at %s: %w", spec.Path, addr, err)
+	}
+	p.conn = conn
+	p.client = NewClient(conn, conn, onEvent)
+	return p, nil
+}
+
+// scanListen copies r into tail, line by line, and reports the first
+// "listening at" address on addr.
+func scanListen(r io.Reader, tail *tailBuffer, addr chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		_, _ = tail.Write([]byte(line + "\n"))
+		if m := listenLine.FindStringSubmatch(line); m != nil {
+			select {
+			case addr <- net.JoinHostPort(m[1], m[2]):
+			default:
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// kill ends the adapter's whole process group at once and waits for it.
+func (p *adapterProc) kill() {
+	if p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	<-p.exited
+}
+
+// stop closes the connection, gives the adapter grace to exit, then kills
+// its process group.
+func (p *adapterProc) stop(grace time.Duration) {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	select {
+	case <-p.exited:
+		// The leader is gone; its group may still hold children.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	case <-time.After(grace):
+		p.kill()
+	}
+}
+
+type stdioConn struct {
+	r io.ReadCloser
+	w io.WriteCloser
+}
+
+func (c *stdioConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *stdioConn) Write(b []byte) (int, error) { return c.w.Write(b) }
+func (c *stdioConn) Close() error {
+	return errors.Join(c.w.Close(), ignoreClosed(c.r.Close()))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// tailBuffer keeps the last max bytes written to it. Safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	godap "github.com/google/go-dap"
+
+	"github.com/tetherdev/tether/broker"
+)
+
+// debugBenchC is the C scenario's program; line 4 is `return sum;`.
+const debugBenchC = `#include <stdio.h>
+int add_numbers(int a, int b) {
+    int sum = a + b;
+    return sum;
+}
+
+int main(void) {
+    int x = add_numbers(2, 3);
+    printf("x=%d\n", x);
+    return 0;
+}
+`
+
+// targetDebugRatio is the issue's bound: tether at most 1.2× the bare client.
+const targetDebugRatio = 1.2
+
+// BenchmarkDebugStartToSnapshot measures the C scenario, start → verified
+// breakpoint → snapshot with locals, through tether (HTTP caller → broker →
+// bridge → lldb-dap) against a bare go-dap client driving lldb-dap-19
+// directly, alternating in the same run (STYLE.md, lesson 10). Each run
+// starts a fresh adapter and debuggee; stopping them is not timed.
+func BenchmarkDebugStartToSnapshot(b *testing.B) {
+	bin := tetherBin(b)
+	lldbDAP, err := exec.LookPath("lldb-dap-19")
+	if err != nil {
+		if lldbDAP, err = exec.LookPath("lldb-dap"); err != nil {
+			b.Skip("lldb-dap is not installed")
+		}
+	}
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "add_numbers.c"), []byte(debugBenchC), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	gcc := exec.Command("gcc", "-g", "-O0", "-o", "add_numbers", "add_numbers.c")
+	gcc.Dir = root
+	if out, err := gcc.CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	runs := 7
+	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+
+	brk, secret := startBroker(b, bin)
+	startDebugBridge(b, bin, brk, secret, "dap-bench", root)
+	tc := &tetherDebugClient{
+		client: controlClient(b),
+		url:    brk.url + "/api/v1/workspaces/dap-bench/calls",
+		token:  mintToken(b, secret, broker.RoleCaller, "dap-bench"),
+	}
+	tc.client.Timeout = 60 * time.Second
+
+	// One untimed round each: page cache, the bridge's adapter lookup.
+	bareScenario(b, lldbDAP, root)
+	tc.scenario(b)
+
+	var bare, through, ratios []float64
+	for range runs {
+		bt := bareScenario(b, lldbDAP, root)
+		tt := tc.scenario(b)
+		bare, through = append(bare, ms(bt)), append(through, ms(tt))
+		ratios = append(ratios, ms(tt)/ms(bt))
+	}
+	ratio := median(ratios)
+	fmt.Printf("\ndap start→verified breakpoint→snapshot, C scenario, %d runs (medians)\n", runs)
+	fmt.Printf("  bare go-dap → %s: %.1f ms\n", filepath.Base(lldbDAP), median(bare))
+	fmt.Printf("  through tether:        %.1f ms\n", median(through))
+	fmt.Printf("  ratio tether/bare:     %.2f× (median of per-run ratios; target ≤ %.1f×) %s\n", ratio, targetDebugRatio, verdict(ratio <= targetDebugRatio))
+	b.ReportMetric(median(bare), "bare-ms")
+	b.ReportMetric(median(through), "tether-ms")
+	b.ReportMetric(ratio, "ratio")
+}
+
+// startDebugBridge starts `tether bridge` serving root and waits until the
+// broker lists it.
+func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws, root string) *proc {
+	tb.Helper()
+	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
+		"--token", mintToken(tb, secret, broker.RoleBridge, ws), "--root", root, "--log-level", "warn"})
+	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
+	client := controlClient(tb)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if p.exited() {
+			tb.Fatalf("bridge exited while connecting: %v\n%s", p.waitErr, p.logTail())
+		}
+		if list, err := listWorkspaces(client, brk.url, caller); err == nil && list[ws] {
+			return p
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("broker did not list %q within 15s\n%s", ws, p.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type tetherDebugClient struct {
+	client *http.Client
+	url    string
+	token  string
+}
+
+func (c *tetherDebugClient) call(tb testing.TB, endpoint string, payload, out any) {
+	tb.Helper()
+	body, _ := json.Marshal(map[string]any{"endpoint": endpoint, "payload": payload, "timeout": 60})
+	req, _ := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.client.Do(req)
+	if err != nil {
+		tb.Fatalf("%s: %v", endpoint, err)
+	}
+	defer res.Body.Close()
+	var resp struct {
+		Success bool            `json:"success"`
+		Result  json.RawMessage `json:"result"`
+		Error   string          `json:"error"`
+		Message string          `json:"message"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil || !resp.Success {
+		tb.Fatalf("%s: %v %s %s", endpoint, err, resp.Error, resp.Message)
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.Result, out); err != nil {
+			tb.Fatalf("%s result: %v", endpoint, err)
+		}
+	}
+}
+
+// scenario returns the time from start-session to a snapshot with locals.
+func (c *tetherDebugClient) scenario(tb testing.TB) time.Duration {
+	tb.Helper()
+	began := time.Now()
+	var start struct {
+		SessionID   string `json:"session_id"`
+		Breakpoints []struct {
+			Verified bool `json:"verified"`
+		} `json:"breakpoints"`
+	}
+	c.call(tb, "/api/debug/start-session", map[string]any{
+		"language": "c", "program": "add_numbers",
+		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line": 4}}}},
+	}, &start)
+	if len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
+		tb.Fatalf("tether breakpoint not verified: %+v", start)
+	}
+	var snap struct {
+		Locals []struct{ Name, Value string } `json:"locals"`
+	}
+	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": start.SessionID}, &snap)
+	took := time.Since(began)
+	if len(snap.Locals) < 3 {
+		tb.Fatalf("tether snapshot locals: %+v", snap.Locals)
+	}
+	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+	return took
+}
+
+// bareDAP is the baseline: the least a go-dap program does to reach the
+// same answer, one goroutine reading and writing in turn.
+type bareDAP struct {
+	tb  testing.TB
+	w   io.Writer
+	r   *bufio.Reader
+	seq int
+	// events seen while waiting for responses, by name, and responses
+	// seen while waiting for events, by request seq
+	seen      map[string][]godap.Message
+	responses map[int]godap.Message
+}
+
+func (d *bareDAP) send(req godap.RequestMessage) int {
+	d.seq++
+	r := req.GetRequest()
+	r.Seq, r.Type = d.seq, "request"
+	if err := godap.WriteProtocolMessage(d.w, req); err != nil {
+		d.tb.Fatalf("bare: writing %s: %v", r.Command, err)
+	}
+	return d.seq
+}
+
+// next reads the next message go-dap can decode (it rejects events it does
+// not know; those are skipped).
+func (d *bareDAP) next() godap.Message {
+	for {
+		raw, err := godap.ReadBaseMessage(d.r)
+		if err != nil {
+			d.tb.Fatalf("bare: reading: %v", err)
+		}
+		m, err := godap.DecodeProtocolMessage(raw)
+		if err == nil {
+			return m
+		}
+	}
+}
+
+func (d *bareDAP) await(seq int) godap.Message {
+	m, ok := d.responses[seq]
+	delete(d.responses, seq)
+	for {
+		if !ok {
+			m = d.next()
+		}
+		ok = false
+		if r, isResp := m.(godap.ResponseMessage); isResp && r.GetResponse().RequestSeq == seq {
+			if !r.GetResponse().Success {
+				d.tb.Fatalf("bare: %s failed: %s", r.GetResponse().Command, r.GetResponse().Message)
+			}
+			return m
+		}
+		if r, isResp := m.(godap.ResponseMessage); isResp {
+			d.responses[r.GetResponse().RequestSeq] = m
+		}
+		if e, isEvent := m.(godap.EventMessage); isEvent {
+			name := e.GetEvent().Event
+			d.seen[name] = append(d.seen[name], m)
+		}
+	}
+}
+
+func (d *bareDAP) awaitEvent(name string) godap.Message {
+	if ms := d.seen[name]; len(ms) > 0 {
+		d.seen[name] = ms[1:]
+		return ms[0]
+	}
+	for {
+		m := d.next()
+		if e, ok := m.(godap.EventMessage); ok && e.GetEvent().Event == name {
+			return m
+		}
+		if r, ok := m.(godap.ResponseMessage); ok {
+			d.responses[r.GetResponse().RequestSeq] = m
+		}
+	}
+}
+
+func bareScenario(tb testing.TB, lldbDAP, root string) time.Duration {
+	tb.Helper()
+	began := time.Now()
+	cmd := exec.Command(lldbDAP)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting %s: %v", lldbDAP, err)
+	}
+	// A stuck adapter fails the benchmark instead of hanging it.
+	watchdog := time.AfterFunc(60*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer watchdog.Stop()
+	defer func() {
+		_ = stdin.Close()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	d := &bareDAP{tb: tb, w: stdin, r: bufio.NewReader(stdout), seen: map[string][]godap.Message{}, responses: map[int]godap.Message{}}
+
+	d.await(d.send(&godap.InitializeRequest{Request: godap.Request{Command: "initialize"},
+		Arguments: godap.InitializeRequestArguments{ClientID: "bare", AdapterID: "lldb-dap", LinesStartAt1: true, ColumnsStartAt1: true, PathFormat: "path"}}))
+	launchArgs, _ := json.Marshal(map[string]any{"program": filepath.Join(root, "add_numbers"), "cwd": root})
+	launchSeq := d.send(&godap.LaunchRequest{Request: godap.Request{Command: "launch"}, Arguments: launchArgs})
+	d.awaitEvent("initialized")
+	bp := d.await(d.send(&godap.SetBreakpointsRequest{Request: godap.Request{Command: "setBreakpoints"},
+		Arguments: godap.SetBreakpointsArguments{Source: godap.Source{Path: filepath.Join(root, "add_numbers.c")},
+			Breakpoints: []godap.SourceBreakpoint{{Line: 4}}}})).(*godap.SetBreakpointsResponse)
+	if len(bp.Body.Breakpoints) != 1 || !bp.Body.Breakpoints[0].Verified {
+		tb.Fatalf("bare: breakpoint not verified: %+v", bp.Body)
+	}
+	d.await(d.send(&godap.ConfigurationDoneRequest{Request: godap.Request{Command: "configurationDone"}}))
+	d.await(launchSeq)
+	stopped := d.awaitEvent("stopped").(*godap.StoppedEvent)
+	st := d.await(d.send(&godap.StackTraceRequest{Request: godap.Request{Command: "stackTrace"},
+		Arguments: godap.StackTraceArguments{ThreadId: stopped.Body.ThreadId, Levels: 20}})).(*godap.StackTraceResponse)
+	sc := d.await(d.send(&godap.ScopesRequest{Request: godap.Request{Command: "scopes"},
+		Arguments: godap.ScopesArguments{FrameId: st.Body.StackFrames[0].Id}})).(*godap.ScopesResponse)
+	i := slices.IndexFunc(sc.Body.Scopes, func(s godap.Scope) bool { return s.Name == "Locals" })
+	vars := d.await(d.send(&godap.VariablesRequest{Request: godap.Request{Command: "variables"},
+		Arguments: godap.VariablesArguments{VariablesReference: sc.Body.Scopes[max(i, 0)].VariablesReference}})).(*godap.VariablesResponse)
+	took := time.Since(began)
+	if len(vars.Body.Variables) < 3 {
+		tb.Fatalf("bare: locals %+v", vars.Body.Variables)
+	}
+	d.await(d.send(&godap.DisconnectRequest{Request: godap.Request{Command: "disconnect"}, Arguments: &godap.DisconnectArguments{TerminateDebuggee: true}}))
+	return took
+}

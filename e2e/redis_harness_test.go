@@ -1,0 +1,188 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/broker/caller"
+)
+
+// redisEnv is one Redis (a server or a cluster) with a channel prefix of the
+// test's own, and the brokers started on it.
+type redisEnv struct {
+	t       *testing.T
+	srv     *redistest.Server  // single server
+	cluster *redistest.Cluster // or a cluster
+	prefix  string
+}
+
+var prefixSeq atomic.Int64
+
+func redisPrefix(t *testing.T) string {
+	return fmt.Sprintf("e2e:%s:%d:%d:", t.Name(), time.Now().UnixNano(), prefixSeq.Add(1))
+}
+
+// newRedisEnv starts a redis-server for the test.
+func newRedisEnv(t *testing.T) *redisEnv {
+	t.Helper()
+	return &redisEnv{t: t, srv: redistest.Start(t), prefix: redisPrefix(t)}
+}
+
+// newClusterEnv starts a three-master Redis Cluster for the test.
+func newClusterEnv(t *testing.T) *redisEnv {
+	t.Helper()
+	return &redisEnv{t: t, cluster: redistest.StartCluster(t, 3), prefix: redisPrefix(t)}
+}
+
+// flags are the broker flags that put it on this Redis.
+func (e *redisEnv) flags() []string {
+	if e.cluster != nil {
+		return []string{"--redis-cluster", strings.Join(e.cluster.Addrs(), ","), "--redis-prefix", e.prefix}
+	}
+	return []string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}
+}
+
+// broker starts `tether broker` on this Redis, named name (its instance id).
+func (e *redisEnv) broker(name string, extra ...string) *brokerProc {
+	e.t.Helper()
+	args := append(append([]string{"--instance-id", name}, e.flags()...), extra...)
+	return startNamedBroker(e.t, "broker "+name, nil, args...)
+}
+
+// startNamedBroker runs `tether broker` on a free loopback port with env
+// added to its environment.
+func startNamedBroker(t *testing.T, name string, env []string, extra ...string) *brokerProc {
+	t.Helper()
+	args := append([]string{"broker", "--listen", "127.0.0.1:0", "--secret", secret, "--log-level", "debug"}, extra...)
+	cmd := exec.Command(tetherBin, args...)
+	if env != nil {
+		cmd.Env = append(cmd.Environ(), env...)
+	}
+	p := start(t, name, cmd)
+	line := p.waitLine(20*time.Second, "broker listening")
+	var ev struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Listen == "" {
+		t.Fatalf("cannot read the listen address from %q", line)
+	}
+	return &brokerProc{proc: p, url: "http://" + ev.Listen}
+}
+
+// busCaller is a Go backend worker calling over Redis: caller.Bus on its own
+// bus.Redis, both closed in t.Cleanup.
+func (e *redisEnv) busCaller() *caller.Bus {
+	e.t.Helper()
+	cfg := bus.RedisConfig{Prefix: e.prefix, InstanceID: "worker", Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)}
+	if e.cluster != nil {
+		cfg.ClusterAddrs = e.cluster.Addrs()
+	} else {
+		cfg.URL = e.srv.URL()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rb, err := bus.NewRedis(ctx, cfg)
+	if err != nil {
+		e.t.Fatalf("NewRedis: %v", err)
+	}
+	c, err := caller.NewBus(ctx, rb, caller.BusOptions{Logger: cfg.Logger})
+	if err != nil {
+		_ = rb.Close()
+		e.t.Fatalf("NewBus: %v", err)
+	}
+	e.t.Cleanup(func() {
+		_ = c.Close()
+		_ = rb.Close()
+	})
+	return c
+}
+
+// readyz returns the HTTP status of GET /readyz (0 if unreachable).
+func (b *brokerProc) readyz() int {
+	res, err := http.Get(b.url + "/readyz")
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// waitReadyz polls /readyz until it answers status.
+func (b *brokerProc) waitReadyz(status int, within time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(within)
+	for b.readyz() != status {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: /readyz did not answer %d within %s (last %d)", b.name, status, within, b.readyz())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric returns the value of an unlabelled metric on /metrics.
+func (b *brokerProc) metric(name string) float64 {
+	b.t.Helper()
+	res, err := http.Get(b.url + "/metrics")
+	if err != nil {
+		b.t.Fatalf("%s: reading metrics: %v", b.name, err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.t.Fatalf("%s: metric %s = %q", b.name, name, v)
+			}
+			return f
+		}
+	}
+	b.t.Fatalf("%s: no metric %s", b.name, name)
+	return 0
+}
+
+// drainEvents returns the events the client reported so far without
+// waiting for more.
+func (c *ideClient) drainEvents() []map[string]any {
+	var out []map[string]any
+	for {
+		select {
+		case ev := <-c.events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+// discardInCleanup makes the client's events be read and thrown away from
+// the start of the test's cleanup on, so that a test that fails while calls
+// flood the client cannot leave its reader blocked on a full channel (and
+// the cleanup that waits for the client with it).
+func (c *ideClient) discardInCleanup() {
+	c.t.Cleanup(func() {
+		go func() {
+			for {
+				select {
+				case <-c.events:
+				case <-c.done:
+					return
+				}
+			}
+		}()
+	})
+}

@@ -1,0 +1,209 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// ExecRequest is the payload of exec.
+type ExecRequest struct {
+	// Command is a shell command line, run with /bin/sh -c.
+	Command string `json:"command"`
+	// Cwd is a directory relative to the worktree; default the worktree.
+	Cwd string `json:"cwd,omitempty"`
+	// Env is added to the runtime's allow-listed environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Timeout is in seconds; default DefaultExecTimeout, at most
+	// MaxExecTimeout, and never past the call's deadline.
+	Timeout float64 `json:"timeout,omitempty"`
+	// Stdin is the command's whole input; default none.
+	Stdin string `json:"stdin,omitempty"`
+
+	// dir is Cwd resolved inside the worktree, set by Service.
+	dir string
+}
+
+// ExecResult has the shape of a terminal result: {success, command,
+// output, error, exit_code, duration_ms, timed_out, truncated}.
+type ExecResult struct {
+	Success bool   `json:"success"`
+	Command string `json:"command"`
+	// Output is stdout and stderr together, capped at OutputCap bytes.
+	Output     string `json:"output"`
+	Error      string `json:"error"`
+	ExitCode   int    `json:"exit_code"`
+	DurationMS int64  `json:"duration_ms"`
+	TimedOut   bool   `json:"timed_out"`
+	Truncated  bool   `json:"truncated"`
+}
+
+// Defaults of command execution.
+const (
+	DefaultExecTimeout = 2 * time.Minute
+	MaxExecTimeout     = 30 * time.Minute
+	DefaultOutputCap   = 80000
+)
+
+// execEnvAllow are the variables of tether's environment a command sees;
+// everything else (tokens, cloud credentials) is left out.
+var execEnvAllow = []string{"PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME"}
+
+var envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func commandEnv(home string, extra map[string]string) ([]string, error) {
+	env := []string{"HOME=" + home, "GIT_TERMINAL_PROMPT=0"}
+	for _, k := range execEnvAllow {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if _, ok := os.LookupEnv("PATH"); !ok {
+		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	}
+	for k, v := range extra {
+		if !envKeyRe.MatchString(k) || strings.IndexByte(v, 0) >= 0 {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
+		}
+		env = append(env, k+"="+v)
+	}
+	return env, nil
+}
+
+// procRunner runs commands each in its own process group, so a timeout or
+// Stop ends everything a command started. Runtimes embed it.
+type procRunner struct {
+	outputCap int
+
+	mu      sync.Mutex
+	running map[int]struct{} // process group ids
+	stopped bool
+}
+
+// errRuntimeStopped answers an exec racing a Release.
+var errRuntimeStopped = errors.New("the runtime was stopped")
+
+func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []string, req ExecRequest) (ExecResult, error) {
+	timeout := DefaultExecTimeout
+	if req.Timeout > 0 {
+		timeout = min(time.Duration(req.Timeout*float64(time.Second)), MaxExecTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	cap := p.outputCap
+	if cap <= 0 {
+		cap = DefaultOutputCap
+	}
+	out := &cappedBuffer{cap: cap}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = out, out
+	if req.Stdin != "" {
+		cmd.Stdin = strings.NewReader(req.Stdin)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return ExecResult{}, errRuntimeStopped
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		return ExecResult{}, fmt.Errorf("starting the command: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	if p.running == nil {
+		p.running = make(map[int]struct{})
+	}
+	p.running[pgid] = struct{}{}
+	p.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-done:
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	// Whatever the command left running in its group goes with it.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	p.mu.Lock()
+	delete(p.running, pgid)
+	p.mu.Unlock()
+
+	res := ExecResult{
+		Command:    req.Command,
+		Output:     out.String(),
+		Truncated:  out.truncated,
+		DurationMS: time.Since(start).Milliseconds(),
+		ExitCode:   cmd.ProcessState.ExitCode(),
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		res.TimedOut = true
+		res.ExitCode = -1
+		res.Error = fmt.Sprintf("the command was stopped after %s", time.Since(start).Round(time.Millisecond))
+	case err == nil:
+		res.Success = true
+	case errors.As(err, &exitErr):
+		res.Error = exitErr.Error()
+	default:
+		res.Error = err.Error()
+	}
+	return res, nil
+}
+
+func (p *procRunner) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	for pgid := range p.running {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// cappedBuffer keeps the first cap bytes written and counts the rest.
+type cappedBuffer struct {
+	mu        sync.Mutex
+	buf       []byte
+	cap       int
+	truncated bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.cap - len(b.buf)
+	if room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.buf = append(b.buf, p[:room]...)
+		}
+		return len(p), nil
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.ToValidUTF8(string(b.buf), "\uFFFD")
+}
