@@ -2,6 +2,7 @@ package dap
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,31 +66,34 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
 	}
 	addrCh := make(chan string, 1)
-	var stderrDone sync.WaitGroup
-	stderrDone.Add(1)
-	go func() {
-		defer stderrDone.Done()
+	// Wait closes the pipes: every reader must be done first, or the last
+	// messages (exited, terminated) could be lost.
+	var readers sync.WaitGroup
+	readers.Go(func() {
 		if spec.Listen {
 			scanListen(stderr, p.stderr, addrCh)
 			return
 		}
 		_, _ = io.Copy(p.stderr, stderr)
-	}()
+	})
+	if spec.Listen {
+		// delve prints its address on stdout.
+		readers.Go(func() { scanListen(stdout, p.stderr, addrCh) })
+		_ = stdin.Close()
+	} else {
+		p.conn = &stdioConn{r: stdout, w: stdin}
+		p.client = NewClient(stdout, stdin, onEvent)
+		readers.Go(func() { <-p.client.Done() })
+	}
 	go func() {
-		stderrDone.Wait() // Wait closes the pipes; drain them first
+		readers.Wait()
 		_ = cmd.Wait()
 		close(p.exited)
 	}()
-
 	if !spec.Listen {
-		p.conn = &stdioConn{r: stdout, w: stdin}
-		p.client = NewClient(stdout, stdin, onEvent)
 		return p, nil
 	}
 
-	// delve prints its address on stdout.
-	go scanListen(stdout, p.stderr, addrCh)
-	_ = stdin.Close()
 	var addr string
 	select {
 	case addr = <-addrCh:
@@ -125,11 +132,11 @@ func scanListen(r io.Reader, tail *tailBuffer, addr chan<- string) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-// kill ends the adapter's whole process group at once and waits for it.
+// kill ends the adapter's whole process tree at once and waits for it.
 func (p *adapterProc) kill() {
-	if p.cmd.Process != nil {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	}
+	tree := descendantsOf(p.cmd.Process.Pid)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	killAll(tree)
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
@@ -137,18 +144,63 @@ func (p *adapterProc) kill() {
 }
 
 // stop closes the connection, gives the adapter grace to exit, then kills
-// its process group.
+// its process tree.
 func (p *adapterProc) stop(grace time.Duration) {
+	// Taken first: once the adapter exits its children are reparented and
+	// can no longer be told apart. lldb-dap starts lldb-server with
+	// --setsid, outside the adapter's group, and the debuggee below it.
+	tree := descendantsOf(p.cmd.Process.Pid)
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
 	select {
 	case <-p.exited:
-		// The leader is gone; its group may still hold children.
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		killAll(tree)
 	case <-time.After(grace):
+		killAll(tree)
 		p.kill()
 	}
+}
+
+func killAll(pids []int) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// descendantsOf lists the processes below pid, read from /proc.
+func descendantsOf(pid int) []int {
+	children := map[int][]int{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		children[ppid] = append(children[ppid], child)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		for _, c := range children[next] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 type stdioConn struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,7 +51,6 @@ type Session struct {
 	pausing     bool                    // a pause was sent and no stop came yet
 	files       map[string][]Breakpoint // per-file results, by absolute path
 	funcs       []Breakpoint
-	defaultExc  []string
 }
 
 func newSession(id string, a Adapter, root string) *Session {
@@ -81,9 +79,6 @@ func (s *Session) notifyLocked() {
 
 // onEvent runs on the client's read goroutine.
 func (s *Session) onEvent(m *Message) {
-	if os.Getenv("DAPDEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "EVENT %s %s\n", m.Event, m.Body)
-	}
 	switch m.Event {
 	case "initialized":
 		s.initializedOnce.Do(func() { close(s.initialized) })
