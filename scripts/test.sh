@@ -10,8 +10,15 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 status=0
-echo "=== go test -race -count=1 -timeout 30m ./..."
-$go test -race -count=1 -timeout 30m ./... 2>&1 | tee "$log/test" || status=1
+echo "=== go test -race -count=1 -timeout 30m -v ./... (results and failures shown; every test counted)"
+# -v so every test's verdict can be counted; only package results, failures
+# and panics reach the screen.
+$go test -race -count=1 -timeout 30m -v ./... >"$log/test" 2>&1 || status=1
+grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test" || true
+if [ "$status" -ne 0 ]; then
+  echo "--- output of failing tests:"
+  awk '/^=== RUN/{buf=""} {buf=buf $0 "\n"} /^[ \t]*--- FAIL/{printf "%s", buf; buf=""}' "$log/test" | tail -300
+fi
 echo
 "$(dirname "$0")/fuzz.sh" 2>&1 | tee "$log/fuzz" || status=1
 
@@ -19,8 +26,9 @@ echo
 # the bare closing "FAIL") and one verdict line per fuzz target.
 grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]' "$log/test" >"$log/packages" || true
 grep -E '^(ok|FAIL) +fuzz ' "$log/fuzz" >"$log/fuzzed" || true
-passed=$(cat "$log/packages" "$log/fuzzed" | grep -c '^ok')
-failed=$(cat "$log/packages" "$log/fuzzed" | grep -c '^FAIL')
+# Every test and subtest verdict, plus one per fuzz target.
+passed=$(( $(grep -cE '^[[:space:]]*--- PASS' "$log/test") + $(grep -c '^ok' "$log/fuzzed") ))
+failed=$(( $(grep -cE '^[[:space:]]*--- FAIL' "$log/test") + $(grep -c '^FAIL' "$log/fuzzed") ))
 [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
 
 echo
