@@ -10,7 +10,9 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,8 +36,15 @@ const (
 // response the broker would get. A request that is not a call gets a
 // ToolResponse body too: 405 for a method other than POST, 400 for a bad
 // HeaderTimeout, 413 for a body over Config.MaxHTTPBody. GET /healthz
-// answers 200 "ok". GET AttachPath streams the visible terminal to loopback
-// clients (`tether attach`).
+// answers 200 "ok". GET AttachPath streams the visible terminal
+// (`tether attach`).
+//
+// Every request must be local: from a loopback address, naming a
+// loopback host (localhost or a loopback IP) and, when served by Run, the
+// listener's port in Host, and carrying no Origin header other than that
+// same loopback origin. Anything else is refused with 403 and a
+// forbidden ToolResponse, so a web page in the person's browser can
+// neither post calls (CSRF) nor reach the port through a rebound DNS name.
 //
 // The handler is safe for concurrent use; its calls share the MaxInFlight
 // bound with the broker's, and a client that goes away cancels its call.
@@ -43,6 +52,16 @@ func (b *Bridge) HTTPHandler() http.Handler { return http.HandlerFunc(b.serveHTT
 
 func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
+	if why := notLocal(r); why != "" {
+		// The routes run commands on this machine: a web page the person
+		// has open must not reach them, by a cross-origin request (Origin)
+		// or through a name it rebound to 127.0.0.1 (Host).
+		b.log.Warn().Str("remote", r.RemoteAddr).Str("host", r.Host).Str("origin", r.Header.Get("Origin")).
+			Str("path", r.URL.Path).Str("reason", why).Msg("http request refused")
+		writeToolResponse(w, http.StatusForbidden, protocol.Failure(r.Header.Get(HeaderCorrelationID),
+			protocol.CodeForbidden, "the bridge's HTTP listener serves local clients only: "+why))
+		return
+	}
 	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -148,4 +167,44 @@ func (h *httpServer) shutdown() {
 	if err := h.srv.Shutdown(ctx); err != nil {
 		_ = h.srv.Close()
 	}
+}
+
+// notLocal says why r is not a request from a local client to this
+// listener, or "" when it is.
+func notLocal(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return "the client is not on loopback"
+	}
+	port := ""
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
+		port = strconv.Itoa(a.Port)
+	}
+	if !loopbackHostPort(r.Host, port) {
+		return "the Host header does not name this loopback listener"
+	}
+	if origin, ok := r.Header["Origin"]; ok {
+		u, err := url.Parse(strings.Join(origin, ","))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHostPort(u.Host, port) {
+			return "the request comes from a web page (Origin " + strings.Join(origin, ",") + ")"
+		}
+	}
+	return ""
+}
+
+// loopbackHostPort reports whether hostport names a loopback host and,
+// when port is known, that port (80 when hostport has none).
+func loopbackHostPort(hostport, port string) bool {
+	name, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		name, p = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), "80"
+	}
+	if port != "" && p != port {
+		return false
+	}
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -151,15 +150,10 @@ func (h *terminalHost) close() {
 // viewer that does not read for that long is disconnected.
 const attachWriteTimeout = 10 * time.Second
 
-// serveAttach streams the visible terminal to a local viewer. The
-// terminal runs commands on the person's machine, so it is offered only to
-// clients on loopback, under a loopback Host (a DNS-rebinding page would
-// name its own), and websocket.Accept refuses cross-origin browser pages.
+// serveAttach streams the visible terminal to a local viewer. serveHTTP
+// has checked that the request is local (notLocal), as for every request
+// on the listener, and websocket.Accept refuses cross-origin pages too.
 func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
-	if !loopbackRequest(r) {
-		http.Error(w, "tether attach is served to loopback clients only", http.StatusForbidden)
-		return
-	}
 	if r.Method != http.MethodGet {
 		http.Error(w, "attach is a GET WebSocket upgrade", http.StatusMethodNotAllowed)
 		return
@@ -224,22 +218,4 @@ func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
 		_ = conn.Close(websocket.StatusGoingAway, "the terminal stream ended (the viewer fell behind, or the bridge is stopping); attach again")
 	}
 	log.Info().Msg("attach ended")
-}
-
-// loopbackRequest reports whether r comes from a loopback address and
-// names a loopback host.
-func loopbackRequest(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-		return false
-	}
-	name := r.Host
-	if h, _, err := net.SplitHostPort(name); err == nil {
-		name = h
-	}
-	if name == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(name)
-	return ip != nil && ip.IsLoopback()
 }

@@ -691,12 +691,14 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	c.close(ReasonReplaced, true)
 }
 
-// holdEarly keeps a call that arrived while c is joining; false if c has
-// finished joining meanwhile (the caller delivers it).
+// holdEarly keeps a call that arrived while c is joining and before its own
+// takeover came back; false when the caller should deliver it: c finished
+// joining, or the call came after the takeover (the older holder ignores
+// those, so they are c's whatever hold learns).
 func (c *conn) holdEarly(call protocol.ToolCall) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joining.Load() || c.closed {
+	if !c.joining.Load() || c.closed || c.echoed {
 		return false
 	}
 	c.early = append(c.early, call)

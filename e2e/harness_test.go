@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -285,7 +286,10 @@ type ideClient struct {
 	proc   *exec.Cmd
 	stdin  io.WriteCloser
 	events chan map[string]any
-	done   chan struct{}
+	// overflow counts events dropped because events was full; await and
+	// next fail if the event they wait for could be among them.
+	overflow atomic.Int64
+	done     chan struct{}
 }
 
 func clientsDir(t *testing.T) string {
@@ -327,7 +331,13 @@ func startIDE(t *testing.T, b *brokerProc, ws, tok, mode string, extra ...string
 		for sc.Scan() {
 			var ev map[string]any
 			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				c.events <- ev
+				select {
+				case c.events <- ev:
+				default:
+					// Nobody reads (a flooding test); never block the
+					// reader, or the client's exit could not be seen.
+					c.overflow.Add(1)
+				}
 			}
 		}
 		_ = cmd.Wait()
@@ -354,7 +364,7 @@ func (c *ideClient) next(within time.Duration) map[string]any {
 	case ev := <-c.events:
 		return ev
 	case <-time.After(within):
-		c.t.Fatalf("socket.io-client reported nothing within %s", within)
+		c.t.Fatalf("socket.io-client reported nothing within %s (%d events dropped unread)", within, c.overflow.Load())
 		return nil
 	}
 }
@@ -370,7 +380,7 @@ func (c *ideClient) await(name string, within time.Duration) map[string]any {
 				return ev
 			}
 		case <-deadline:
-			c.t.Fatalf("socket.io-client did not report %q within %s", name, within)
+			c.t.Fatalf("socket.io-client did not report %q within %s (%d events dropped unread)", name, within, c.overflow.Load())
 			return nil
 		}
 	}

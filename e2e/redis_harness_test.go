@@ -168,21 +168,3 @@ func (c *ideClient) drainEvents() []map[string]any {
 		}
 	}
 }
-
-// discardInCleanup makes the client's events be read and thrown away from
-// the start of the test's cleanup on, so that a test that fails while calls
-// flood the client cannot leave its reader blocked on a full channel (and
-// the cleanup that waits for the client with it).
-func (c *ideClient) discardInCleanup() {
-	c.t.Cleanup(func() {
-		go func() {
-			for {
-				select {
-				case <-c.events:
-				case <-c.done:
-					return
-				}
-			}
-		}()
-	})
-}

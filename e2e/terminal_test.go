@@ -130,7 +130,8 @@ func (e *termBridge) startAsync(payload map[string]any) terminal.ExecResult {
 	e.t.Helper()
 	payload["mode"] = "async"
 	r, _ := e.execute(payload)
-	if !r.Success || r.SessionID == "" || r.Status != terminal.StatusRunning {
+	// A quick command may have ended by the time the call is answered.
+	if !r.Success || r.SessionID == "" || (r.Status != terminal.StatusRunning && r.Status != terminal.StatusExited) {
 		e.t.Fatalf("async start of %q: %+v", payload["command"], r)
 	}
 	return r
@@ -622,6 +623,37 @@ func TestTerminalNoProcessOutlivesTheBridge(t *testing.T) {
 	t.Logf("the bridge exited %v after SIGTERM", time.Since(start))
 	if left := e.tagged(); len(left) > 0 {
 		t.Errorf("left after the bridge exited: %v", left)
+	}
+}
+
+func TestTerminalNoProcessOutlivesAKilledBridge(t *testing.T) {
+	e := startTermBridge(t)
+	// The bridge's Pdeathsig ends only the session leader: the bash that
+	// waits to run echo, and the visible shell, whose sourced command
+	// does not get its SIGHUP.
+	e.startAsync(map[string]any{"command": "sleep 100; echo", "hidden": true})
+	e.startAsync(map[string]any{"command": "sleep 101"})
+	e.poll(5*time.Second, "both sleeps", func() bool {
+		return len(e.running("sleep 100")) == 1 && len(e.running("sleep 101")) == 1
+	})
+	if err := syscall.Kill(e.bridge.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-e.bridge.done
+	start := time.Now()
+	var left []taggedProc
+	for {
+		if left = e.tagged(); len(left) == 0 {
+			t.Logf("nothing left %v after the bridge was killed", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > 2*time.Second {
+			for _, p := range left {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+			t.Fatalf("left 2s after the bridge was killed: %v", left)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -40,6 +40,12 @@ type Config struct {
 	// commands (as shell -c command). Default: bash from PATH, else
 	// /bin/sh for hidden commands and no visible terminal.
 	Shell string
+	// Reaper is the command line of the process that ends the Manager's
+	// commands if this process dies without Close (see ReaperMain). nil
+	// means this executable with ReaperCommand when the program called
+	// ReaperMain, else no reaper; an empty non-nil slice means none.
+	// The program named must call ReaperMain first thing in main.
+	Reaper []string
 	// Logger receives lifecycle events. Execute prefers the logger in
 	// its ctx (zerolog.Ctx), which carries the call's correlation_id.
 	Logger zerolog.Logger

@@ -16,6 +16,12 @@
 // leaves running when it exits is killed too; the visible shell's
 // background jobs live with the shell, as in a person's terminal.
 //
+// Nothing a command started outlives the Manager's process either when
+// that process is killed without Close (SIGKILL, a crash): each Manager
+// starts a reaper, this executable re-executed (see ReaperMain and
+// Config.Reaper), which learns every command's session over a pipe and
+// ends what is left in them when the pipe closes.
+//
 // The visible terminal is one interactive bash on a PTY, started with
 // the first command that uses it. cd and export carry over between
 // calls. It runs one agent command at a time: a call arriving while it

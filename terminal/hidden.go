@@ -62,7 +62,9 @@ func (m *Manager) startHidden(s *session, sp spec, cwd string) error {
 	cmd.Dir = cwd
 	cmd.Env = mergeEnv(os.Environ(), sp.env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	// Pdeathsig is belt and braces for a bridge killed without Close.
+	// The reaper ends the session if this process dies without Close;
+	// Pdeathsig covers the leader until the reaper knows of it (see
+	// reaper.go for why it is not the whole answer).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	closeAll(inR, outW, errW)
@@ -70,6 +72,7 @@ func (m *Manager) startHidden(s *session, sp spec, cwd string) error {
 		closeAll(outR, errR, inW)
 		return err
 	}
+	m.reap.watch(cmd.Process.Pid)
 	p := &hiddenProc{
 		m: m, s: s, cmd: cmd, pid: cmd.Process.Pid, stdin: inW,
 		wsem: make(chan struct{}, 1), stopCh: make(chan struct{}),
@@ -80,6 +83,7 @@ func (m *Manager) startHidden(s *session, sp spec, cwd string) error {
 		// outlive it, so reap here.
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		_ = cmd.Wait()
+		m.reap.forget(p.pid)
 		closeAll(outR, errR, inW)
 		s.finish(exitStatus(cmd.ProcessState), "the terminal manager closed")
 		return nil
@@ -125,8 +129,12 @@ func (p *hiddenProc) wait(outR, errR *os.File) {
 	}
 	code := exitStatus(p.cmd.ProcessState)
 	// A sync or async command is over when its leader is: background jobs
-	// it left in its session would be orphans nobody can see.
-	terminateSession(context.Background(), p.pid, p.m.cfg.KillGrace, syscall.SIGTERM)
+	// it left in its session would be orphans nobody can see. Most
+	// commands leave none, and the cheap check says so.
+	if sessionMayHaveMembers(p.pid, time.Since(p.s.started)) {
+		terminateSession(context.Background(), p.pid, p.m.cfg.KillGrace, syscall.SIGTERM)
+	}
+	p.m.reap.forget(p.pid)
 	deadline := time.Now().Add(drainTimeout)
 	_ = outR.SetReadDeadline(deadline)
 	_ = errR.SetReadDeadline(deadline)

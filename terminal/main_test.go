@@ -19,6 +19,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Managers under test re-execute this test binary as their reaper.
+	terminal.ReaperMain()
+	if os.Getenv(hostEnv) != "" {
+		runHost()
+	}
 	code := m.Run()
 	if code == 0 {
 		if leaked := leakedGoroutines(2 * time.Second); leaked != "" {

@@ -51,6 +51,7 @@ type Manager struct {
 	bash  string // the visible terminal; "" when there is no bash
 	dir   string // private directory for command files
 	log   zerolog.Logger
+	reap  *reaper // nil without one
 
 	wg      sync.WaitGroup
 	closing chan struct{}
@@ -119,8 +120,19 @@ func New(cfg Config) (*Manager, error) {
 			m.shell = "/bin/sh"
 		}
 	}
+	argv, err := reaperArgv(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
+	}
 	if m.dir, err = os.MkdirTemp("", "tether-terminal-"); err != nil {
 		return nil, fmt.Errorf("terminal: %w", err)
+	}
+	if len(argv) > 0 {
+		if m.reap, err = startReaper(argv, m.log); err != nil {
+			m.log.Warn().Err(err).Msg("no reaper: commands may outlive this process if it is killed without Close")
+		}
+	} else {
+		m.log.Debug().Msg("no reaper: commands may outlive this process if it is killed without Close")
 	}
 	return m, nil
 }
@@ -189,11 +201,15 @@ func (m *Manager) Execute(ctx context.Context, req ExecRequest) (ExecResult, err
 			Success: true, Command: s.command, SessionID: s.id, Status: StatusRunning,
 			Terminal: s.terminal, Cwd: s.cwd,
 		}
+		// A quick command may have ended already: say so, with its code.
 		if s.isDone() {
 			r.Status = StatusExited
 		}
 		s.mu.Lock()
 		r.Note = s.note
+		if r.Status == StatusExited {
+			r.ExitCode = s.exitCode
+		}
 		s.mu.Unlock()
 		return r, nil
 	}
@@ -362,6 +378,7 @@ func (m *Manager) Close() error {
 		terminateSession(context.Background(), sh.pid, m.cfg.KillGrace, syscall.SIGHUP, syscall.SIGTERM)
 	}
 	m.wg.Wait()
+	m.reap.close()
 	return os.RemoveAll(m.dir)
 }
 

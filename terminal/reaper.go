@@ -58,7 +58,9 @@ var selfReaper atomic.Bool
 // then commands can outlive a process killed without Close.
 func ReaperMain() {
 	if len(os.Args) > 1 && os.Args[1] == ReaperCommand {
-		os.Exit(runReaper(os.Stdin, reaperGrace))
+		// Straight out: no exit hooks (a -race build would linger a second
+		// in them while Close waits).
+		syscall.Exit(runReaper(os.Stdin, reaperGrace))
 	}
 	selfReaper.Store(true)
 }

@@ -75,7 +75,9 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 		"SYSTEMD_PAGER": "cat", "PROMPT_COMMAND": "", "PS1": "",
 	})
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	// An interactive bash passes SIGHUP on to its jobs before exiting.
+	// An interactive bash passes SIGHUP on to its jobs before exiting,
+	// but not to a command running from a sourced file, which is how
+	// agent commands run: the reaper ends those if this process dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGHUP}
 	err = cmd.Start()
 	_ = tty.Close()
@@ -83,6 +85,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 		_ = ptmx.Close()
 		return nil, fmt.Errorf("starting %s: %w", m.bash, err)
 	}
+	m.reap.watch(cmd.Process.Pid)
 	sh := &shell{
 		m: m, cmd: cmd, pty: ptmx, pid: cmd.Process.Pid, base: base,
 		readyNonce: newNonce(),
@@ -103,6 +106,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 		m.vt.mu.Unlock()
 		_ = syscall.Kill(-sh.pid, syscall.SIGKILL)
 		_ = cmd.Wait()
+		m.reap.forget(sh.pid)
 		_ = ptmx.Close()
 		return nil, ErrClosed
 	}
@@ -269,6 +273,7 @@ func (sh *shell) run() {
 	code := exitStatus(sh.cmd.ProcessState)
 	close(sh.exited)
 	terminateSession(context.Background(), sh.pid, sh.m.cfg.KillGrace, syscall.SIGHUP, syscall.SIGTERM)
+	sh.m.reap.forget(sh.pid)
 	t := time.NewTimer(drainTimeout)
 	select {
 	case <-sh.readerDone:

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/terminal"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -40,6 +42,8 @@ TETHER_WORKSPACE. Run 'tether COMMAND -h' for a command's flags.
 `
 
 func main() {
+	// A bridge's terminal re-executes this binary as its reaper.
+	terminal.ReaperMain()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -38,6 +38,9 @@ type redisRow struct {
 	// medians of the per-run ratios
 	xRateRedis, xRateCross float64 // calls/s against memory
 	xP50Raw                float64 // cross p50 / raw round trip p50
+	// CPU µs per call, over warm-up and measurement
+	memBrokerCPU, memBridgeCPU               float64
+	entryCPU, ownerCPU, crossBridgeCPU, load float64
 }
 
 // BenchmarkRedisRelay measures /api/ping from an HTTP caller through a
@@ -62,9 +65,9 @@ func BenchmarkRedisRelay(b *testing.B) {
 	onRedis := []string{"--redis", srv.URL(), "--redis-prefix", prefix}
 
 	mem, memSecret := startBroker(b, bin)
-	startBridge(b, bin, mem, memSecret, "bench-mem")
+	memBridge := startBridge(b, bin, mem, memSecret, "bench-mem")
 	owner, ownerSecret := startBroker(b, bin, append(onRedis, "--instance-id", "owner")...)
-	startBridge(b, bin, owner, ownerSecret, "bench-redis")
+	ownerBridge := startBridge(b, bin, owner, ownerSecret, "bench-redis")
 	entry, entrySecret := startBroker(b, bin, append(onRedis, "--instance-id", "entry")...)
 	targets := map[string]target{
 		"memory": {url: mem.url + "/api/v1/workspaces/bench-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-mem")},
@@ -79,6 +82,10 @@ func BenchmarkRedisRelay(b *testing.B) {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
 			samples := map[string][3][]float64{} // setup -> rate, p50, p99
 			var xRateRedis, xRateCross, xP50Raw []float64
+			var memBrokerCPU, memBridgeCPU, entryCPU, ownerCPU, crossBridgeCPU, loadCPU []float64
+			perCall := func(used time.Duration, s runStats) float64 {
+				return us(used) / (s.rate() * (cfg.warmup + cfg.measure).Seconds())
+			}
 			add := func(name string, s runStats) {
 				v := samples[name]
 				v[0], v[1], v[2] = append(v[0], s.rate()), append(v[1], ms(s.quantile(.5))), append(v[2], ms(s.quantile(.99)))
@@ -89,8 +96,23 @@ func BenchmarkRedisRelay(b *testing.B) {
 				add("raw", r)
 				got := map[string]runStats{}
 				for _, name := range redisSetups {
-					got[name] = runLoad(b, targets[name], conc, cfg)
-					add(name, got[name])
+					pids := []int{mem.pid(), memBridge.pid(), entry.pid(), owner.pid(), ownerBridge.pid()}
+					cpu0 := make([]time.Duration, len(pids))
+					for i, pid := range pids {
+						cpu0[i] = cpuTime(pid)
+					}
+					s := runLoad(b, targets[name], conc, cfg)
+					got[name] = s
+					add(name, s)
+					used := func(i int) time.Duration { return cpuTime(pids[i]) - cpu0[i] }
+					switch name {
+					case "memory":
+						memBrokerCPU, memBridgeCPU = append(memBrokerCPU, perCall(used(0), s)), append(memBridgeCPU, perCall(used(1), s))
+					case "cross":
+						entryCPU, ownerCPU = append(entryCPU, perCall(used(2), s)), append(ownerCPU, perCall(used(3), s))
+						crossBridgeCPU = append(crossBridgeCPU, perCall(used(4), s))
+						loadCPU = append(loadCPU, us(s.loadCPU)/float64(len(s.lat)))
+					}
 				}
 				xRateRedis = append(xRateRedis, got["redis"].rate()/got["memory"].rate())
 				xRateCross = append(xRateCross, got["cross"].rate()/got["memory"].rate())
@@ -103,7 +125,9 @@ func BenchmarkRedisRelay(b *testing.B) {
 				fmt.Println()
 			}
 			row := redisRow{conc: conc, rate: map[string]float64{}, p50: map[string]float64{}, p99: map[string]float64{},
-				xRateRedis: median(xRateRedis), xRateCross: median(xRateCross), xP50Raw: median(xP50Raw)}
+				xRateRedis: median(xRateRedis), xRateCross: median(xRateCross), xP50Raw: median(xP50Raw),
+				memBrokerCPU: median(memBrokerCPU), memBridgeCPU: median(memBridgeCPU),
+				entryCPU: median(entryCPU), ownerCPU: median(ownerCPU), crossBridgeCPU: median(crossBridgeCPU), load: median(loadCPU)}
 			for name, v := range samples {
 				row.rate[name], row.p50[name], row.p99[name] = median(v[0]), median(v[1]), median(v[2])
 			}
@@ -137,6 +161,13 @@ func printRedisTable(out io.Writer, rows []redisRow, cfg loadConfig) {
 			fmt.Fprintf(tw, " %.0f\t%.3f\t%.3f\t", r.rate[name], r.p50[name], r.p99[name])
 		}
 		fmt.Fprintf(tw, " %.2f\t%.2f\t%.2f\t\n", r.xRateRedis, r.xRateCross, r.xP50Raw)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\nCPU µs per call: memory (broker, bridge); cross (entry broker, owner broker, bridge, load generator)\n\n")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "conc\t memory broker\tbridge\t cross entry\towner\tbridge\tloadgen\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t %.1f\t%.1f\t %.1f\t%.1f\t%.1f\t%.1f\t\n", r.conc, r.memBrokerCPU, r.memBridgeCPU, r.entryCPU, r.ownerCPU, r.crossBridgeCPU, r.load)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)
