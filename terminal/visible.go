@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,10 @@ type visibleCmd struct {
 	s     *session
 	nonce string
 	files []string
+	// started is a file the typed line creates once bash runs it (after
+	// setting the nonce): before that, a signal would make bash drop the
+	// line unread and the command would never report its end.
+	started string
 
 	mu          sync.Mutex
 	partialLine bool // input typed since the last newline
@@ -167,9 +172,12 @@ func (m *Manager) prepareVisible(sh *shell, s *session, sp spec) (*visibleCmd, s
 		redirect = "" // the terminal: Input types into it
 	}
 	n1, n2 := vc.nonce[:len(vc.nonce)/2], vc.nonce[len(vc.nonce)/2:]
-	// ^U first discards anything a person left half-typed.
+	vc.started = base + ".started"
+	vc.files = append(vc.files, vc.started)
+	// ^U first discards anything a person left half-typed. ": >file" marks
+	// the start without a fork.
 	line := "\x15 __tether_ec=; [[ $PROMPT_COMMAND == __tether_pc* ]] || PROMPT_COMMAND=\"__tether_pc;$PROMPT_COMMAND\"; " +
-		"__tether_nonce=" + n1 + `""` + n2 + "; builtin source " + shellQuote(run) + redirect + "\n"
+		"__tether_nonce=" + n1 + `""` + n2 + "; : >" + shellQuote(vc.started) + "; builtin source " + shellQuote(run) + redirect + "\n"
 	return vc, line, nil
 }
 
@@ -326,9 +334,39 @@ func (vc *visibleCmd) escalate() {
 	}
 }
 
+// startWait bounds how long a signal waits for bash to begin the command.
+const startWait = 2 * time.Second
+
 func (vc *visibleCmd) signal(sig syscall.Signal) error {
+	// A signal that reaches bash while it still reads the typed line makes
+	// it discard the line: the nonce is never set, the hook reports another
+	// command's, and the session would never end. Wait until the line runs.
+	for deadline := time.Now().Add(startWait); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(vc.started); err == nil || vc.s.isDone() {
+			break
+		}
+	}
+	pg := vc.sh.foreground()
+	leader := procComm(pg)
 	if vc.s.isDone() || !vc.sh.signalForeground(sig, true) {
 		return errGone
+	}
+	if leader == procComm(vc.sh.pid) {
+		// The signal met a bash: the shell itself, which may have been
+		// forking the command's job (bash blocks signals across fork, the
+		// child does not inherit a pending one, and a bash waiting for a
+		// job ignores SIGINT), or that job before its exec (it catches the
+		// signal with bash's handler and forgets it at exec). As a person
+		// would press ^C again, signal once more the job that then owns
+		// the terminal, if a new one took it or its leader has exec'd.
+		for i := 0; i < 200 && !vc.s.isDone(); i++ {
+			time.Sleep(5 * time.Millisecond)
+			fg := vc.sh.foreground()
+			if fg > 0 && fg != vc.sh.pid && (fg != pg || procComm(fg) != leader) {
+				_ = syscall.Kill(-fg, sig)
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -362,4 +400,16 @@ func (vc *visibleCmd) input(ctx context.Context, p []byte, eof bool) error {
 	vc.mu.Unlock()
 	vc.m.echoInput(vc.sh, p)
 	return vc.sh.write(ctx, data)
+}
+
+// procComm is the command name of pid ("" when it is gone).
+func procComm(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
