@@ -27,6 +27,36 @@ type adapterProc struct {
 	client *Client
 	stderr *tailBuffer
 	exited chan struct{} // closed once cmd.Wait returned
+
+	// known are the adapter's descendants seen so far (pid -> start time),
+	// so that they can be ended even after the adapter died and its
+	// children were reparented (an adapter crash).
+	mu    sync.Mutex
+	known map[int]uint64
+}
+
+// remember records the adapter's current descendants.
+func (p *adapterProc) remember() {
+	tree := descendantsOf(p.cmd.Process.Pid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known == nil {
+		p.known = make(map[int]uint64)
+	}
+	for _, q := range tree {
+		p.known[q.pid] = q.start
+	}
+}
+
+// tree is the adapter's descendants now plus those remembered.
+func (p *adapterProc) tree() []procRef {
+	tree := descendantsOf(p.cmd.Process.Pid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pid, start := range p.known {
+		tree = append(tree, procRef{pid, start})
+	}
+	return tree
 }
 
 // Command is how to start one adapter process.
@@ -134,7 +164,7 @@ func scanListen(r io.Reader, tail *tailBuffer, addr chan<- string) {
 
 // kill ends the adapter's whole process tree at once and waits for it.
 func (p *adapterProc) kill() {
-	tree := descendantsOf(p.cmd.Process.Pid)
+	tree := p.tree()
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	killAll(tree)
 	if p.conn != nil {
@@ -149,7 +179,7 @@ func (p *adapterProc) stop(grace time.Duration) {
 	// Taken first: once the adapter exits its children are reparented and
 	// can no longer be told apart. lldb-dap starts lldb-server with
 	// --setsid, outside the adapter's group, and the debuggee below it.
-	tree := descendantsOf(p.cmd.Process.Pid)
+	tree := p.tree()
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
@@ -163,41 +193,70 @@ func (p *adapterProc) stop(grace time.Duration) {
 	}
 }
 
-func killAll(pids []int) {
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+// procRef names a process by pid and start time, so a pid the kernel has
+// given to another process since is never signalled.
+type procRef struct {
+	pid   int
+	start uint64
+}
+
+func killAll(procs []procRef) {
+	for _, q := range procs {
+		if st, ok := startTime(q.pid); ok && st == q.start {
+			_ = syscall.Kill(q.pid, syscall.SIGKILL)
+		}
 	}
 }
 
+// statFields returns the fields of /proc/pid/stat after the command name
+// (the first is the state, field 3).
+func statFields(b []byte) []string {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	f := statFields(b)
+	if len(f) < 20 {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	return st, err == nil
+}
+
 // descendantsOf lists the processes below pid, read from /proc.
-func descendantsOf(pid int) []int {
-	children := map[int][]int{}
+func descendantsOf(pid int) []procRef {
+	children := map[int][]procRef{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) < 2 {
+		fields := statFields(b)
+		if len(fields) < 20 {
 			continue
 		}
 		ppid, _ := strconv.Atoi(fields[1])
+		start, _ := strconv.ParseUint(fields[19], 10, 64)
 		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		children[ppid] = append(children[ppid], child)
+		children[ppid] = append(children[ppid], procRef{child, start})
 	}
-	var out []int
+	var out []procRef
 	queue := []int{pid}
 	for len(queue) > 0 {
 		next := queue[0]
 		queue = queue[1:]
 		for _, c := range children[next] {
 			out = append(out, c)
-			queue = append(queue, c)
+			queue = append(queue, c.pid)
 		}
 	}
 	return out

@@ -132,6 +132,9 @@ func (s *Session) onEvent(m *Message) {
 	case "terminated":
 		s.end("the debuggee terminated")
 	case "process":
+		// The debuggee (and, for lldb-dap, an lldb-server in a session of
+		// its own) exists now: remember them, in case the adapter dies.
+		s.proc.remember()
 		var b struct {
 			Pid int `json:"systemProcessId"`
 		}
@@ -188,6 +191,8 @@ func (s *Session) watch() {
 		case <-s.proc.exited:
 		case <-time.After(time.Second): // stderr may lag the pipe closing
 		}
+		// The adapter is gone; what it started is not.
+		killAll(s.proc.tree())
 		tail := strings.TrimSpace(s.proc.stderr.String())
 		if tail == "" {
 			tail = "(no stderr)"

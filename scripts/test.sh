@@ -17,7 +17,7 @@ $go test -race -count=1 -timeout 30m -v ./... >"$log/test" 2>&1 || status=1
 grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test" || true
 if [ "$status" -ne 0 ]; then
   echo "--- output of failing tests:"
-  awk '/^=== RUN/{buf=""} {buf=buf $0 "\n"} /^[ \t]*--- FAIL/{printf "%s", buf; buf=""}' "$log/test" | tail -300
+  grep -B40 -A5 -E '^[[:space:]]*--- FAIL|^panic:' "$log/test" | tail -400
 fi
 echo
 "$(dirname "$0")/fuzz.sh" 2>&1 | tee "$log/fuzz" || status=1
