@@ -482,6 +482,20 @@ func TestClientDuplicateCorrelationIDAnswersInvalidPayload(t *testing.T) {
 	}
 }
 
+func TestClientCorrelationIDReusableOnceAnswered(t *testing.T) {
+	f := newFakeBroker(t, protocol.OpenInfo{})
+	brokerBridge(t, f, bridge.Config{}, nil)
+	c := f.accept(t)
+	// Sent again the moment its answer arrives, the same id is a new call.
+	for i := int64(1); i <= 2000; i++ {
+		c.call(t, i, protocol.ToolCall{CorrelationID: "again", Endpoint: "/api/ping", Timeout: 5})
+		ack, resp := c.response(t)
+		if ack != i || !resp.Success {
+			t.Fatalf("call %d: ack %d, %+v", i, ack, resp)
+		}
+	}
+}
+
 func TestClientIgnoresMalformedPackets(t *testing.T) {
 	f := newFakeBroker(t, protocol.OpenInfo{})
 	_, logs := brokerBridge(t, f, bridge.Config{}, nil)

@@ -300,6 +300,11 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {
 	defer s.b.d.handlers.Done()
 	s.b.d.serveInline(ctx, call, received, log, func(resp protocol.ToolResponse) {
+		// Forget the flight before answering: once the broker has the
+		// answer, the same correlation id may come again at once.
+		s.mu.Lock()
+		delete(s.flights, call.CorrelationID)
+		s.mu.Unlock()
 		if s.callsCtx.Err() != nil {
 			// The broker already answered workspace_disconnected (or the
 			// bridge is stopping); nobody waits for this response.
@@ -308,9 +313,6 @@ func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, a
 		}
 		s.respond(ackID, resp, log, received)
 	})
-	s.mu.Lock()
-	delete(s.flights, call.CorrelationID)
-	s.mu.Unlock()
 	cancel(nil)
 }
 
