@@ -3,8 +3,10 @@ package dap
 import (
 	"fmt"
 	"maps"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -53,6 +55,13 @@ func adapterFor(typ, language string) (Adapter, error) {
 		return nil, fmt.Errorf("no debug adapter serves launch type %q", typ)
 	}
 	return nil, fmt.Errorf("no debug adapter serves language %q", language)
+}
+
+// dialer is an adapter that some configurations reach on TCP, served by
+// another process, instead of starting it.
+type dialer interface {
+	// DialAddress is the host:port to connect to for cfg, or "".
+	DialAddress(cfg map[string]any) string
 }
 
 // lldbDAP is LLVM's lldb-dap (formerly lldb-vscode), over stdio. It also
@@ -132,6 +141,40 @@ func (debugpyAdapter) Find(env *Env) (Command, error) {
 		return Command{}, fmt.Errorf("no python3 on PATH (nor /usr/bin/python3) can import debugpy")
 	}
 	return Command{Path: py, Args: []string{"-m", "debugpy.adapter"}}, nil
+}
+
+// DialAddress answers an attach by "connect" (or the older top-level host
+// and port): debugpy.listen() in the debuggee serves its own adapter there,
+// which is connected to directly. A local debugpy.adapter given "connect"
+// would only wait for a debug server to connect to it, and time out.
+func (debugpyAdapter) DialAddress(cfg map[string]any) string {
+	if cfg["request"] != "attach" {
+		return ""
+	}
+	if _, ok := cfg["processId"]; ok {
+		return ""
+	}
+	addr, ok := cfg["connect"].(map[string]any)
+	if !ok {
+		addr = cfg
+	}
+	var port int
+	switch p := addr["port"].(type) {
+	case int:
+		port = p
+	case float64:
+		port = int(p)
+	case string:
+		_, _ = fmt.Sscan(p, &port)
+	}
+	if port <= 0 {
+		return ""
+	}
+	host, _ := addr["host"].(string)
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 func (debugpyAdapter) Arguments(cfg map[string]any) map[string]any {

@@ -237,8 +237,10 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	spec, err := a.Find(m.env)
-	if err != nil {
+	var spec Command
+	if d, ok := a.(dialer); ok && d.DialAddress(cfg) != "" {
+		spec = Command{Dial: d.DialAddress(cfg)}
+	} else if spec, err = a.Find(m.env); err != nil {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
 	}
 
@@ -292,6 +294,9 @@ func (m *Manager) handshake(ctx context.Context, s *Session, spec Command, cfg m
 		dir = m.root
 	}
 	proc, err := startAdapter(ctx, spec, dir, m.env.Environ, s.onEvent)
+	if err != nil && spec.Dial != "" {
+		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; is the debuggee listening (python -m debugpy --listen)?", a.Name(), err)
+	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
 	}

@@ -37,6 +37,9 @@ type adapterProc struct {
 
 // remember records the adapter's current descendants.
 func (p *adapterProc) remember() {
+	if p.cmd == nil {
+		return // dialled: not ours
+	}
 	tree := descendantsOf(p.cmd.Process.Pid)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -50,6 +53,9 @@ func (p *adapterProc) remember() {
 
 // tree is the adapter's descendants now plus those remembered.
 func (p *adapterProc) tree() []procRef {
+	if p.cmd == nil {
+		return nil // dialled: not ours
+	}
 	tree := descendantsOf(p.cmd.Process.Pid)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -66,6 +72,10 @@ type Command struct {
 	// Listen means the adapter serves DAP on a TCP port it prints on stdout
 	// or stderr ("listening at: 127.0.0.1:PORT") instead of on stdio.
 	Listen bool
+	// Dial, when set, is the address of an adapter that is already serving
+	// DAP on TCP (debugpy.listen() starts one in the debuggee): it is
+	// connected to and no process is started; Path and Args are unused.
+	Dial string
 }
 
 var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\d+)`)
@@ -73,6 +83,9 @@ var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\
 // startAdapter starts spec with its own process group, killed with the
 // bridge (Pdeathsig), and connects a Client to it.
 func startAdapter(ctx context.Context, spec Command, dir string, env []string, onEvent func(*Message)) (*adapterProc, error) {
+	if spec.Dial != "" {
+		return dialAdapter(ctx, spec.Dial, onEvent)
+	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -144,6 +157,23 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 	return p, nil
 }
 
+// dialAdapter connects to an adapter that some other process runs; the
+// adapterProc has no process, and "exits" when the connection closes.
+func dialAdapter(ctx context.Context, addr string, onEvent func(*Message)) (*adapterProc, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the debug adapter at %s: %w", addr, err)
+	}
+	p := &adapterProc{conn: conn, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
+	p.client = NewClient(conn, conn, onEvent)
+	go func() {
+		<-p.client.Done()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
 // scanListen copies r into tail, line by line, and reports the first
 // "listening at" address on addr.
 func scanListen(r io.Reader, tail *tailBuffer, addr chan<- string) {
@@ -164,6 +194,11 @@ func scanListen(r io.Reader, tail *tailBuffer, addr chan<- string) {
 
 // kill ends the adapter's whole process tree at once and waits for it.
 func (p *adapterProc) kill() {
+	if p.cmd == nil {
+		_ = p.conn.Close()
+		<-p.exited
+		return
+	}
 	tree := p.tree()
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	killAll(tree)
@@ -182,6 +217,10 @@ func (p *adapterProc) stop(grace time.Duration) {
 	tree := p.tree()
 	if p.conn != nil {
 		_ = p.conn.Close()
+	}
+	if p.cmd == nil {
+		<-p.exited // the connection closed: nothing else is ours
+		return
 	}
 	select {
 	case <-p.exited:

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -593,4 +594,285 @@ func TestDebugTwoSessionsAtOnce(t *testing.T) {
 		t.Fatalf("list-sessions = %+v", list.Sessions)
 	}
 	// Left running on purpose: the bridge's shutdown must end both.
+}
+
+// Programs the attach tests run: each calls a function forever and writes
+// its counter to the file "beat", so a test sees it make progress.
+const (
+	// beat.py: line 5 is `return sq` in work.
+	dbgBeatPy = `import time
+
+def work(n):
+    sq = n * n
+    return sq
+
+i = 0
+while True:
+    work(i)
+    with open("beat", "w") as f:
+        f.write(str(i))
+    i += 1
+    time.sleep(0.05)
+`
+	// beat.go: line 11 is `return doubled` in tick.
+	dbgBeatGo = `package main
+
+import (
+	"os"
+	"strconv"
+	"time"
+)
+
+func tick(n int) int {
+	doubled := n * 2
+	return doubled
+}
+
+func main() {
+	for i := 0; ; i++ {
+		tick(i)
+		_ = os.WriteFile("beat", []byte(strconv.Itoa(i)), 0o644)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+`
+)
+
+// dbgAttachTarget is a program the test runs itself for a session to
+// attach to.
+type dbgAttachTarget struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	root   string
+	exited chan struct{}
+	// owns tells the program's own helpers by command line, such as the
+	// adapter debugpy.listen() daemonizes (out of the program's group).
+	owns func(cmdline string) bool
+}
+
+// startAttachTarget runs cmd in root, in a process group of its own. It and
+// the helpers owns names are killed at cleanup, before the workspace's
+// leftover check.
+func startAttachTarget(t *testing.T, root string, cmd *exec.Cmd, owns func(string) bool) *dbgAttachTarget {
+	t.Helper()
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if owns == nil {
+		owns = func(string) bool { return false }
+	}
+	p := &dbgAttachTarget{t: t, cmd: cmd, root: root, exited: make(chan struct{}), owns: owns}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		for _, l := range dbgProcessesIn(root) {
+			if pid, _ := strconv.Atoi(strings.Fields(l)[0]); pid > 0 && owns(l) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return p
+}
+
+// beat reads the program's counter (-1 before the first write).
+func (p *dbgAttachTarget) beat() int {
+	b, err := os.ReadFile(filepath.Join(p.root, "beat"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1 // caught mid-write
+	}
+	return n
+}
+
+// waitBeatPast waits until the counter exceeds n, failing after timeout or
+// if the program ends.
+func (p *dbgAttachTarget) waitBeatPast(n int, timeout time.Duration) int {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if b := p.beat(); b > n {
+			return b
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("the program ended (%v)", p.cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the program's counter stayed at %d for %s", p.beat(), timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkDetached checks that the program runs on after the session ended:
+// not traced, and still counting.
+func (p *dbgAttachTarget) checkDetached() {
+	p.t.Helper()
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if !strings.Contains(string(status), "TracerPid:\t0\n") {
+		p.t.Fatalf("program still traced after detach:\n%s", status)
+	}
+	p.waitBeatPast(p.beat(), 10*time.Second)
+	p.waitBeatPast(p.beat(), 10*time.Second) // twice: not merely one step on
+}
+
+// othersLeft lists the workspace's live processes that are not the
+// program, its group or its own helpers.
+func (p *dbgAttachTarget) othersLeft(timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		var left []string
+		for _, l := range dbgProcessesIn(p.root) {
+			pid, _ := strconv.Atoi(strings.Fields(l)[0])
+			if pgid, err := syscall.Getpgid(pid); (err == nil && pgid == p.cmd.Process.Pid) || p.owns(l) {
+				continue
+			}
+			left = append(left, l)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freePort picks a TCP port on 127.0.0.1 that is free now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// dbgListening reports whether a TCP socket listens on port (IPv4).
+func dbgListening(port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDebugAttachDebugpyByConnect attaches to a Python program listening
+// with debugpy, breaks in the function it calls in a loop, and detaches
+// leaving it running.
+func TestDebugAttachDebugpyByConnect(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import debugpy").Run(); err != nil {
+		t.Skipf("/usr/bin/python3 cannot import debugpy: %v", err)
+	}
+	d := startDebugWorkspace(t, map[string]string{"beat.py": dbgBeatPy}, nil)
+	port := freePort(t)
+	prog := startAttachTarget(t, d.root, exec.Command("/usr/bin/python3", "-m", "debugpy",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--wait-for-client", "beat.py"),
+		func(cmdline string) bool {
+			// The adapter debugpy.listen() daemonizes, serving our port.
+			return strings.Contains(cmdline, "debugpy/adapter --for-server") && strings.Contains(cmdline, fmt.Sprintf(" --port %d ", port))
+		})
+	// Wait for the listener without connecting: debugpy's adapter serves
+	// one client, and a probe would be that client.
+	deadline := time.Now().Add(20 * time.Second)
+	for !dbgListening(port) {
+		if time.Now().After(deadline) {
+			t.Fatalf("debugpy never listened on %d", port)
+		}
+		select {
+		case <-prog.exited:
+			t.Fatalf("debugpy exited: %v", prog.cmd.ProcessState)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	var start dap.StartResult
+	d.ok("/api/debug/start-session", map[string]any{
+		"language": "python", "request": "attach", "connect": map[string]any{"host": "127.0.0.1", "port": port},
+	}, &start)
+	if start.Adapter != "debugpy" {
+		t.Fatalf("start = %+v, want debugpy", start)
+	}
+	var bps dap.SetBreakpointsResult
+	d.ok("/api/debug/set-breakpoints", map[string]any{"session_id": start.SessionID, "path": "beat.py", "breakpoints": []map[string]any{{"line": 5}}}, &bps)
+	if len(bps.Breakpoints) != 1 || !bps.Breakpoints[0].Verified {
+		t.Fatalf("breakpoints = %+v, want one verified", bps.Breakpoints)
+	}
+	var snap dap.Snapshot
+	d.ok("/api/debug/snapshot", map[string]any{"session_id": start.SessionID, "wait_timeout_ms": 15000}, &snap)
+	if snap.Stop == nil || snap.Stop.Reason != "breakpoint" || len(snap.Frames) == 0 || snap.Frames[0].Line != 5 || snap.Frames[0].Name != "work" {
+		t.Fatalf("stop %+v at %+v, want breakpoint in work line 5", snap.Stop, snap.Frames)
+	}
+	n, err := strconv.Atoi(dbgLocal(t, snap.Locals, "n"))
+	if err != nil {
+		t.Fatalf("local n: %v", err)
+	}
+	if got := dbgLocal(t, snap.Locals, "sq"); got != strconv.Itoa(n*n) {
+		t.Errorf("sq = %s with n = %d", got, n)
+	}
+	var stopped dap.StopResult
+	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, &stopped)
+	if stopped.State != dap.StateEnded {
+		t.Fatalf("stop-session = %+v", stopped)
+	}
+	prog.checkDetached()
+	if left := prog.othersLeft(5 * time.Second); len(left) != 0 {
+		t.Fatalf("processes left after stop-session: %q", left)
+	}
+}
+
+// TestDebugAttachDelveByPid attaches delve to a running Go program, breaks
+// in the function it calls in a loop, and detaches leaving it running.
+func TestDebugAttachDelveByPid(t *testing.T) {
+	d := startDebugWorkspace(t, map[string]string{"go.mod": "module example.com/beat\n\ngo 1.22\n", "beat.go": dbgBeatGo}, nil)
+	build := exec.Command("go", "build", "-gcflags=all=-N -l", "-o", "beatprog", ".")
+	build.Dir = d.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	prog := startAttachTarget(t, d.root, exec.Command(filepath.Join(d.root, "beatprog")), nil)
+	prog.waitBeatPast(-1, 10*time.Second)
+
+	var start dap.StartResult
+	d.ok("/api/debug/start-session", map[string]any{
+		"language": "go", "request": "attach", "pid": prog.cmd.Process.Pid,
+		"breakpoints": []map[string]any{{"path": "beat.go", "breakpoints": []map[string]any{{"line": 11}}}},
+	}, &start)
+	if start.Adapter != "delve" || len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
+		t.Fatalf("start = %+v", start)
+	}
+	var snap dap.Snapshot
+	d.ok("/api/debug/snapshot", map[string]any{"session_id": start.SessionID, "wait_timeout_ms": 15000}, &snap)
+	if snap.Stop == nil || snap.Stop.Reason != "breakpoint" || len(snap.Frames) == 0 || snap.Frames[0].Line != 11 || !strings.HasSuffix(snap.Frames[0].Name, "tick") {
+		t.Fatalf("stop %+v at %+v, want breakpoint in tick line 11", snap.Stop, snap.Frames)
+	}
+	n, err := strconv.Atoi(dbgLocal(t, snap.Locals, "n"))
+	if err != nil {
+		t.Fatalf("local n: %v", err)
+	}
+	if got := dbgLocal(t, snap.Locals, "doubled"); got != strconv.Itoa(2*n) {
+		t.Errorf("doubled = %s with n = %d", got, n)
+	}
+	var stopped dap.StopResult
+	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, &stopped)
+	if stopped.State != dap.StateEnded {
+		t.Fatalf("stop-session = %+v", stopped)
+	}
+	prog.checkDetached()
+	if left := prog.othersLeft(5 * time.Second); len(left) != 0 {
+		t.Fatalf("processes left after stop-session: %q", left)
+	}
 }
