@@ -85,7 +85,10 @@ func (p *publisher) take() []*pubReq {
 	return batch
 }
 
-// drain flushes until the queue is empty, then gives its slot back.
+// drain flushes until the queue is empty, then gives its slot back. It
+// outlives no work: it ends with the queue, each pipeline is bounded by the
+// client's read and write timeouts, and a closed bus refuses publishes
+// before they reach the queue.
 func (p *publisher) drain() {
 	p.mu.Lock()
 	for len(p.queue) > 0 {
