@@ -188,7 +188,7 @@ func (b *Broker) untrack(c *conn) {
 // reaches two clients, and none falls between the two holders.
 func (b *Broker) hold(c *conn, ws string) error {
 	c.mu.Lock()
-	c.workspace = ws
+	c.workspace.Store(&ws)
 	c.since = time.Now().UnixNano()
 	c.mu.Unlock()
 	b.mu.Lock()
@@ -231,7 +231,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 // subscribers of the workspace channel (c included) received it.
 func (b *Broker) publishTakeover(ctx context.Context, c *conn) (int, error) {
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.id, Since: c.since})
-	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspace), msg)
+	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspaceID()), msg)
 	if err != nil {
 		return 0, fmt.Errorf("announcing takeover: %w", err)
 	}
@@ -268,7 +268,7 @@ func (b *Broker) Reannounce() {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace failed")
 			continue
 		}
-		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspace)); err != nil {
+		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
 		}
 	}
@@ -278,8 +278,8 @@ func (b *Broker) Reannounce() {
 // release forgets c as a holder (if it still is one).
 func (b *Broker) release(c *conn) {
 	b.mu.Lock()
-	if b.held[c.workspace] == c {
-		delete(b.held, c.workspace)
+	if ws := c.workspaceID(); b.held[ws] == c {
+		delete(b.held, ws)
 	}
 	b.mu.Unlock()
 	b.metrics.workspaces.Dec()
@@ -373,7 +373,7 @@ func (b *Broker) Workspaces() []Workspace {
 	out := make([]Workspace, 0, len(conns))
 	for _, c := range conns {
 		out = append(out, Workspace{
-			WorkspaceID: c.workspace,
+			WorkspaceID: c.workspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),
 			Instance:    b.cfg.InstanceID,
 			InFlight:    c.pendingCount(),

@@ -48,10 +48,10 @@ type conn struct {
 	id        string // Engine.IO sid, also the holder id in takeovers
 	remote    string
 	bearer    string // token from the upgrade's Authorization header
-	workspace string
 	since     int64 // when CONNECT succeeded, unix ns: newest holder wins
-	// wsName is the workspace for log lines, readable from any goroutine.
-	wsName atomic.Pointer[string]
+	// workspace is set once, when CONNECT succeeds; read it with
+	// workspaceID from any goroutine (timers and log lines read it too).
+	workspace atomic.Pointer[string]
 	// joining is set from subscribing to the workspace channel until the
 	// connection's own takeover has come back on it and hold knows whether
 	// another holder was subscribed (see Broker.hold).
@@ -198,7 +198,7 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	connectTimer := time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
 		c.mu.Lock()
-		connected := c.workspace != ""
+		connected := c.workspaceID() != ""
 		c.mu.Unlock()
 		if !connected {
 			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
@@ -218,10 +218,18 @@ func (c *conn) event(e *zerolog.Event) *zerolog.Event {
 		return nil
 	}
 	e = e.Str("sid", c.id).Str("remote", c.remote)
-	if ws := c.wsName.Load(); ws != nil {
-		e = e.Str("workspace_id", *ws)
+	if ws := c.workspaceID(); ws != "" {
+		e = e.Str("workspace_id", ws)
 	}
 	return e
+}
+
+// workspaceID is the workspace the connection serves ("" before CONNECT).
+func (c *conn) workspaceID() string {
+	if ws := c.workspace.Load(); ws != nil {
+		return *ws
+	}
+	return ""
 }
 
 // callEvent adds a call's fields too.
@@ -425,7 +433,7 @@ func (c *conn) malformed(err error) string {
 // connection with that reason.
 func (c *conn) handleSIO(p protocol.SIOPacket) string {
 	c.mu.Lock()
-	connected := c.workspace != ""
+	connected := c.workspaceID() != ""
 	c.mu.Unlock()
 	if p.Type == protocol.SIOConnect {
 		if connected {
@@ -529,7 +537,6 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError("/", pe.Message, pe.Code)
 		return "CONNECT refused"
 	}
-	c.wsName.Store(&ws)
 	if err := c.b.hold(c, ws); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
 		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
@@ -573,7 +580,7 @@ func (c *conn) close(reason string, notify bool) {
 		return
 	}
 	c.closed = true
-	wasConnected := c.workspace != ""
+	wasConnected := c.workspaceID() != ""
 	if c.hbTimer != nil {
 		c.hbTimer.Stop()
 	}
