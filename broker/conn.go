@@ -43,12 +43,12 @@ const EventDisconnectReason = "disconnect_reason"
 // while there is something to write, so an idle connection costs one
 // goroutine. All state below mu is guarded by it; no I/O happens under it.
 type conn struct {
-	b         *Broker
-	tr        transport
-	id        string // Engine.IO sid, also the holder id in takeovers
-	remote    string
-	bearer    string // token from the upgrade's Authorization header
-	since     int64 // when CONNECT succeeded, unix ns: newest holder wins
+	b      *Broker
+	tr     transport
+	id     string // Engine.IO sid, also the holder id in takeovers
+	remote string
+	bearer string // token from the upgrade's Authorization header
+	since  int64  // when CONNECT succeeded, unix ns: newest holder wins
 	// workspace is set once, when CONNECT succeeds; read it with
 	// workspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
