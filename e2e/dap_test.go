@@ -18,21 +18,20 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// Programs the debug tests run. add_numbers.c line 4 is `return sum;`.
-const (
-	dbgAddNumbersC = `#include <stdio.h>
-int add_numbers(int a, int b) {
-    int sum = a + b;
-    return sum;
+// dbgAddNumbersC is the seed scenario's program, shared with dap's own
+// tests; its line 4 is `return sum;`.
+var dbgAddNumbersC = mustReadFile("../dap/testdata/add_numbers.c")
+
+func mustReadFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
-int main(void) {
-    int x = add_numbers(2, 3);
-    int y = add_numbers(x, 10);
-    printf("x=%d y=%d\n", x, y);
-    return 0;
-}
-`
+// Programs the debug tests run.
+const (
 	// calc.py: line 5 is `return r` in mul, line 11 the print in the loop.
 	dbgCalcPy = `import sys
 

@@ -21,19 +21,16 @@ import (
 	"github.com/tetherdev/tether/broker"
 )
 
-// debugBenchC is the C scenario's program; line 4 is `return sum;`.
-const debugBenchC = `#include <stdio.h>
-int add_numbers(int a, int b) {
-    int sum = a + b;
-    return sum;
-}
 
-int main(void) {
-    int x = add_numbers(2, 3);
-    printf("x=%d\n", x);
-    return 0;
-}
-`
+// debugBenchC is the C scenario's program (dap's test program; line 4 is
+// `return sum;`).
+var debugBenchC = func() []byte {
+	b, err := os.ReadFile("../../dap/testdata/add_numbers.c")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 // targetDebugRatio is the issue's bound: tether at most 1.2× the bare client.
 const targetDebugRatio = 1.2
@@ -52,7 +49,7 @@ func BenchmarkDebugStartToSnapshot(b *testing.B) {
 		}
 	}
 	root := b.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "add_numbers.c"), []byte(debugBenchC), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "add_numbers.c"), debugBenchC, 0o644); err != nil {
 		b.Fatal(err)
 	}
 	gcc := exec.Command("gcc", "-g", "-O0", "-o", "add_numbers", "add_numbers.c")
