@@ -21,7 +21,6 @@ import (
 	"github.com/tetherdev/tether/broker"
 )
 
-
 // debugBenchC is the C scenario's program (dap's test program; line 4 is
 // `return sum;`).
 var debugBenchC = func() []byte {
