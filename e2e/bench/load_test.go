@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/http"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,19 +88,14 @@ func loadConfigFromEnv(tb testing.TB) loadConfig {
 // unmeasured, then cfg.measure measured. Every answer must be HTTP 200, a
 // successful ToolResponse, and carry the payload back; the first one that is
 // not fails the benchmark.
+//
+// The load generator shares the machine with what it measures, so it is
+// kept lean: each worker holds one keep-alive connection and writes a
+// prepared HTTP/1.1 request and reads the answer on its own goroutine (a
+// net/http client costs about twice the CPU per call, with two goroutine
+// handoffs per request), the way wrk drives a server.
 func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	tb.Helper()
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConns:        2 * conc,
-		MaxIdleConnsPerHost: 2 * conc,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
-	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 15 * time.Second}
-
 	start := time.Now()
 	from := start.Add(cfg.warmup)
 	until := from.Add(cfg.measure)
@@ -113,7 +112,12 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 		wg.Go(func() {
 			r := &results[w]
 			r.lat = make([]time.Duration, 0, 1<<14)
-			var buf bytes.Buffer
+			c, err := dialCaller(tgt)
+			if err != nil {
+				r.err = err
+				return
+			}
+			defer c.close()
 			for {
 				t0 := time.Now()
 				if !t0.Before(until) {
@@ -123,7 +127,7 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 				if measured {
 					cpuOnce.Do(func() { cpuFrom = cpuTime(os.Getpid()) })
 				}
-				if err := callOnce(client, tgt, &buf); err != nil {
+				if err := c.call(); err != nil {
 					r.err = err
 					return
 				}
@@ -154,38 +158,92 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	return s
 }
 
-// callOnce sends one call and checks its answer. buf is the caller's
-// reusable response buffer.
-func callOnce(client *http.Client, tgt target, buf *bytes.Buffer) error {
-	req, err := http.NewRequest(http.MethodPost, tgt.url, bytes.NewReader(callBody))
+// httpCaller is one keep-alive HTTP/1.1 connection sending the bench call.
+type httpCaller struct {
+	conn net.Conn
+	rd   *bufio.Reader
+	req  []byte // the whole request, prepared once
+	body []byte // the last answer's body
+}
+
+func dialCaller(tgt target) (*httpCaller, error) {
+	u, err := url.Parse(tgt.url)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, len(callBody))
 	if tgt.token != "" {
-		req.Header.Set("Authorization", "Bearer "+tgt.token)
+		fmt.Fprintf(&req, "Authorization: Bearer %s\r\n", tgt.token)
 	}
-	res, err := client.Do(req)
+	req.WriteString("\r\n")
+	req.Write(callBody)
+	return &httpCaller{conn: conn, rd: bufio.NewReaderSize(conn, 4096), req: req.Bytes()}, nil
+}
+
+func (c *httpCaller) close() { _ = c.conn.Close() }
+
+// call sends one call and checks its answer.
+func (c *httpCaller) call() error {
+	_ = c.conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := c.conn.Write(c.req); err != nil {
+		return fmt.Errorf("sending call: %w", err)
+	}
+	status, err := c.rd.ReadSlice('\n')
 	if err != nil {
-		return err
+		return fmt.Errorf("reading status line: %w", err)
 	}
-	buf.Reset()
-	_, err = buf.ReadFrom(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		return fmt.Errorf("reading answer: %w", err)
+	ok := bytes.HasPrefix(status, []byte("HTTP/1.1 200 "))
+	length := -1
+	for {
+		line, err := c.rd.ReadSlice('\n')
+		if err != nil {
+			return fmt.Errorf("reading headers: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, found := bytes.Cut(line, []byte(":"))
+		if !found {
+			return fmt.Errorf("bad header line %q", line)
+		}
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil {
+				return fmt.Errorf("bad Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")), bytes.EqualFold(name, []byte("Connection")) && bytes.EqualFold(bytes.TrimSpace(value), []byte("close")):
+			return fmt.Errorf("unexpected header %q: the bench client reads Content-Length bodies on keep-alive connections", line)
+		}
 	}
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %.300s", res.StatusCode, buf.Bytes())
+	if length < 0 {
+		return errors.New("answer without Content-Length")
 	}
+	c.body = slices.Grow(c.body[:0], length)[:length]
+	if _, err := io.ReadFull(c.rd, c.body); err != nil {
+		return fmt.Errorf("reading answer body: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %.300s", bytes.TrimSpace(status), c.body)
+	}
+	return checkAnswer(c.body)
+}
+
+// checkAnswer requires a successful ToolResponse carrying the payload back.
+func checkAnswer(body []byte) error {
 	var resp struct {
 		Success bool            `json:"success"`
 		Error   string          `json:"error"`
 		Message string          `json:"message"`
 		Result  json.RawMessage `json:"result"`
 	}
-	if err := json.Unmarshal(buf.Bytes(), &resp); err != nil {
-		return fmt.Errorf("decoding answer %.300q: %w", buf.Bytes(), err)
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return fmt.Errorf("decoding answer %.300q: %w", body, err)
 	}
 	if !resp.Success {
 		return fmt.Errorf("call failed: %s: %s", resp.Error, resp.Message)

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"text/tabwriter"
@@ -29,6 +30,16 @@ const (
 // redisSetups are the configurations BenchmarkRedisRelay compares, in the
 // order each run measures them.
 var redisSetups = []string{"memory", "redis", "cross"}
+
+// redisSetupsFromEnv narrows the setups to BENCH_REDIS_SETUPS (a comma
+// separated subset, for profiling one of them); the ratios need all three.
+func redisSetupsFromEnv() []string {
+	v := os.Getenv("BENCH_REDIS_SETUPS")
+	if v == "" {
+		return redisSetups
+	}
+	return strings.Split(v, ",")
+}
 
 // redisRow is one concurrency's result: medians over the runs.
 type redisRow struct {
@@ -95,7 +106,7 @@ func BenchmarkRedisRelay(b *testing.B) {
 				r := raw.run(b, conc, cfg)
 				add("raw", r)
 				got := map[string]runStats{}
-				for _, name := range redisSetups {
+				for _, name := range redisSetupsFromEnv() {
 					pids := []int{mem.pid(), memBridge.pid(), entry.pid(), owner.pid(), ownerBridge.pid()}
 					cpu0 := make([]time.Duration, len(pids))
 					for i, pid := range pids {
