@@ -96,9 +96,9 @@ type Broker struct {
 	handler http.Handler
 
 	// inlineReplies: the in-memory bus delivers in the publisher's
-	// goroutine without blocking, so replies are published inline; a
-	// network bus gets its own goroutine per reply so no read loop or bus
-	// delivery waits on the network.
+	// goroutine without blocking, so replies are published inline; on a
+	// network bus no read loop or bus delivery waits for Redis: replies go
+	// out with PublishAsync (or on a goroutine each, for a bus without it).
 	inlineReplies bool
 
 	mu          sync.Mutex
@@ -313,6 +313,17 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	}
 	if b.inlineReplies {
 		publish()
+		return
+	}
+	if ap, ok := b.bus.(bus.AsyncPublisher); ok {
+		// Written now (or with the batch under way); the count comes
+		// back later. No goroutine waits for it.
+		ap.PublishAsync(call.ReplyTo, msg, func(n int, err error) {
+			if err != nil || n == 0 {
+				b.metrics.dropped.Inc()
+				b.log.Debug().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("reply reached no caller")
+			}
+		})
 		return
 	}
 	b.wg.Go(publish)

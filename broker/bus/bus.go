@@ -33,6 +33,15 @@ type Bus interface {
 	Close() error
 }
 
+// AsyncPublisher is implemented by buses that can publish without waiting
+// for the receiver count (Redis): PublishAsync sends msg to channel as Publish
+// does and calls done exactly once with the outcome, possibly before it
+// returns, otherwise from a goroutine of the bus. done must not block.
+// PublishAsync keeps no reference to msg after it returns.
+type AsyncPublisher interface {
+	PublishAsync(channel string, msg []byte, done func(receivers int, err error))
+}
+
 // Subscription is one Subscribe registration.
 type Subscription interface {
 	// Unsubscribe stops delivery: no call of h starts after it returns (one

@@ -15,7 +15,10 @@ type Memory struct {
 	closed bool
 }
 
-var _ Bus = (*Memory)(nil)
+var (
+	_ Bus            = (*Memory)(nil)
+	_ AsyncPublisher = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-process bus.
 func NewMemory() *Memory {
@@ -50,6 +53,13 @@ func (m *Memory) Publish(ctx context.Context, channel string, msg []byte) (int, 
 		}
 	}
 	return n, nil
+}
+
+// PublishAsync implements AsyncPublisher: the in-memory bus delivers at
+// once, so done runs before it returns.
+func (m *Memory) PublishAsync(channel string, msg []byte, done func(int, error)) {
+	n, err := m.Publish(context.Background(), channel, append([]byte(nil), msg...))
+	done(n, err)
 }
 
 func (s *memorySub) deliver(msg []byte) bool {

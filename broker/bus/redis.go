@@ -69,8 +69,10 @@ type RedisConfig struct {
 // per shard on a cluster); a receive loop per connection reads it and hands
 // messages, in arrival order, to a delivery goroutine that calls the
 // handlers one at a time. A handler that blocks therefore delays every
-// channel of its connection, never the reading of it. Publish uses the
-// client's ordinary connection pool.
+// channel of its connection, never the reading of it. On a single server
+// publishes go out on one more connection, written by the publishing
+// goroutine and batched under load, their counts read back by a goroutine
+// of their own (see pipe); on a cluster they use go-redis pipelines.
 //
 // Receiver counts: Redis counts subscribed connections, and tether's routing
 // relies on that count (0 means nobody serves a workspace). So that a count
@@ -106,7 +108,8 @@ type Redis struct {
 	cluster *redis.ClusterClient // cluster mode
 	base    *redis.Options       // template for the dedicated pub/sub clients
 	topo    *clusterTopology     // cluster mode: which node serves a channel
-	pub     *publisher           // batches publishes under load
+	pipe    *pipe                // single-server mode: publishes
+	pub     *publisher           // cluster mode: batches publishes under load
 
 	mu      sync.Mutex
 	conns   map[connKey]*psConn
@@ -119,8 +122,9 @@ type Redis struct {
 }
 
 var (
-	_ Bus     = (*Redis)(nil)
-	_ Checker = (*Redis)(nil)
+	_ Bus            = (*Redis)(nil)
+	_ Checker        = (*Redis)(nil)
+	_ AsyncPublisher = (*Redis)(nil)
 )
 
 // NewRedis connects to Redis (or a Redis Cluster) and returns a bus. It
@@ -187,7 +191,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	}
 
 	if r.single != nil {
-		r.pub = &publisher{pipe: r.single.Pipeline}
+		r.pipe = newPipe(cloneOptions(r.base), clientName(r.prefix+"pub:"+r.instance), &r.wg)
 	} else {
 		r.pub = &publisher{pipe: r.cluster.Pipeline, sharded: true}
 	}
@@ -233,9 +237,9 @@ func (r *Redis) waitLive(ctx context.Context, c *psConn) error {
 // subscriptions, in every instance, the message reached (on a cluster: on
 // the shard that owns the channel).
 //
-// A failed PUBLISH is not retried on a single server (unless the URL sets
-// max_retries): when its reply is lost it may have been delivered, and a
-// retry could deliver a call twice; the error is returned instead. On a
+// A failed PUBLISH is not retried on a single server: when its reply is
+// lost it may have been delivered, and a retry could deliver a call twice;
+// the error is returned instead. On a
 // cluster go-redis follows redirections (MOVED, ASK: the command did not
 // run) and also resends after a broken connection, within the same budget,
 // so there a receiver may rarely see a message twice.
@@ -245,16 +249,63 @@ func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, e
 	}
 	n, err := r.publish(ctx, r.prefix+channel, msg)
 	if err != nil {
-		if errors.Is(err, redis.ErrClosed) && r.isClosed.Load() {
-			return 0, ErrClosed
-		}
-		return 0, fmt.Errorf("publishing to redis channel %q: %w", channel, err)
+		return 0, r.publishError(channel, err)
 	}
 	return int(n), nil
 }
 
 func (r *Redis) publish(ctx context.Context, channel string, msg []byte) (int64, error) {
-	return r.pub.publish(ctx, channel, msg)
+	if r.pipe == nil {
+		return r.pub.publish(ctx, channel, msg)
+	}
+	ch := make(chan pubResult, 1)
+	r.pipe.publish("PUBLISH", channel, msg, func(n int, err error) { ch <- pubResult{n, err} })
+	select {
+	case res := <-ch:
+		return int64(res.n), res.err
+	case <-ctx.Done():
+		// The command is out or queued; its outcome is dropped.
+		return 0, ctx.Err()
+	}
+}
+
+type pubResult struct {
+	n   int
+	err error
+}
+
+// PublishAsync implements AsyncPublisher. On a single server the command
+// is written at once (or with the next batch) and the count comes from the
+// connection's reader; on a cluster a goroutine of the bus waits for it.
+func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) {
+	if r.isClosed.Load() {
+		done(0, ErrClosed)
+		return
+	}
+	if r.pipe != nil {
+		r.pipe.publish("PUBLISH", r.prefix+channel, msg, func(n int, err error) {
+			if err != nil {
+				err = r.publishError(channel, err)
+			}
+			done(n, err)
+		})
+		return
+	}
+	msg = append([]byte(nil), msg...)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done(r.Publish(ctx, channel, msg))
+	}()
+}
+
+func (r *Redis) publishError(channel string, err error) error {
+	if (errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrClosed)) && r.isClosed.Load() {
+		return ErrClosed
+	}
+	return fmt.Errorf("publishing to redis channel %q: %w", channel, err)
 }
 
 // Subscribe implements Bus. It returns once Redis confirmed the
@@ -431,6 +482,9 @@ func (r *Redis) Close() error {
 	close(r.done)
 	for _, c := range conns {
 		c.shutdown()
+	}
+	if r.pipe != nil {
+		r.pipe.close()
 	}
 	r.wg.Wait()
 

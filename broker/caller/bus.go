@@ -41,8 +41,11 @@ type Bus struct {
 	sub   bus.Subscription
 	onSub bus.Subscription
 
+	// async publishes without waiting for Redis' count (see Call).
+	async bus.AsyncPublisher
+
 	mu      sync.Mutex
-	waiters map[string]chan protocol.ToolResponse
+	waiters map[string]chan event
 	// online wakes calls that wait for their workspace to be served.
 	online map[string][]chan struct{}
 	closed bool
@@ -61,7 +64,7 @@ func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
 		bus:     b,
 		inbox:   "inbox:" + uuid.NewString(),
 		opts:    opts,
-		waiters: make(map[string]chan protocol.ToolResponse),
+		waiters: make(map[string]chan event),
 		online:  make(map[string][]chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -70,6 +73,7 @@ func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
 		return nil, fmt.Errorf("subscribing caller inbox: %w", err)
 	}
 	c.sub = sub
+	c.async, _ = b.(bus.AsyncPublisher)
 	onSub, err := b.Subscribe(ctx, protocol.OnlineChannel, c.onOnline)
 	if err != nil {
 		_ = sub.Unsubscribe(ctx)
@@ -109,7 +113,20 @@ func (c *Bus) onReply(msg []byte) {
 		}
 		return
 	}
-	ch <- resp // buffered 1, and this is the only send: never blocks
+	ch <- event{resp: resp} // the one reply send (see event): never blocks
+}
+
+// event is what a waiting call receives: its reply, or the outcome of an
+// asynchronous publish that reached nobody or failed. A call's channel has
+// room for both, and at most one publish of a call is outstanding, so no
+// send blocks.
+type event struct {
+	resp protocol.ToolResponse
+	// published is set for a publish outcome (only 0 receivers or an
+	// error is reported).
+	published bool
+	n         int
+	err       error
 }
 
 func (c *Bus) onOnline(msg []byte) {
@@ -149,11 +166,9 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	if err != nil {
 		return protocol.Failure(cid, protocol.CodeInvalidRequest, "encoding call: "+err.Error())
 	}
-	log := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str("correlation_id", cid).Str("endpoint", req.Endpoint).Str("workspace_id", req.WorkspaceID)
-	}
+	w := &waiting{c: c, ctx: ctx, req: req, cid: cid, timeout: timeout}
 
-	ch := make(chan protocol.ToolResponse, 1)
+	ch := make(chan event, 2)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -179,35 +194,45 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 			// publish and the wait is not missed.
 			wake = c.waitOnline(req.WorkspaceID)
 		}
-		n, err := c.bus.Publish(ctx, channel, msg)
-		if err != nil {
-			c.forget(cid)
-			c.dropOnline(req.WorkspaceID, wake)
-			if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && !time.Now().Before(dl)) {
-				// The caller gave up while publishing (a socket deadline
-				// from ctx may fire a moment before ctx does); the call
-				// may have gone out all the same.
-				c.cancelRemote(req.WorkspaceID, cid, "caller gone")
-				return protocol.Failure(cid, protocol.CodeCancelled, "caller gave up while publishing: "+err.Error())
+		if c.async != nil {
+			// The command goes out now. Its count is reported on ch only
+			// when it is 0 or the publish failed; the reply may come
+			// first either way.
+			c.async.PublishAsync(channel, msg, func(n int, err error) {
+				if err != nil || n == 0 {
+					ch <- event{published: true, n: n, err: err}
+				}
+			})
+			w.log(c.opts.Logger.Debug()).Msg("call routed")
+		} else {
+			n, err := c.bus.Publish(ctx, channel, msg)
+			switch {
+			case err != nil:
+				c.forget(cid)
+				c.dropOnline(req.WorkspaceID, wake)
+				return w.publishFailed(err)
+			case n == 0:
+				// Publish takes ownership of msg; keep our own copy
+				// for a retry.
+				msg = append([]byte(nil), msg...)
+				ch <- event{published: true}
+			default:
+				w.log(c.opts.Logger.Debug()).Msg("call routed")
 			}
-			log(c.opts.Logger.Warn()).Err(err).Msg("publishing call failed")
-			return protocol.Failure(cid, protocol.CodeBusUnavailable, "publishing call: "+err.Error())
 		}
-		if n > 0 {
+		resp, offline := w.await(ch, timer)
+		if !offline {
 			c.dropOnline(req.WorkspaceID, wake)
-			log(c.opts.Logger.Debug()).Msg("call routed")
-			break
+			return resp
 		}
 		if !req.WaitForWorkspace {
 			c.forget(cid)
-			log(c.opts.Logger.Debug()).Msg("workspace offline")
+			w.log(c.opts.Logger.Debug()).Msg("workspace offline")
 			return protocol.Failure(cid, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", req.WorkspaceID))
 		}
-		log(c.opts.Logger.Debug()).Msg("waiting for workspace")
+		w.log(c.opts.Logger.Debug()).Msg("waiting for workspace")
 		select {
 		case <-wake:
-			// Publish takes ownership of msg; keep our own copy for retries.
-			msg = append([]byte(nil), msg...)
 			continue
 		case <-time.After(time.Until(deadline)):
 			c.dropOnline(req.WorkspaceID, wake)
@@ -222,38 +247,81 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 			return protocol.Failure(cid, protocol.CodeCallerClosed, "caller closed")
 		}
 	}
+}
 
+// waiting is one Call in progress, for its helpers.
+type waiting struct {
+	c       *Bus
+	ctx     context.Context
+	req     Request
+	cid     string
+	timeout time.Duration
+}
+
+func (w *waiting) log(e *zerolog.Event) *zerolog.Event {
+	return e.Str("correlation_id", w.cid).Str("endpoint", w.req.Endpoint).Str("workspace_id", w.req.WorkspaceID)
+}
+
+// await waits for the call's answer after a publish. offline reports that
+// the publish reached nobody: the waiter is still registered and the caller
+// decides what follows. Every other outcome is final, its waiter removed.
+func (w *waiting) await(ch chan event, timer *time.Timer) (resp protocol.ToolResponse, offline bool) {
+	c, cid := w.c, w.cid
 	select {
-	case resp := <-ch:
-		return resp
+	case ev := <-ch:
+		switch {
+		case !ev.published:
+			return ev.resp, false
+		case ev.err != nil:
+			c.forget(cid)
+			return w.publishFailed(ev.err), false
+		}
+		return protocol.ToolResponse{}, true
 	case <-timer.C:
 		if resp, ok := c.giveUp(cid, ch); ok {
-			return resp
+			return resp, false
 		}
-		log(c.opts.Logger.Warn()).Msg("no answer from the owner by the deadline; answering timeout")
-		return protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %s", timeout))
-	case <-ctx.Done():
+		w.log(c.opts.Logger.Warn()).Msg("no answer from the owner by the deadline; answering timeout")
+		return protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %s", w.timeout)), false
+	case <-w.ctx.Done():
 		if resp, ok := c.giveUp(cid, ch); ok {
-			return resp
+			return resp, false
 		}
-		c.cancelRemote(req.WorkspaceID, cid, "caller gone")
-		return protocol.Failure(cid, protocol.CodeCancelled, "caller gave up: "+ctx.Err().Error())
+		c.cancelRemote(w.req.WorkspaceID, cid, "caller gone")
+		return protocol.Failure(cid, protocol.CodeCancelled, "caller gave up: "+w.ctx.Err().Error()), false
 	case <-c.done:
 		if resp, ok := c.giveUp(cid, ch); ok {
-			return resp
+			return resp, false
 		}
-		return protocol.Failure(cid, protocol.CodeCallerClosed, "caller closed")
+		return protocol.Failure(cid, protocol.CodeCallerClosed, "caller closed"), false
 	}
 }
 
+// publishFailed answers a call whose publish failed.
+func (w *waiting) publishFailed(err error) protocol.ToolResponse {
+	if dl, ok := w.ctx.Deadline(); w.ctx.Err() != nil || (ok && !time.Now().Before(dl)) {
+		// The caller gave up while publishing (a socket deadline from ctx
+		// may fire a moment before ctx does); the call may have gone out
+		// all the same.
+		w.c.cancelRemote(w.req.WorkspaceID, w.cid, "caller gone")
+		return protocol.Failure(w.cid, protocol.CodeCancelled, "caller gave up while publishing: "+err.Error())
+	}
+	w.log(w.c.opts.Logger.Warn()).Err(err).Msg("publishing call failed")
+	return protocol.Failure(w.cid, protocol.CodeBusUnavailable, "publishing call: "+err.Error())
+}
+
 // giveUp removes the waiter; a reply that raced in wins.
-func (c *Bus) giveUp(cid string, ch chan protocol.ToolResponse) (protocol.ToolResponse, bool) {
+func (c *Bus) giveUp(cid string, ch chan event) (protocol.ToolResponse, bool) {
 	c.forget(cid)
-	select {
-	case resp := <-ch:
-		return resp, true
-	default:
-		return protocol.ToolResponse{}, false
+	for {
+		select {
+		case ev := <-ch:
+			if !ev.published {
+				return ev.resp, true
+			}
+		default:
+			return protocol.ToolResponse{}, false
+		}
 	}
 }
 
