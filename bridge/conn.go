@@ -293,12 +293,10 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 
 	// The dispatcher's handler group owns the goroutine, not the session's:
 	// a handler that ignores its context must not hold up a reconnect.
-	s.b.d.handlers.Add(1)
-	go s.runCall(ctx, cancel, ackID, &call, received, log)
+	s.b.d.goHandler(func() { s.runCall(ctx, cancel, ackID, &call, received, log) })
 }
 
 func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {
-	defer s.b.d.handlers.Done()
 	s.b.d.serveInline(ctx, call, received, log, func(resp protocol.ToolResponse) {
 		// Forget the flight before answering: once the broker has the
 		// answer, the same correlation id may come again at once.
