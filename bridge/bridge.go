@@ -294,7 +294,6 @@ func (b *Bridge) waitHandlers() {
 	for {
 		select {
 		case <-done:
-			b.d.stopWorkers()
 			return
 		case <-t.C:
 			b.log.Warn().Int("in_flight", len(b.d.slots)).Msg("waiting for handlers that ignore their cancelled context")

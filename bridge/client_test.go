@@ -648,3 +648,51 @@ func TestRunTwiceFails(t *testing.T) {
 		t.Error("second Run succeeded")
 	}
 }
+
+// TestClientBlockedHandlerDoesNotHoldUpTheSocket: calls run on the reading
+// goroutine until one blocks; then reading moves on, so later calls are
+// answered and a tool_cancel reaches the blocked handler.
+func TestClientBlockedHandlerDoesNotHoldUpTheSocket(t *testing.T) {
+	f := newFakeBroker(t, protocol.OpenInfo{})
+	started := make(chan struct{})
+	cancelled := make(chan error, 1)
+	brokerBridge(t, f, bridge.Config{}, func(r *bridge.Router) {
+		bridge.Handle(r, "/api/test/block", func(ctx context.Context, _ *bridge.Call, _ struct{}) (struct{}, error) {
+			close(started)
+			<-ctx.Done()
+			cancelled <- context.Cause(ctx)
+			return struct{}{}, ctx.Err()
+		})
+	})
+	c := f.accept(t)
+	c.call(t, 1, protocol.ToolCall{CorrelationID: "stuck", Endpoint: "/api/test/block", Timeout: 60})
+	recv(t, started, "the handler to start")
+	start := time.Now()
+	for i := int64(2); i <= 11; i++ {
+		c.call(t, i, pingCall(fmt.Sprintf("p%d", i)))
+		ack, resp := c.response(t)
+		if ack != i {
+			t.Fatalf("answer for ack %d, want %d", ack, i)
+		}
+		wantSuccess(t, resp, fmt.Sprintf(`{"id":"p%d"}`, i))
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("10 pings behind a blocked handler took %v", took)
+	}
+	c.cancel(t, "stuck", "caller gone")
+	select {
+	case err := <-cancelled:
+		if err == nil || !strings.Contains(err.Error(), "caller gone") {
+			t.Fatalf("handler context ended with %v; want the broker's cancel", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tool_cancel did not reach the blocked handler")
+	}
+	ack, resp := c.response(t)
+	if ack != 1 {
+		t.Fatalf("answer for ack %d, want 1", ack)
+	}
+	if resp.Success {
+		t.Fatalf("cancelled call answered success: %+v", resp)
+	}
+}

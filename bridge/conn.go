@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/handoff"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -23,10 +24,12 @@ const disconnectGrace = time.Second
 // errDisconnected is the cause of the handler contexts of a lost connection.
 var errDisconnected = errors.New("broker connection lost")
 
-// session is one accepted connection to the broker. Its read loop runs on
-// the goroutine that calls serve; serve also starts a supervisor goroutine
-// (ping watchdog, graceful close) and one goroutine per running call, and
-// waits for all of them before it returns.
+// session is one accepted connection to the broker. serve starts its read
+// loop and a supervisor goroutine (ping watchdog, graceful close) and waits
+// for both before it returns. Calls run on the reading goroutine; one that
+// runs past handoff.DefaultAfter has the read loop move to a new goroutine
+// and keeps the old one to itself (the dispatcher's handler group, not the
+// session, waits for it).
 type session struct {
 	b            *Bridge
 	conn         *websocket.Conn
@@ -45,15 +48,22 @@ type session struct {
 	callsCancel context.CancelCauseFunc
 
 	pinged chan struct{} // a ping arrived; buffered 1, never blocks the reader
-	asm    protocol.BinaryAssembler
+
+	// The read loop's state, used by whichever goroutine reads.
+	loop       *handoff.Loop
+	readDone   chan error // why reading stopped, from the last reader
+	readCtx    context.Context
+	readCancel context.CancelFunc // of the grace after DISCONNECT
+	gone       error              // the broker's DISCONNECT, once received
+	asm        protocol.BinaryAssembler
 	// reason is what the broker's disconnect_reason event announced for the
-	// DISCONNECT that follows it. Read loop only.
+	// DISCONNECT that follows it.
 	reason string
 
 	mu      sync.Mutex // guards flights
 	flights map[string]*flight
 
-	wg sync.WaitGroup // supervisor and call goroutines
+	wg sync.WaitGroup // supervisor and reader
 }
 
 // flight is a call whose handler runs, so tool_cancel can reach it.
@@ -84,7 +94,16 @@ func newSession(b *Bridge, runCtx context.Context, conn *websocket.Conn, info pr
 func (s *session) serve(runCtx context.Context) error {
 	s.wg.Add(1)
 	go s.supervise(runCtx)
-	err := s.readLoop()
+	s.readCtx = s.ioCtx
+	s.readDone = make(chan error, 1)
+	// The reader's count in wg passes to the goroutine that takes over.
+	s.loop = handoff.New(handoff.DefaultAfter, func() { go s.read() })
+	s.wg.Add(1)
+	go s.read()
+	err := <-s.readDone
+	if s.readCancel != nil {
+		s.readCancel()
+	}
 	s.callsCancel(errDisconnected)
 	s.ioCancel(err)
 	_ = s.conn.CloseNow()
@@ -120,18 +139,31 @@ func (s *session) supervise(runCtx context.Context) {
 	}
 }
 
-// readLoop reads frames until the connection fails, and returns why.
-func (s *session) readLoop() error {
-	readCtx := s.ioCtx
-	var gone error // the broker's DISCONNECT, once received
+// read runs the read loop on this goroutine until the connection fails,
+// and then reports why on readDone, or until a call it runs hands the loop
+// over to another goroutine.
+func (s *session) read() {
+	err, handed := s.readLoop()
+	if handed {
+		return
+	}
+	s.readDone <- err
+	s.wg.Done()
+}
+
+// readLoop reads frames until the connection fails, and returns why; handed
+// reports that a call ran long and another goroutine reads now.
+func (s *session) readLoop() (err error, handed bool) {
 	for {
-		typ, data, err := s.conn.Read(readCtx)
+		typ, data, err := s.conn.Read(s.readCtx)
 		if err != nil {
-			return s.readError(err, gone)
+			return s.readError(err, s.gone), false
 		}
 		received := time.Now()
 		if typ == websocket.MessageBinary {
-			s.onBinary(data, received)
+			if s.onBinary(data, received) {
+				return nil, true
+			}
 			continue
 		}
 		pkt, err := protocol.DecodeEIO(data)
@@ -149,13 +181,15 @@ func (s *session) readLoop() error {
 				s.log.Debug().Err(err).Msg("answering ping failed")
 			}
 		case protocol.EIOClose:
-			return errServerClose
+			return errServerClose, false
 		case protocol.EIOMessage:
-			if err := s.onMessage(pkt.Data, received); err != nil && gone == nil {
-				gone = err
-				var cancel context.CancelFunc
-				readCtx, cancel = context.WithTimeout(s.ioCtx, disconnectGrace)
-				defer cancel()
+			err, handed := s.onMessage(pkt.Data, received)
+			if handed {
+				return nil, true
+			}
+			if err != nil && s.gone == nil {
+				s.gone = err
+				s.readCtx, s.readCancel = context.WithTimeout(s.ioCtx, disconnectGrace)
 			}
 		}
 	}
@@ -180,35 +214,36 @@ func (s *session) readError(err, gone error) error {
 }
 
 // onMessage handles one Socket.IO packet. It returns an error when the
-// broker ended the session (DISCONNECT, or CONNECT_ERROR after connect).
-func (s *session) onMessage(data []byte, received time.Time) error {
+// broker ended the session (DISCONNECT, or CONNECT_ERROR after connect);
+// handed reports that the read loop moved to another goroutine.
+func (s *session) onMessage(data []byte, received time.Time) (err error, handed bool) {
 	p, err := protocol.DecodeSIO(data)
 	if err != nil {
 		if len(data) > 0 && protocol.SIOType(data[0]) == protocol.SIODisconnect {
-			return s.disconnected(disconnectReason(data[1:]))
+			return s.disconnected(disconnectReason(data[1:])), false
 		}
 		s.log.Warn().Err(err).Str("frame", truncate(data)).Msg("malformed packet from broker ignored")
-		return nil
+		return nil, false
 	}
 	if p.Namespace != "/" {
 		s.log.Debug().Str("namespace", p.Namespace).Msg("packet for another namespace ignored")
-		return nil
+		return nil, false
 	}
 	switch p.Type {
 	case protocol.SIOEvent:
-		s.onEvent(p, received)
+		return nil, s.onEvent(p, received)
 	case protocol.SIOBinaryEvent, protocol.SIOBinaryAck:
 		if s.asm.Start(p) {
-			s.onAssembled(received)
+			return nil, s.onAssembled(received)
 		}
 	case protocol.SIODisconnect:
-		return s.disconnected(s.reason)
+		return s.disconnected(s.reason), false
 	case protocol.SIOConnectError:
 		err := decodeConnectError(p.Data)
 		s.log.Warn().Err(err).Msg("broker revoked the connection")
-		return err
+		return err, false
 	}
-	return nil
+	return nil, false
 }
 
 func (s *session) disconnected(reason string) error {
@@ -216,38 +251,42 @@ func (s *session) disconnected(reason string) error {
 	return serverDisconnect(reason)
 }
 
-func (s *session) onBinary(data []byte, received time.Time) {
+// onBinary, onAssembled, onEvent and onToolCall report whether the read
+// loop moved to another goroutine (see onToolCall).
+func (s *session) onBinary(data []byte, received time.Time) bool {
 	if !s.asm.Active() {
 		s.log.Warn().Int("bytes", len(data)).Msg("binary frame without a binary packet ignored")
-		return
+		return false
 	}
 	if s.asm.Add(data) {
-		s.onAssembled(received)
+		return s.onAssembled(received)
 	}
+	return false
 }
 
-func (s *session) onAssembled(received time.Time) {
+func (s *session) onAssembled(received time.Time) bool {
 	p, _, err := s.asm.Packet()
 	if err != nil {
 		s.log.Warn().Err(err).Msg("malformed binary packet from broker ignored")
-		return
+		return false
 	}
 	if p.Type == protocol.SIOEvent {
-		s.onEvent(p, received)
+		return s.onEvent(p, received)
 	}
+	return false
 }
 
-func (s *session) onEvent(p protocol.SIOPacket, received time.Time) {
+func (s *session) onEvent(p protocol.SIOPacket, received time.Time) bool {
 	args, err := p.Args()
 	if err != nil || len(args) == 0 {
 		s.log.Warn().Err(err).Msg("malformed event from broker ignored")
-		return
+		return false
 	}
 	var name string
 	_ = json.Unmarshal(args[0], &name) // DecodeSIO checked it is a string
 	switch name {
 	case protocol.EventToolCall:
-		s.onToolCall(p.ID, args, received)
+		return s.onToolCall(p.ID, args, received)
 	case protocol.EventToolCancel:
 		s.onToolCancel(args)
 	case eventDisconnectReason:
@@ -257,22 +296,26 @@ func (s *session) onEvent(p protocol.SIOPacket, received time.Time) {
 	default:
 		s.log.Debug().Str("event", name).Msg("unknown event from broker ignored")
 	}
+	return false
 }
 
 // onToolCall answers at once what needs no handler (a bad body, an
-// unroutable endpoint, a duplicate, overload) and otherwise starts the call
-// on its own goroutine. Either way the call gets exactly one response.
-func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.Time) {
+// unroutable endpoint, a duplicate, overload) and otherwise runs the call on
+// the reading goroutine: a quick handler costs no goroutine handoff, and one
+// that runs past handoff.DefaultAfter keeps this goroutine while a new one
+// reads on (onToolCall then reports true). Either way the call gets exactly
+// one response.
+func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.Time) bool {
 	call, err := decodeToolCall(args)
 	log := callLog{l: &s.log, id: call.CorrelationID, endpoint: call.Endpoint}
 	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
 	if err != nil {
 		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received)
-		return
+		return false
 	}
 	if resp, ok := precheck(&call); !ok {
 		s.respond(ackID, resp, log, received)
-		return
+		return false
 	}
 
 	s.mu.Lock()
@@ -280,20 +323,24 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 		s.mu.Unlock()
 		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
 			"a call with this correlation_id is already running"), log, received)
-		return
+		return false
 	}
 	if !s.b.d.tryAcquire() {
 		s.mu.Unlock()
 		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received)
-		return
+		return false
 	}
 	ctx, cancel := context.WithCancelCause(s.callsCtx)
 	s.flights[call.CorrelationID] = &flight{cancel: cancel, endpoint: call.Endpoint}
 	s.mu.Unlock()
 
-	// The dispatcher's handler group owns the goroutine, not the session's:
-	// a handler that ignores its context must not hold up a reconnect.
-	s.b.d.goHandler(func() { s.runCall(ctx, cancel, ackID, &call, received, log) })
+	// The dispatcher's handler group counts the call, not the session: a
+	// handler that ignores its context must not hold up a reconnect.
+	s.b.d.handlers.Add(1)
+	return !s.loop.Do(func() {
+		defer s.b.d.handlers.Done()
+		s.runCall(ctx, cancel, ackID, &call, received, log)
+	})
 }
 
 func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {

@@ -48,64 +48,10 @@ type dispatcher struct {
 
 	// handlers counts handler goroutines; Bridge.Run waits for it.
 	handlers sync.WaitGroup
-
-	// Socket calls run on workers: a goroutine that served a call waits
-	// for the next one (up to maxIdle of them), so a call does not pay for
-	// a fresh goroutine growing its stack on the way into a handler.
-	work    chan func()
-	idle    atomic.Int32
-	maxIdle int32
-	quit    chan struct{} // closed by stopWorkers
-	workers sync.WaitGroup
 }
 
 func newDispatcher(r *Router, log *zerolog.Logger, workspaceID string, maxInFlight int) *dispatcher {
-	return &dispatcher{
-		router: r, log: log, wsID: workspaceID, slots: make(chan struct{}, maxInFlight),
-		work: make(chan func()), maxIdle: int32(min(maxInFlight, 256)), quit: make(chan struct{}),
-	}
-}
-
-// goHandler runs fn on an idle worker or a new one; handlers counts it
-// until fn returns.
-func (d *dispatcher) goHandler(fn func()) {
-	d.handlers.Add(1)
-	select {
-	case d.work <- fn:
-	default:
-		d.workers.Add(1)
-		go d.worker(fn)
-	}
-}
-
-func (d *dispatcher) worker(fn func()) {
-	defer d.workers.Done()
-	for {
-		fn()
-		d.handlers.Done()
-		if d.idle.Add(1) > d.maxIdle {
-			d.idle.Add(-1)
-			return
-		}
-		select {
-		case fn = <-d.work:
-			d.idle.Add(-1)
-		case <-d.quit:
-			d.idle.Add(-1)
-			return
-		}
-	}
-}
-
-// stopWorkers ends the idle workers and waits for every worker; calls
-// dispatched after it run on a worker that ends with its call.
-func (d *dispatcher) stopWorkers() {
-	select {
-	case <-d.quit:
-	default:
-		close(d.quit)
-	}
-	d.workers.Wait()
+	return &dispatcher{router: r, log: log, wsID: workspaceID, slots: make(chan struct{}, maxInFlight)}
 }
 
 // callLog adds the call path's fields to each event. Unlike a per-call

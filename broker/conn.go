@@ -828,14 +828,12 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	c.b.metrics.inFlight.Inc()
 	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
 	if start {
-		if waiter != nil {
-			// A caller of this process waits for the answer anyway: it
-			// writes the frame itself and saves a goroutine handoff. A bus
-			// delivery goroutine must not block, so it starts a writer.
-			c.drain()
-		} else {
-			c.startWriter()
-		}
+		// Write the frame on this goroutine and save a handoff: a caller
+		// of this process waits for the answer anyway, and a Redis bus
+		// moves its reading to another goroutine if the write blocks (the
+		// workspace's later calls wait for this one, as they would in the
+		// queue).
+		c.drain()
 	}
 }
 

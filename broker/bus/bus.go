@@ -13,11 +13,14 @@ import (
 	"errors"
 )
 
-// Handler receives one message. It is called from the bus's delivery
+// Handler receives one message. It is called from the bus's receiving
 // goroutine (or, for the in-memory bus, the publisher's): it must not block.
 // msg is owned by the handler. Handlers of one subscription may run
 // concurrently for messages from different publishers; messages from one
-// publisher goroutine to one channel are delivered in publish order.
+// publisher goroutine to one channel are delivered in publish order. A
+// handler that blocks delays the later messages of its subscription (on
+// Redis also, by a millisecond, other channels). A handler may Subscribe
+// and Unsubscribe.
 type Handler func(msg []byte)
 
 // Bus is a pub/sub transport. All methods are safe for concurrent use.

@@ -66,10 +66,12 @@ type RedisConfig struct {
 // Redis is the Bus used when tether instances share Redis pub/sub.
 //
 // One pub/sub connection carries every subscription of the instance (one
-// per shard on a cluster); a receive loop per connection reads it and hands
-// messages, in arrival order, to a delivery goroutine that calls the
-// handlers one at a time. A handler that blocks therefore delays every
-// channel of its connection, never the reading of it. On a single server
+// per shard on a cluster); a receive loop per connection reads it and calls
+// the handlers itself, in arrival order. A handler that runs longer than a
+// millisecond (it blocks, or waits for the bus) has the reading move to a
+// new goroutine: it delays later messages of its own subscription, which
+// wait for it in order, and the other channels of its connection by a
+// millisecond at most. On a single server
 // publishes go out on one more connection, written by the publishing
 // goroutine and batched under load, their counts read back by a goroutine
 // of their own (see pipe); on a cluster they use go-redis pipelines.
@@ -405,6 +407,41 @@ type redisSub struct {
 	h    Handler
 	e    *entry
 	done atomic.Bool // set first thing by Unsubscribe: no handler call starts after
+
+	// A handler call in progress and the messages that arrived for this
+	// subscription meanwhile: they wait for it, in order (see
+	// psConn.receive).
+	mu      sync.Mutex
+	running bool
+	backlog [][]byte
+}
+
+// enter claims the subscription's handler for msg; false means a handler
+// of the subscription is running and msg waits in its backlog.
+func (s *redisSub) enter(msg []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		s.backlog = append(s.backlog, msg)
+		return false
+	}
+	s.running = true
+	return true
+}
+
+// next returns the next waiting message, or releases the handler.
+func (s *redisSub) next() ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.backlog) == 0 {
+		s.running = false
+		s.backlog = nil
+		return nil, false
+	}
+	msg := s.backlog[0]
+	s.backlog[0] = nil
+	s.backlog = s.backlog[1:]
+	return msg, true
 }
 
 // Unsubscribe implements Subscription. It stops delivery at once and then

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tetherdev/tether/internal/handoff"
 )
 
 // liveMarker is the payload of the PING that follows a (re)subscription
@@ -56,8 +58,10 @@ type entry struct {
 }
 
 // psConn is one pub/sub connection, replaced by a new generation (a fresh
-// go-redis PubSub on a fresh socket) whenever it fails. Its goroutines: run
-// (connects and then reads) and deliver (calls the handlers).
+// go-redis PubSub on a fresh socket) whenever it fails. Its goroutine, run,
+// connects and then reads, calling the handlers as messages arrive; a
+// handler still running after handoff.DefaultAfter has the reading move to a
+// new goroutine (see receive).
 //
 // Lock order: sendMu, then Redis.mu. sendMu is held across a write on the
 // PubSub (bounded by the write timeout) so that the state change and the
@@ -71,7 +75,6 @@ type psConn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stop    chan struct{} // closed by shutdown
-	q       deliveryQueue
 
 	sendMu sync.Mutex
 
@@ -99,7 +102,6 @@ func (r *Redis) newConnLocked(key connKey) *psConn {
 		ctx:     ctx,
 		cancel:  cancel,
 		stop:    make(chan struct{}),
-		q:       deliveryQueue{wake: make(chan struct{}, 1)},
 		entries: make(map[string]*entry),
 	}
 	opts := cloneOptions(r.base)
@@ -128,9 +130,8 @@ func (r *Redis) newConnLocked(key connKey) *psConn {
 	}
 	c.client = redis.NewClient(opts)
 	r.conns[key] = c
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go c.run()
-	go c.deliver()
 	return c
 }
 
@@ -414,44 +415,73 @@ func (c *psConn) down(ps *redis.PubSub) (stopped bool) {
 	return stopped
 }
 
-// receive reads the current generation until it fails.
+// receive reads the current generation until it fails. Handlers run on the
+// reading goroutine, so a message costs no handoff; a handler that runs
+// longer than handoff.DefaultAfter (it blocks, or it waits for the bus, as an
+// Unsubscribe from within a handler does until Redis confirms) has a new
+// goroutine take over the reading, and its own goroutine ends with it.
+// Messages for a subscription whose handler still runs wait for it, so each
+// subscription sees its messages one at a time and in order.
 func (c *psConn) receive(ps *redis.PubSub) error {
-	for {
-		msg, err := ps.Receive(c.ctx)
-		if err != nil {
-			return err
-		}
-		switch m := msg.(type) {
-		case *redis.Message:
-			c.onMessage(m)
-		case *redis.Subscription:
-			if err := c.onConfirm(m); err != nil {
-				return err
+	errc := make(chan error, 1)
+	var loop *handoff.Loop
+	read := func() {
+		for {
+			msg, err := ps.Receive(c.ctx)
+			if err != nil {
+				errc <- err
+				return
 			}
-		case *redis.Pong:
-			if m.Payload == liveMarker {
-				c.onLive()
+			switch m := msg.(type) {
+			case *redis.Message:
+				s := c.onMessage(m)
+				if s == nil {
+					continue
+				}
+				msg := []byte(m.Payload)
+				if !s.enter(msg) {
+					continue // after the handler call that runs
+				}
+				if !loop.Do(func() { c.serve(s, msg) }) {
+					return // another goroutine reads now
+				}
+			case *redis.Subscription:
+				if err := c.onConfirm(m); err != nil {
+					errc <- err
+					return
+				}
+			case *redis.Pong:
+				if m.Payload == liveMarker {
+					c.onLive()
+				}
 			}
 		}
 	}
+	loop = handoff.New(handoff.DefaultAfter, func() {
+		c.r.wg.Add(1)
+		go func() {
+			defer c.r.wg.Done()
+			read()
+		}()
+	})
+	read()
+	return <-errc
 }
 
-func (c *psConn) onMessage(m *redis.Message) {
+// onMessage returns the subscription a message is for, or nil (a self-ping,
+// a channel no longer carried).
+func (c *psConn) onMessage(m *redis.Message) *redisSub {
 	r := c.r
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if m.Channel == c.pingChannel {
 		c.pingSince = time.Time{}
-		r.mu.Unlock()
-		return
+		return nil
 	}
-	var s *redisSub
 	if e := c.entries[m.Channel]; e != nil {
-		s = e.sub
+		return e.sub
 	}
-	r.mu.Unlock()
-	if s != nil {
-		c.q.push(delivery{sub: s, msg: []byte(m.Payload)})
-	}
+	return nil
 }
 
 // onConfirm accounts a (s)subscribe or (s)unsubscribe reply. An error means
@@ -593,82 +623,23 @@ func (r *Redis) sendUnsubscribe(e *entry) {
 	}
 }
 
-// delivery is one message for one subscription.
-type delivery struct {
-	sub *redisSub
-	msg []byte
-}
-
-// deliveryQueue hands messages from receive to deliver. It is unbounded so
-// that receive never waits for a handler: it must keep reading, among
-// others the confirmations an Unsubscribe called from a handler waits for.
-// Handlers must not block (see Handler), so it stays short.
-type deliveryQueue struct {
-	mu    sync.Mutex
-	items []delivery
-	wake  chan struct{} // capacity 1
-}
-
-func (q *deliveryQueue) push(d delivery) {
-	q.mu.Lock()
-	q.items = append(q.items, d)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+// serve calls s's handler for msg and then for the messages that queued
+// behind it, in order.
+func (c *psConn) serve(s *redisSub, msg []byte) {
+	for ok := true; ok; msg, ok = s.next() {
+		c.call(s, msg)
 	}
 }
 
-// take returns the queued items and keeps spare as the next buffer.
-func (q *deliveryQueue) take(spare []delivery) []delivery {
-	q.mu.Lock()
-	items := q.items
-	q.items = spare[:0]
-	q.mu.Unlock()
-	return items
-}
-
-// backlogWarning is the delivery backlog from which deliver warns that
-// handlers do not keep up (at most every backlogWarningEvery).
-const (
-	backlogWarning      = 10000
-	backlogWarningEvery = 10 * time.Second
-)
-
-// deliver calls the handlers, in arrival order, until shutdown.
-func (c *psConn) deliver() {
-	defer c.r.wg.Done()
-	var spare []delivery
-	var warned time.Time
-	for {
-		select {
-		case <-c.q.wake:
-		case <-c.stop:
-			return
-		}
-		items := c.q.take(spare)
-		if len(items) >= backlogWarning && time.Since(warned) >= backlogWarningEvery {
-			warned = time.Now()
-			c.r.log.Warn().Stringer("conn", c.key).Int("backlog", len(items)).
-				Msg("bus handlers fall behind: a handler blocks")
-		}
-		for i, d := range items {
-			c.call(d)
-			items[i] = delivery{}
-		}
-		spare = items
-	}
-}
-
-func (c *psConn) call(d delivery) {
-	if d.sub.done.Load() {
+func (c *psConn) call(s *redisSub, msg []byte) {
+	if s.done.Load() {
 		return
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			c.r.log.Error().Str("channel", d.sub.name).Interface("panic", p).
+			c.r.log.Error().Str("channel", s.name).Interface("panic", p).
 				Msg("bus handler panicked")
 		}
 	}()
-	d.sub.h(d.msg)
+	s.h(msg)
 }

@@ -171,6 +171,51 @@ func Run(t *testing.T, pair Pair) {
 			}
 		}
 	})
+	t.Run("BlockedHandlerDelaysOnlyItsSubscription", func(t *testing.T) {
+		// A handler stuck on a slow socket must not stall other channels;
+		// its own channel's later messages wait for it, in order.
+		a, b := pair(t)
+		release, blocked := make(chan struct{}), make(chan struct{})
+		slowGot := make(chan string, 8)
+		slow := subscribe(t, b, "slow", func(m []byte) {
+			if string(m) == "first" {
+				close(blocked)
+				<-release
+			}
+			slowGot <- string(m)
+		})
+		defer unsubscribe(t, slow)
+		fastGot := make(chan string, 8)
+		fast := subscribe(t, b, "fast", func(m []byte) { fastGot <- string(m) })
+		defer unsubscribe(t, fast)
+		published := make(chan struct{})
+		go func() { // the in-memory bus blocks the publisher in the handler
+			defer close(published)
+			for _, m := range []string{"first", "second"} {
+				if _, err := a.Publish(context.Background(), "slow", []byte(m)); err != nil {
+					t.Errorf("Publish: %v", err)
+				}
+			}
+		}()
+		await(t, blocked)
+		mustPublish(t, a, "fast", []byte("x"), 1)
+		if m := await(t, fastGot); m != "x" {
+			t.Fatalf("fast channel got %q", m)
+		}
+		select {
+		case m := <-slowGot:
+			t.Fatalf("slow channel handled %q while its first message blocks", m)
+		default:
+		}
+		close(release)
+		if m := await(t, slowGot); m != "first" {
+			t.Fatalf("slow channel's first message is %q", m)
+		}
+		if m := await(t, slowGot); m != "second" {
+			t.Fatalf("slow channel's second message is %q", m)
+		}
+		<-published
+	})
 	t.Run("ConcurrentPublishersAllDelivered", func(t *testing.T) {
 		a, b := pair(t)
 		const publishers, each = 8, 100
