@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -185,12 +186,23 @@ func (b *Broker) handleList(c *gin.Context) {
 		apiError(c, authStatus(err), pe.Code, pe.Message)
 		return
 	}
-	list := b.Workspaces()
-	visible := list[:0]
+	ctx, cancel := context.WithTimeout(c.Request.Context(), listWait)
+	defer cancel()
+	list, unanswered, err := b.AllWorkspaces(ctx)
+	if err != nil {
+		apiError(c, http.StatusServiceUnavailable, protocol.CodeBusUnavailable, "listing workspaces: "+err.Error())
+		return
+	}
+	visible := make([]Workspace, 0, len(list))
 	for _, w := range list {
 		if claims.Allows(w.WorkspaceID) {
 			visible = append(visible, w)
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"workspaces": visible})
+	c.JSON(http.StatusOK, gin.H{"workspaces": visible, "unanswered_instances": unanswered})
 }
+
+// listWait bounds how long GET /api/v1/workspaces waits for the other
+// instances' answers; an instance that does not answer in time is counted
+// in unanswered_instances.
+const listWait = time.Second

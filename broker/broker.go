@@ -10,11 +10,13 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +96,8 @@ type Broker struct {
 	metrics *metrics
 	caller  *caller.Bus
 	handler http.Handler
+	// instances answers list requests from any instance's API.
+	instances bus.Subscription
 
 	// inlineReplies: the in-memory bus delivers in the publisher's
 	// goroutine without blocking, so replies are published inline; on a
@@ -142,12 +146,67 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("starting broker: %w", err)
 	}
 	b.caller = c
+	if b.instances, err = b.bus.Subscribe(ctx, protocol.InstancesChannel, b.onInstancesMessage); err != nil {
+		_ = c.Close()
+		if b.ownBus {
+			_ = b.bus.Close()
+		}
+		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
+	}
 	b.handler = b.routes()
 	return b, nil
 }
 
+// InstanceWorkspaces is one instance's answer to a list request.
+type InstanceWorkspaces struct {
+	Instance   string      `json:"instance"`
+	Workspaces []Workspace `json:"workspaces"`
+}
+
+// onInstancesMessage answers a list request with the workspaces this
+// instance holds. It runs on the bus's goroutine and does not block.
+func (b *Broker) onInstancesMessage(msg []byte) {
+	var m protocol.BusMessage
+	if err := json.Unmarshal(msg, &m); err != nil || m.Type != protocol.BusList || m.ReplyTo == "" || m.CorrelationID == "" {
+		b.log.Debug().Err(err).Str("type", m.Type).Msg("unusable message on the instances channel ignored")
+		return
+	}
+	result, err := json.Marshal(InstanceWorkspaces{Instance: b.cfg.InstanceID, Workspaces: b.Workspaces()})
+	if err != nil {
+		return // cannot happen: plain values
+	}
+	call := protocol.ToolCall{CorrelationID: m.CorrelationID, Endpoint: "(list workspaces)", ReplyTo: m.ReplyTo}
+	b.reply(call, nil, protocol.Success(m.CorrelationID, result))
+}
+
+// AllWorkspaces asks every instance on the bus for the workspaces it holds,
+// waiting until ctx ends at most. unanswered counts the instances the
+// request reached that did not answer in time.
+func (b *Broker) AllWorkspaces(ctx context.Context) (list []Workspace, unanswered int, err error) {
+	cid := uuid.NewString()
+	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusList, ToolCall: protocol.ToolCall{CorrelationID: cid, ReplyTo: b.caller.Inbox()}})
+	replies, n, err := b.caller.Gather(ctx, protocol.InstancesChannel, cid, msg)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, r := range replies {
+		var iw InstanceWorkspaces
+		if !r.Success || json.Unmarshal(r.Result, &iw) != nil {
+			continue
+		}
+		list = append(list, iw.Workspaces...)
+	}
+	slices.SortFunc(list, func(a, b Workspace) int {
+		return cmp.Or(cmp.Compare(a.WorkspaceID, b.WorkspaceID), a.ConnectedAt.Compare(b.ConnectedAt))
+	})
+	return list, n - len(replies), nil
+}
+
 // Handler serves /socket.io/ and the HTTP API.
 func (b *Broker) Handler() http.Handler { return b.handler }
+
+// InstanceID names this broker (Config.InstanceID or a random one).
+func (b *Broker) InstanceID() string { return b.cfg.InstanceID }
 
 // AuthEnabled reports whether tokens are checked.
 func (b *Broker) AuthEnabled() bool { return b.auth.enabled() }
@@ -437,6 +496,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	// HTTP calls still waiting on another instance's answer are released
 	// by closing the caller; the API answers them broker_shutdown.
+	unsubCtx, unsubCancel := context.WithTimeout(ctx, 5*time.Second)
+	if uerr := b.instances.Unsubscribe(unsubCtx); uerr != nil {
+		b.log.Warn().Err(uerr).Msg("unsubscribing instances channel failed")
+	}
+	unsubCancel()
 	err := b.caller.Close()
 	waitCtx(ctx, &b.apiCalls)
 	waitCtx(ctx, &b.wg)

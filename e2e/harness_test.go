@@ -170,7 +170,8 @@ func (p *proc) waitLine(within time.Duration, parts ...string) string {
 
 type brokerProc struct {
 	*proc
-	url string
+	url      string
+	instance string // its instance id, from its "broker listening" line
 }
 
 // startBroker runs `tether broker` on a free loopback port.
@@ -185,12 +186,13 @@ func startBrokerOn(t *testing.T, addr string, extra ...string) *brokerProc {
 	p := start(t, "broker", exec.Command(tetherBin, args...))
 	line := p.waitLine(10*time.Second, "broker listening")
 	var ev struct {
-		Listen string `json:"listen"`
+		Listen   string `json:"listen"`
+		Instance string `json:"instance"`
 	}
 	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Listen == "" {
 		t.Fatalf("cannot read the listen address from %q", line)
 	}
-	return &brokerProc{proc: p, url: "http://" + ev.Listen}
+	return &brokerProc{proc: p, url: "http://" + ev.Listen, instance: ev.Instance}
 }
 
 // startBridge runs `tether bridge` for ws and waits until the broker lists it.
@@ -202,7 +204,7 @@ func startBridge(t *testing.T, b *brokerProc, ws string, extra ...string) *proc 
 	return p
 }
 
-// waitWorkspace waits until ws is (or is no longer) listed by the broker.
+// waitWorkspace waits until ws is (or is no longer) held by the broker.
 func (b *brokerProc) waitWorkspace(ws string, present bool, within time.Duration) {
 	b.t.Helper()
 	deadline := time.Now().Add(within)
@@ -217,9 +219,11 @@ func (b *brokerProc) waitWorkspace(ws string, present bool, within time.Duration
 			}
 			_ = json.NewDecoder(res.Body).Decode(&list)
 			res.Body.Close()
+			// Every instance on the bus answers a list: only this
+			// broker's own entry counts.
 			found := false
 			for _, w := range list.Workspaces {
-				found = found || w.WorkspaceID == ws
+				found = found || (w.WorkspaceID == ws && (b.instance == "" || w.Instance == b.instance))
 			}
 			if found == present {
 				return

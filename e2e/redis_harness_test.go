@@ -74,12 +74,13 @@ func startNamedBroker(t *testing.T, name string, env []string, extra ...string) 
 	p := start(t, name, cmd)
 	line := p.waitLine(20*time.Second, "broker listening")
 	var ev struct {
-		Listen string `json:"listen"`
+		Listen   string `json:"listen"`
+		Instance string `json:"instance"`
 	}
 	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Listen == "" {
 		t.Fatalf("cannot read the listen address from %q", line)
 	}
-	return &brokerProc{proc: p, url: "http://" + ev.Listen}
+	return &brokerProc{proc: p, url: "http://" + ev.Listen, instance: ev.Instance}
 }
 
 // busCaller is a Go backend worker calling over Redis: caller.Bus on its own

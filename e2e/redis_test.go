@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -678,5 +679,68 @@ func TestRedisHolderThatMissedATakeoverYieldsAfterResubscribing(t *testing.T) {
 	}
 	if v := a.metric("tether_replies_dropped_total"); v != 0 {
 		t.Errorf("A dropped %v replies: some call was answered twice", v)
+	}
+}
+
+// listWorkspaces is GET /api/v1/workspaces on b with tok.
+func listWorkspaces(t *testing.T, b *brokerProc, tok string) (list []broker.Workspace, unanswered int, took time.Duration) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("listing workspaces on %s: %v", b.name, err)
+	}
+	defer res.Body.Close()
+	took = time.Since(start)
+	var body struct {
+		Workspaces []broker.Workspace `json:"workspaces"`
+		Unanswered int                `json:"unanswered_instances"`
+	}
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&body) != nil {
+		t.Fatalf("listing workspaces on %s: HTTP %d", b.name, res.StatusCode)
+	}
+	return body.Workspaces, body.Unanswered, took
+}
+
+// TestRedisListShowsEveryInstancesWorkspaces: GET /api/v1/workspaces on any
+// broker lists the workspaces of every instance on the Redis, each with the
+// instance holding it, filtered by the token; an instance that hangs is
+// reported as unanswered after about a second instead of holding the list.
+func TestRedisListShowsEveryInstancesWorkspaces(t *testing.T) {
+	e := newRedisEnv(t)
+	a := e.broker("a")
+	b := e.broker("b")
+	c := e.broker("c")
+	startBridge(t, a, "ws-list-a")
+	startBridge(t, c, "ws-list-c")
+	held := func(list []broker.Workspace) map[string]string {
+		m := map[string]string{}
+		for _, w := range list {
+			m[w.WorkspaceID] = w.Instance
+		}
+		return m
+	}
+	list, unanswered, _ := listWorkspaces(t, b, token(t, broker.RoleCaller, "*"))
+	if got := held(list); len(got) != 2 || got["ws-list-a"] != "a" || got["ws-list-c"] != "c" || unanswered != 0 {
+		t.Fatalf("list on b = %v (unanswered %d); want ws-list-a on a and ws-list-c on c", got, unanswered)
+	}
+	list, _, _ = listWorkspaces(t, b, token(t, broker.RoleCaller, "ws-list-c"))
+	if got := held(list); len(got) != 1 || got["ws-list-c"] != "c" {
+		t.Fatalf("list with a token for ws-list-c = %v; want only ws-list-c", got)
+	}
+
+	// c hangs: Redis still counts its subscription, it never answers.
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.cmd.Process.Signal(syscall.SIGCONT) }()
+	list, unanswered, took := listWorkspaces(t, b, token(t, broker.RoleCaller, "*"))
+	if got := held(list); len(got) != 1 || got["ws-list-a"] != "a" || unanswered != 1 {
+		t.Fatalf("list with c stopped = %v (unanswered %d); want ws-list-a and 1 unanswered", got, unanswered)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("list with a hung instance took %v; want about a second", took)
 	}
 }

@@ -10,7 +10,14 @@ const (
 	BusCall     = ""
 	BusCancel   = "cancel"   // the caller no longer waits for correlation_id
 	BusTakeover = "takeover" // a newer connection now serves the workspace
+	// BusList, on InstancesChannel, asks every broker instance for the
+	// workspaces it serves; each answers reply_to with a ToolResponse for
+	// correlation_id whose result is an InstanceWorkspaces.
+	BusList = "list"
 )
+
+// InstancesChannel is subscribed by every broker instance.
+const InstancesChannel = "instances"
 
 // OnlineChannel carries the id of every workspace that starts being served,
 // so calls waiting for it can be sent.

@@ -3,6 +3,7 @@ package caller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,8 @@ type Bus struct {
 
 	mu      sync.Mutex
 	waiters map[string]chan event
+	// gathers take every reply to their correlation id (see Gather).
+	gathers map[string]chan protocol.ToolResponse
 	// online wakes calls that wait for their workspace to be served.
 	online map[string][]chan struct{}
 	closed bool
@@ -65,6 +68,7 @@ func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
 		inbox:   "inbox:" + uuid.NewString(),
 		opts:    opts,
 		waiters: make(map[string]chan event),
+		gathers: make(map[string]chan protocol.ToolResponse),
 		online:  make(map[string][]chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -103,6 +107,14 @@ func (c *Bus) onReply(msg []byte) {
 		return
 	}
 	c.mu.Lock()
+	if g, ok := c.gathers[resp.CorrelationID]; ok {
+		c.mu.Unlock()
+		select {
+		case g <- resp:
+		default: // more answers than the gather has room for: dropped
+		}
+		return
+	}
 	ch, ok := c.waiters[resp.CorrelationID]
 	delete(c.waiters, resp.CorrelationID)
 	c.mu.Unlock()
@@ -247,6 +259,50 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 			return protocol.Failure(cid, protocol.CodeCallerClosed, "caller closed")
 		}
 	}
+}
+
+// maxGather bounds the answers one Gather collects.
+const maxGather = 1024
+
+// Gather publishes msg (a request carrying correlation id cid and this
+// caller's inbox as reply_to) to channel and collects the replies, one per
+// subscriber the publish reached, until all arrived or ctx ends. It returns
+// the replies and how many subscribers the publish reached; fewer replies
+// than that means some did not answer in time.
+func (c *Bus) Gather(ctx context.Context, channel, cid string, msg []byte) ([]protocol.ToolResponse, int, error) {
+	ch := make(chan protocol.ToolResponse, maxGather)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, 0, errors.New("caller is closed")
+	}
+	if _, dup := c.gathers[cid]; dup {
+		c.mu.Unlock()
+		return nil, 0, errors.New("correlation_id already in flight")
+	}
+	c.gathers[cid] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.gathers, cid)
+		c.mu.Unlock()
+	}()
+	n, err := c.bus.Publish(ctx, channel, msg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("publishing to %s: %w", channel, err)
+	}
+	var got []protocol.ToolResponse
+	for len(got) < min(n, maxGather) {
+		select {
+		case resp := <-ch:
+			got = append(got, resp)
+		case <-ctx.Done():
+			return got, n, nil
+		case <-c.done:
+			return got, n, nil
+		}
+	}
+	return got, n, nil
 }
 
 // waiting is one Call in progress, for its helpers.

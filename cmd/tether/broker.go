@@ -178,7 +178,7 @@ func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zer
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("listen", ln.Addr().String()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
+	log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
 	var serveErr error
 	select {
 	case <-ctx.Done():
