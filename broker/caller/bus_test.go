@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/protocol"
@@ -325,6 +326,62 @@ func TestBusRefusesABadRequestWithoutPublishing(t *testing.T) {
 		}
 		if o.calls.Load() != 0 {
 			t.Fatalf("owner received %d calls", o.calls.Load())
+		}
+	})
+}
+
+// TestBusGatherCollectsOneAnswerPerSubscriber: Gather waits for as many
+// answers as the publish reached subscribers, and when one of them never
+// answers it returns what came once ctx ends, reporting the count reached.
+func TestBusGatherCollectsOneAnswerPerSubscriber(t *testing.T) {
+	eachBus(t, func(t *testing.T, pair busPair) {
+		ob, cb := pair(t)
+		c := newCaller(t, cb, 0)
+		answer := func(name string) bus.Handler {
+			return func(msg []byte) {
+				var m protocol.BusMessage
+				if json.Unmarshal(msg, &m) != nil {
+					return
+				}
+				resp, _ := json.Marshal(protocol.Success(m.CorrelationID, json.RawMessage(`"`+name+`"`)))
+				go func() { _, _ = ob.Publish(context.Background(), m.ReplyTo, resp) }()
+			}
+		}
+		subs := []bus.Subscription{}
+		for _, h := range []bus.Handler{answer("one"), answer("two"), func([]byte) {}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s, err := ob.Subscribe(ctx, "gather", h)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			subs = append(subs, s)
+		}
+		defer func() {
+			for _, s := range subs {
+				_ = s.Unsubscribe(context.Background())
+			}
+		}()
+		msg, _ := json.Marshal(protocol.BusMessage{Type: "list", ToolCall: protocol.ToolCall{CorrelationID: "g1", ReplyTo: c.Inbox()}})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		got, n, err := c.Gather(ctx, "gather", "g1", msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
+			t.Fatalf("Gather with a silent subscriber returned after %v; want at its ctx (300ms)", took)
+		}
+		names := map[string]bool{}
+		for _, r := range got {
+			names[string(r.Result)] = true
+		}
+		if n != 3 || len(got) != 2 || !names[`"one"`] || !names[`"two"`] {
+			t.Fatalf("Gather = %d answers %v of %d reached; want one and two of 3", len(got), names, n)
+		}
+		if c.Pending() != 0 {
+			t.Fatalf("%d waiters left", c.Pending())
 		}
 	})
 }
