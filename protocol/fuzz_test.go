@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -325,4 +326,140 @@ func hasPlaceholder(t *testing.T, data []byte) bool {
 		return false
 	}
 	return walk(v)
+}
+
+// Realistic messages for the fast codec's fuzz targets: what callers, bridges
+// and brokers put on the wire and on the bus.
+var jsonMessageSeeds = []string{
+	`{"correlation_id":"0b9d6f3e-5c1a-4f7e-9a2b-8d4c3e2f1a0b","endpoint":"/fs/read","payload":{"path":"/workspace/src/main.go","offset":0,"limit":65536},"timeout":30}`,
+	`{"correlation_id":"c1","endpoint":"/git/status","timeout":0.5,"reply_to":"reply:b1","deadline_ms":1767225600000,"wait_for_workspace_ms":5000}`,
+	`{"type":"cancel","correlation_id":"c9","endpoint":"","timeout":0,"reason":"caller gone"}`,
+	`{"type":"takeover","correlation_id":"","endpoint":"","timeout":0,"holder":"b2:conn17","since":1767225600123456789}`,
+	`{"correlation_id":"c1","success":true,"result":{"content":"package main\n\nimport \"fmt\"\n","size":27,"truncated":false}}`,
+	`{"correlation_id":"c2","success":false,"error":"unknown_route","message":"no route for /x <y> & z"}`,
+	`{"correlation_id":"c3","success":true,"result":[1,-0,2.5e-10,1e400,null,true,"\u00e9\ud83c\udf89"]}`,
+	` { "CORRELATION_ID" : "c4" , "Success" : true , "result" : null } `,
+	`{"\u0065ndpoint":"/e","wait_for_wor` + "\u212a" + `space_ms":5,"` + "\u017f" + `ince":1}`,
+	`{"deadline_ms":9223372036854775808,"timeout":-0}`, `{"endpoint":"\ud800\xff"}`, `{"payload":[[[[]]]]}`,
+	`{"timeout":"30"}`, `{"success":"true"}`, `{} x`, `null`, `[]`, ``,
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range append(append(append([]string{}, jsonMessageSeeds...), validJSONTexts...), invalidJSONTexts...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkValidMatches(t, b)
+	})
+}
+
+func FuzzSplitArray(f *testing.F) {
+	for _, s := range append(append(append([]string{}, validJSONTexts...), invalidJSONTexts...), sioFuzzSeeds...) {
+		f.Add([]byte(s))
+	}
+	for _, s := range jsonMessageSeeds {
+		f.Add([]byte(`["tool_response",` + s + `]`))
+		f.Add([]byte(`[` + s + `,` + s + `]`))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkSplitArrayMatches(t, b)
+	})
+}
+
+func addDecodeSeeds(f *testing.F) {
+	for _, s := range append(append([]string{}, jsonMessageSeeds...), decodeTexts...) {
+		f.Add([]byte(s))
+	}
+}
+
+func FuzzDecodeToolCall(f *testing.F) {
+	addDecodeSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeToolCall(t, b) })
+}
+
+func FuzzDecodeBusMessage(f *testing.F) {
+	addDecodeSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeBusMessage(t, b) })
+}
+
+func FuzzDecodeToolResponse(f *testing.F) {
+	addDecodeSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeToolResponse(t, b) })
+}
+
+// marshalRaw returns raw as a RawMessage field if it is one the encoders
+// promise to write as json.Marshal does (valid JSON without whitespace
+// between tokens), nil otherwise.
+func marshalRaw(raw []byte) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil || !bytes.Equal(compact.Bytes(), raw) {
+		return nil
+	}
+	return raw
+}
+
+// checkAppendMarshals asserts that the encoder writes json.Marshal's bytes
+// after what dst held, or, for a non-finite timeout json.Marshal refuses,
+// valid JSON with a null timeout.
+func checkAppendMarshals[T any](t *testing.T, name string, v T, appendFn func([]byte, *T) []byte, timeout float64) {
+	t.Helper()
+	got := appendFn([]byte("{}"), &v)
+	if string(got[:2]) != "{}" {
+		t.Fatalf("%s overwrote dst: %q", name, got)
+	}
+	got = got[2:]
+	want, err := json.Marshal(v)
+	if math.IsNaN(timeout) || math.IsInf(timeout, 0) {
+		if err == nil || !json.Valid(got) || !bytes.Contains(got, []byte(`"timeout":null`)) {
+			t.Fatalf("%s(%+v) = %s, want valid JSON with a null timeout", name, v, got)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("json.Marshal(%+v): %v", v, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s(%+v) = %s, json.Marshal gives %s", name, v, got, want)
+	}
+}
+
+func FuzzAppendToolCall(f *testing.F) {
+	f.Add("0b9d6f3e-5c1a-4f7e-9a2b-8d4c3e2f1a0b", "/fs/read", []byte(`{"path":"/a","limit":65536}`), 30.0, "", int64(0), int64(0))
+	f.Add("c<1>&", "/e\u2028", []byte(`"<\u2028>"`+"\u2029"), 0.1, "reply:b1", int64(1767225600000), int64(5000))
+	f.Add("\xff\x00\n", "", []byte(`[1,2,{"a":null}]`), 1e21, "r\"\\", int64(-1), int64(math.MaxInt64))
+	f.Add("", "/x", []byte(` { } `), 1e-7, "", int64(math.MinInt64), int64(0))
+	f.Add("c", "/x", []byte(nil), math.Copysign(0, -1), "", int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, id, endpoint string, payload []byte, timeout float64, replyTo string, deadline, wait int64) {
+		c := protocol.ToolCall{CorrelationID: id, Endpoint: endpoint, Payload: marshalRaw(payload), Timeout: timeout,
+			ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait}
+		checkAppendMarshals(t, "AppendToolCall", c, protocol.AppendToolCall, timeout)
+	})
+}
+
+func FuzzAppendBusMessage(f *testing.F) {
+	f.Add("", "c1", "/fs/read", []byte(`{"path":"/a"}`), 30.0, "reply:b1", int64(1767225600000), int64(0), "", "", int64(0))
+	f.Add("cancel", "c9", "", []byte(nil), 0.0, "", int64(0), int64(0), "caller gone <now>", "", int64(0))
+	f.Add("takeover", "", "", []byte(nil), 0.0, "", int64(0), int64(0), "", "b2:conn17", int64(1767225600123456789))
+	f.Add("\u2028", "\xed\xa0\x80", "&", []byte(`"\u0026"`), 123456789.125, "\t", int64(-7), int64(7), "\x7f", "\xc3", int64(-1))
+	f.Fuzz(func(t *testing.T, typ, id, endpoint string, payload []byte, timeout float64, replyTo string, deadline, wait int64,
+		reason, holder string, since int64) {
+		m := protocol.BusMessage{Type: typ, Reason: reason, Holder: holder, Since: since,
+			ToolCall: protocol.ToolCall{CorrelationID: id, Endpoint: endpoint, Payload: marshalRaw(payload), Timeout: timeout,
+				ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait}}
+		checkAppendMarshals(t, "AppendBusMessage", m, protocol.AppendBusMessage, timeout)
+	})
+}
+
+func FuzzAppendToolResponse(f *testing.F) {
+	f.Add("c1", true, []byte(`{"content":"package main\n\nimport \"fmt\"\n","size":27}`), "", "")
+	f.Add("c2", false, []byte(nil), "unknown_route", "no route for /x <y> & z")
+	f.Add("c3", true, []byte(`["<script>","\u2028`+"\u2028\u2029"+`",1e400,-0]`), "", "")
+	f.Add("\xff", false, []byte(`null`), "\x01", "\u2029\ufffd")
+	f.Fuzz(func(t *testing.T, id string, success bool, result []byte, code, message string) {
+		r := protocol.ToolResponse{CorrelationID: id, Success: success, Result: marshalRaw(result), Error: code, Message: message}
+		checkAppendMarshals(t, "AppendToolResponse", r, protocol.AppendToolResponse, 0)
+	})
 }

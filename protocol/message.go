@@ -105,11 +105,12 @@ type ToolCancel struct {
 // or a tool_response event). An empty object or one without a correlation id
 // and outcome is not an answer: ok is false. A failure without an error code
 // gets CodeInternalError, so every answer a caller sees carries a code.
+// Result aliases raw.
 func DecodeResponse(raw json.RawMessage) (resp ToolResponse, ok bool, err error) {
 	if firstNonSpace(raw) != '{' {
 		return resp, false, malformed("tool response must be an object")
 	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
+	if err := DecodeToolResponse(raw, &resp); err != nil {
 		return resp, false, malformed("tool response: %v", err)
 	}
 	if !resp.Success && resp.Error == "" && resp.Result == nil && resp.Message == "" {

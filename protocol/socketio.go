@@ -162,21 +162,18 @@ func validatePayload(p *SIOPacket) error {
 		p.name = name
 		return nil
 	}
-	if p.Data != nil && !json.Valid(p.Data) {
+	if p.Data != nil && !Valid(p.Data) {
 		return malformed("payload is not valid JSON")
 	}
 	return nil
 }
 
 func (p *SIOPacket) parseArgs() error {
-	var args []json.RawMessage
-	if err := json.Unmarshal(p.Data, &args); err != nil {
+	args, err := SplitArray(p.Data)
+	if err != nil {
 		return malformed("payload is not a JSON array: %v", err)
 	}
-	if args == nil {
-		args = []json.RawMessage{}
-	}
-	p.args = args
+	p.args = args // never nil, so Args knows it is set
 	return nil
 }
 
@@ -208,24 +205,40 @@ func eventName(args []json.RawMessage) (string, error) {
 		return "", malformed("EVENT without a name")
 	}
 	// json.Unmarshal accepts null into a string; a null name is not a name.
-	if firstNonSpace(args[0]) != '"' {
+	tok := args[0]
+	if firstNonSpace(tok) != '"' {
 		return "", malformed("EVENT name must be a string")
 	}
-	var name string
-	if err := json.Unmarshal(args[0], &name); err != nil {
+	// The names the broker dispatches on cost no allocation.
+	switch string(tok) {
+	case `"` + EventToolCall + `"`:
+		return EventToolCall, nil
+	case `"` + EventToolResponse + `"`:
+		return EventToolResponse, nil
+	case `"` + EventToolCancel + `"`:
+		return EventToolCancel, nil
+	}
+	// Args come from SplitArray, so tok is one checked string token; this
+	// scan only finds out whether it needs unescaping.
+	end, escaped, nonASCII, err := scanString(tok, 0)
+	if err != nil || end != len(tok) {
+		return "", malformed("EVENT name must be a string")
+	}
+	name, err := unquote(tok, escaped, nonASCII)
+	if err != nil {
 		return "", malformed("EVENT name must be a string")
 	}
 	return name, nil
 }
 
 // Args splits an EVENT or ACK payload into its array elements. For an EVENT
-// the first element is the event name.
+// the first element is the event name. The elements alias Data.
 func (p *SIOPacket) Args() ([]json.RawMessage, error) {
 	if p.args != nil {
 		return p.args, nil
 	}
-	var args []json.RawMessage
-	if err := json.Unmarshal(p.Data, &args); err != nil {
+	args, err := SplitArray(p.Data)
+	if err != nil {
 		return nil, malformed("payload is not an array: %v", err)
 	}
 	return args, nil

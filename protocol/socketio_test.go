@@ -176,6 +176,30 @@ func TestSIOPacketArgsRejectsNonArray(t *testing.T) {
 	}
 }
 
+// null unmarshals into a nil []json.RawMessage without error, but it is no
+// argument list.
+func TestSIOPacketArgsRejectsNull(t *testing.T) {
+	p := protocol.SIOPacket{Type: protocol.SIOAck, Data: json.RawMessage(`null`)}
+	if args, err := p.Args(); !errors.Is(err, protocol.ErrMalformed) {
+		t.Fatalf("Args = %q, %v; want ErrMalformed", args, err)
+	}
+}
+
+func TestDecodeSIOUnescapesEventName(t *testing.T) {
+	for wire, want := range map[string]string{
+		`2["tool\u005fcall"]`: protocol.EventToolCall,
+		`2["tool_call"]`:      protocol.EventToolCall,
+		`2["\u00e9v\n"]`:      "\u00e9v\n",
+		"2[\"\xffx\"]":        "\ufffdx",
+		`2["",1]`:             "",
+	} {
+		p := mustDecodeSIO(t, wire)
+		if name, err := p.EventName(); err != nil || name != want {
+			t.Errorf("EventName of %q = %q, %v; want %q", wire, name, err, want)
+		}
+	}
+}
+
 func TestEncodeEventRoundTripsNameAndArgs(t *testing.T) {
 	names := []string{
 		protocol.EventToolCall, protocol.EventToolResponse, protocol.EventToolCancel,
