@@ -282,8 +282,7 @@ func (s *session) onEvent(p protocol.SIOPacket, received time.Time) bool {
 		s.log.Warn().Err(err).Msg("malformed event from broker ignored")
 		return false
 	}
-	var name string
-	_ = json.Unmarshal(args[0], &name) // DecodeSIO checked it is a string
+	name, _ := p.EventName() // DecodeSIO checked it is a string
 	switch name {
 	case protocol.EventToolCall:
 		return s.onToolCall(p.ID, args, received)

@@ -27,7 +27,7 @@ func decodeToolCall(args []json.RawMessage) (protocol.ToolCall, error) {
 	if firstByte(body) != '{' {
 		return call, errors.New("tool_call body must be an object")
 	}
-	if err := json.Unmarshal(body, &call); err != nil {
+	if err := protocol.DecodeToolCall(body, &call); err != nil {
 		var idOnly struct {
 			CorrelationID string `json:"correlation_id"`
 		}
@@ -170,12 +170,12 @@ func responseFrame(ackID int64, resp protocol.ToolResponse, maxPayload int) (fra
 }
 
 func encodeResponse(ackID int64, resp protocol.ToolResponse) []byte {
-	body, err := json.Marshal(resp)
-	if err != nil {
-		// Only an invalid Result can fail; the handler adapter never makes one.
-		body, _ = json.Marshal(protocol.Failure(resp.CorrelationID, protocol.CodeInternalError,
-			"encoding response: "+err.Error()))
+	if len(resp.Result) > 0 && !protocol.Valid(resp.Result) {
+		// The handler adapter never makes one; a route that builds its
+		// result by hand might.
+		resp = protocol.Failure(resp.CorrelationID, protocol.CodeInternalError, "encoding response: result is not valid JSON")
 	}
+	body := protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp)
 	if ackID >= 0 {
 		return protocol.EncodeAck(ackID, body)
 	}

@@ -103,16 +103,11 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusRequestEntityTooLarge, protocol.CodePayloadTooLarge, "request body over the broker's maxPayload")
 		return
 	}
-	var req CallRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
+	req, timeout, err := decodeCallRequest(body)
+	if err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "body is not a JSON call: "+err.Error())
 		return
-	}
-	timeout := protocol.DefaultTimeout
-	if req.Timeout != nil {
-		timeout = *req.Timeout
 	}
 	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
 		req.Payload = json.RawMessage("{}")
@@ -154,6 +149,22 @@ func (b *Broker) handleCall(c *gin.Context) {
 	b.finish(c, start, resp)
 }
 
+// decodeCallRequest reads a CallRequest body with the protocol's one-pass
+// decoder (the same fields as a ToolCall): a timeout left out or null is
+// protocol.DefaultTimeout.
+func decodeCallRequest(body []byte) (CallRequest, float64, error) {
+	call := protocol.ToolCall{Timeout: protocol.DefaultTimeout}
+	if err := protocol.DecodeToolCall(body, &call); err != nil {
+		return CallRequest{}, 0, err
+	}
+	return CallRequest{
+		Endpoint:           call.Endpoint,
+		Payload:            call.Payload,
+		CorrelationID:      call.CorrelationID,
+		WaitForWorkspaceMS: call.WaitForWorkspaceMS,
+	}, call.Timeout, nil
+}
+
 func (b *Broker) callBus(c *gin.Context, ws string, req CallRequest, timeout float64) protocol.ToolResponse {
 	return b.caller.Call(c.Request.Context(), caller.Request{
 		WorkspaceID:      ws,
@@ -172,11 +183,8 @@ func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolRespo
 	}
 	b.metrics.calls.WithLabelValues(outcome).Inc()
 	b.metrics.latency.Observe(time.Since(start).Seconds())
-	out, err := json.Marshal(resp)
-	if err != nil {
-		out, _ = json.Marshal(protocol.Failure(resp.CorrelationID, protocol.CodeInternalError, "response is not valid JSON"))
-	}
-	c.Data(http.StatusOK, "application/json", out)
+	// Results come out of validating decoders: copied, not parsed again.
+	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }
 
 func (b *Broker) handleList(c *gin.Context) {

@@ -353,11 +353,9 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Bool("success", resp.Success).Str("error", resp.Error).Msg("response delivered to caller")
 		return
 	}
-	msg, err := json.Marshal(resp)
-	if err != nil {
-		// Only a result that is not valid JSON gets here.
-		msg, _ = json.Marshal(protocol.Failure(call.CorrelationID, protocol.CodeInternalError, "response is not valid JSON: "+err.Error()))
-	}
+	// A result comes from a client's answer, which DecodeResponse
+	// validated: it is copied, not parsed again.
+	msg := protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp)
 	publish := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -657,7 +657,7 @@ func (c *conn) close(reason string, notify bool) {
 // bus's delivery goroutine and never blocks.
 func (c *conn) onBusMessage(msg []byte) {
 	var m protocol.BusMessage
-	if err := json.Unmarshal(msg, &m); err != nil {
+	if err := protocol.DecodeBusMessage(msg, &m); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("undecodable message on workspace channel")
 		return
 	}
@@ -771,16 +771,14 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		return
 	}
 
-	body, err := json.Marshal(protocol.ToolCall{
+	// The payload came out of a validating decoder (the bus message or
+	// the HTTP body): it is copied, not parsed again.
+	body := protocol.AppendToolCall(make([]byte, 0, 96+len(call.Payload)), &protocol.ToolCall{
 		CorrelationID: call.CorrelationID,
 		Endpoint:      call.Endpoint,
 		Payload:       call.Payload,
 		Timeout:       remaining.Seconds(),
 	})
-	if err != nil {
-		c.b.reply(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeInvalidRequest, "encoding call: "+err.Error()))
-		return
-	}
 
 	var fail *protocol.ToolResponse
 	c.mu.Lock()

@@ -102,7 +102,7 @@ func (c *Bus) Unmatched() int64 { return c.unmatched.Load() }
 
 func (c *Bus) onReply(msg []byte) {
 	var resp protocol.ToolResponse
-	if err := json.Unmarshal(msg, &resp); err != nil {
+	if err := protocol.DecodeToolResponse(msg, &resp); err != nil {
 		c.opts.Logger.Warn().Err(err).Msg("undecodable reply on caller inbox")
 		return
 	}
@@ -174,10 +174,10 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	if req.WaitForWorkspace {
 		call.WaitForWorkspaceMS = timeout.Milliseconds()
 	}
-	msg, err := json.Marshal(call)
-	if err != nil {
-		return protocol.Failure(cid, protocol.CodeInvalidRequest, "encoding call: "+err.Error())
+	if len(req.Payload) > 0 && !protocol.Valid(req.Payload) {
+		return protocol.Failure(cid, protocol.CodeInvalidRequest, "payload is not valid JSON")
 	}
+	msg := protocol.AppendBusMessage(make([]byte, 0, 160+len(req.Payload)), &call)
 	w := &waiting{c: c, ctx: ctx, req: req, cid: cid, timeout: timeout}
 
 	ch := make(chan event, 2)
