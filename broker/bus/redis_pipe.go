@@ -21,6 +21,9 @@ const (
 	// maxPipeQueue bounds the commands waiting for a connection (while one
 	// is being dialled); more fail at once.
 	maxPipeQueue = 100_000
+	// maxOwnWrites bounds the writes a publishing goroutine makes for
+	// others before it leaves the rest to a goroutine of the pipe.
+	maxOwnWrites = 4
 )
 
 // errPipeBusy is what a publish gets when the queue for a connection that is
@@ -127,13 +130,33 @@ func (p *pipe) publish(cmd, channel string, msg []byte, done pubDone) {
 
 // flushLocked writes the queued commands unless another goroutine is at it
 // (it then writes them too); p.mu is held on entry and released on return.
+// A publisher writes at most maxOwnWrites times: if commands keep coming, a
+// goroutine of the pipe takes over, so no publisher is kept writing for
+// others.
 func (p *pipe) flushLocked() {
 	if p.writing {
 		p.mu.Unlock()
 		return
 	}
 	p.writing = true
-	for len(p.out) > 0 && p.conn != nil {
+	p.writeOut(maxOwnWrites)
+}
+
+// writeOut writes what is queued, up to rounds writes (0: until the queue
+// is empty), then gives up the writing; p.mu is held on entry and released
+// on return.
+func (p *pipe) writeOut(rounds int) {
+	for n := 0; len(p.out) > 0 && p.conn != nil; n++ {
+		if rounds > 0 && n == rounds {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.mu.Lock()
+				p.writeOut(0)
+			}()
+			p.mu.Unlock()
+			return
+		}
 		conn, buf := p.conn, p.out
 		p.out, p.outN = p.spare[:0], 0
 		p.mu.Unlock()
@@ -326,7 +349,9 @@ func (p *pipe) brokenLocked(conn net.Conn, err error) {
 	}
 	if len(fail) > 0 {
 		// Not under p.mu: a pubDone may publish again.
+		p.wg.Add(1)
 		go func() {
+			defer p.wg.Done()
 			for _, done := range fail {
 				done(0, err)
 			}

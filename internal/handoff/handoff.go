@@ -17,9 +17,10 @@ import (
 )
 
 // DefaultAfter is how long a step may run before the loop moves on without
-// it: long enough for a handler that only computes and writes to a socket
-// with room, short enough that a blocked one costs the loop little.
-const DefaultAfter = time.Millisecond
+// it: long enough for a handler that only computes a little and writes to a
+// socket with room, short enough that steps which wait (on a disk, a child
+// process, a lock) still overlap almost as if each had its own goroutine.
+const DefaultAfter = 200 * time.Microsecond
 
 // Loop hands a loop over to a new goroutine when a step blocks. It is used
 // by one loop goroutine at a time (the current owner of the loop).
