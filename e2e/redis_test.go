@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
@@ -742,5 +744,70 @@ func TestRedisListShowsEveryInstancesWorkspaces(t *testing.T) {
 	}
 	if took > 2*time.Second {
 		t.Fatalf("list with a hung instance took %v; want about a second", took)
+	}
+}
+
+// TestRedisStalledClientDoesNotStallOtherWorkspaces: an IDE client on the
+// owner stops reading its socket while large calls keep coming for it, so
+// the owner's writes to it block. The owner writes calls on the goroutine
+// that reads Redis; that reading must move on, so another workspace on the
+// same owner keeps answering at once, and every call to the stalled client
+// is answered once it goes.
+func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
+	e := newRedisEnv(t)
+	a := e.broker("a")
+	b := e.broker("b")
+	startBridge(t, b, "ws-fine")
+
+	// A client that connects and then never reads again.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(b.url, "http", "ws", 1)+"/socket.io/?EIO=4&transport=websocket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if _, _, err := ws.Read(ctx); err != nil { // open packet
+		t.Fatal(err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, broker.RoleBridge, "ws-stalled")+`","workspace_id":"ws-stalled"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := ws.Read(ctx); err != nil || !strings.HasPrefix(string(msg), "40") {
+		t.Fatalf("CONNECT ack: %q, %v", msg, err)
+	}
+	b.waitWorkspace("ws-stalled", true, 10*time.Second)
+
+	// 48 calls of 900 kB: far more than the socket buffers hold.
+	tok := token(t, broker.RoleCaller, "*")
+	big := `{"endpoint":"/api/ping","timeout":20,"payload":"` + strings.Repeat("x", 900_000) + `"}`
+	var stalled []<-chan callResult
+	for range 48 {
+		stalled = append(stalled, a.goCall("ws-stalled", tok, big))
+	}
+	b.waitLine(10*time.Second, "call delivered to socket", `"workspace_id":"ws-stalled"`)
+
+	for i := range 20 {
+		r := a.call("ws-fine", tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"n":%d},"timeout":5}`, i))
+		if !r.resp.Success {
+			t.Fatalf("call %d to ws-fine while ws-stalled blocks: %+v", i, r.resp)
+		}
+		if r.elapsed > time.Second {
+			t.Fatalf("call %d to ws-fine took %v while ws-stalled blocks", i, r.elapsed)
+		}
+	}
+
+	// The stalled client goes: every call to it, delivered or still
+	// waiting behind the blocked write, is answered at once.
+	_ = ws.CloseNow()
+	closed := time.Now()
+	for i, ch := range stalled {
+		r := await(t, ch, 25*time.Second)
+		if r.resp.Error != protocol.CodeWorkspaceDisconnected {
+			t.Fatalf("stalled call %d: %+v; want workspace_disconnected", i, r.resp)
+		}
+	}
+	if took := time.Since(closed); took > 3*time.Second {
+		t.Fatalf("calls to the stalled client answered %v after it went; want at once", took)
 	}
 }

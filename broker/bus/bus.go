@@ -47,9 +47,12 @@ type AsyncPublisher interface {
 
 // Subscription is one Subscribe registration.
 type Subscription interface {
-	// Unsubscribe stops delivery: no call of h starts after it returns (one
-	// already running may finish). It may be called from within h, and is
-	// idempotent.
+	// Unsubscribe stops delivery. A message that reached the subscription
+	// before it ended is still handled (on Redis: every message Redis
+	// delivered before confirming the end, all of which its publishers
+	// counted), so a call of h may start after Unsubscribe returns; no
+	// message published after it returns is delivered. It may be called
+	// from within h, and is idempotent.
 	Unsubscribe(ctx context.Context) error
 }
 

@@ -406,7 +406,7 @@ type redisSub struct {
 	name string // channel without prefix
 	h    Handler
 	e    *entry
-	done atomic.Bool // set first thing by Unsubscribe: no handler call starts after
+	done atomic.Bool // set first thing by Unsubscribe
 
 	// A handler call in progress and the messages that arrived for this
 	// subscription meanwhile: they wait for it, in order (see

@@ -48,7 +48,10 @@ func (k connKey) String() string {
 type entry struct {
 	channel string    // with prefix
 	sub     *redisSub // the subscription served; nil while it is being ended
-	conn    *psConn
+	// ending is the subscription being ended: messages Redis delivers
+	// until it confirms the end were counted for it and are still handled.
+	ending *redisSub
+	conn   *psConn
 
 	gen        uint64 // conn generation the last SUBSCRIBE was sent on
 	pending    int    // commands sent on the current generation, not yet confirmed
@@ -479,7 +482,12 @@ func (c *psConn) onMessage(m *redis.Message) *redisSub {
 		return nil
 	}
 	if e := c.entries[m.Channel]; e != nil {
-		return e.sub
+		if e.sub != nil {
+			return e.sub
+		}
+		if e.held { // not for a Subscribe that failed
+			return e.ending // Redis counted this message for it
+		}
 	}
 	return nil
 }
@@ -606,7 +614,7 @@ func (r *Redis) sendUnsubscribe(e *entry) {
 			c.sendMu.Unlock()
 			return
 		}
-		e.sub = nil
+		e.ending, e.sub = e.sub, nil
 		ps := c.ps
 		if ps != nil && e.gen == c.gen {
 			e.pending++
@@ -632,7 +640,7 @@ func (c *psConn) serve(s *redisSub, msg []byte) {
 }
 
 func (c *psConn) call(s *redisSub, msg []byte) {
-	if s.done.Load() {
+	if c.r.isClosed.Load() {
 		return
 	}
 	defer func() {
