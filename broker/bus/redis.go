@@ -416,17 +416,32 @@ type redisSub struct {
 	backlog [][]byte
 }
 
-// enter claims the subscription's handler for msg; false means a handler
-// of the subscription is running and msg waits in its backlog.
-func (s *redisSub) enter(msg []byte) bool {
+// maxBacklog bounds the messages waiting for a subscription's blocked
+// handler; beyond it messages are handled at once, concurrently with it
+// (a broker then answers them overloaded), so memory stays bounded.
+const maxBacklog = 1024
+
+// How a message enters its subscription.
+const (
+	enterRun   = iota // the caller runs the handler for it
+	enterQueue        // it waits in the backlog for the running handler
+	enterSpill        // the backlog is full: handle it on a goroutine
+)
+
+// enter claims the subscription's handler for msg, or queues msg behind the
+// handler call that runs.
+func (s *redisSub) enter(msg []byte) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running {
+	switch {
+	case !s.running:
+		s.running = true
+		return enterRun
+	case len(s.backlog) < maxBacklog:
 		s.backlog = append(s.backlog, msg)
-		return false
+		return enterQueue
 	}
-	s.running = true
-	return true
+	return enterSpill
 }
 
 // next returns the next waiting message, or releases the handler.
