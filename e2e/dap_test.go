@@ -666,7 +666,14 @@ func startAttachTarget(t *testing.T, root string, cmd *exec.Cmd, owns func(strin
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			// A debugger still attached holds the dead process until it
+			// lets go; the bridge's cleanup, which runs later, ends it.
+			// Without this bound a failed test would hang the package.
+			t.Errorf("attach target %d did not exit within 10s of SIGKILL (still traced by a debugger?)", cmd.Process.Pid)
+		}
 		for _, l := range dbgProcessesIn(root) {
 			if pid, _ := strconv.Atoi(strings.Fields(l)[0]); pid > 0 && owns(l) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
