@@ -416,32 +416,22 @@ type redisSub struct {
 	backlog [][]byte
 }
 
-// maxBacklog bounds the messages waiting for a subscription's blocked
-// handler; beyond it messages are handled at once, concurrently with it
-// (a broker then answers them overloaded), so memory stays bounded.
-const maxBacklog = 1024
-
-// How a message enters its subscription.
-const (
-	enterRun   = iota // the caller runs the handler for it
-	enterQueue        // it waits in the backlog for the running handler
-	enterSpill        // the backlog is full: handle it on a goroutine
-)
-
-// enter claims the subscription's handler for msg, or queues msg behind the
-// handler call that runs.
-func (s *redisSub) enter(msg []byte) int {
+// enter claims the subscription's handler for msg; false means a handler
+// of the subscription is running and msg waits in its backlog. The backlog
+// has no count limit: handling a subscription's messages out of order would
+// break what its user builds on that order (a broker's takeover splits a
+// workspace's calls by it). It is bounded in time instead, by how long a
+// handler can block: a broker's socket write gives up after its write
+// timeout, and the rest is then answered at once.
+func (s *redisSub) enter(msg []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case !s.running:
-		s.running = true
-		return enterRun
-	case len(s.backlog) < maxBacklog:
+	if s.running {
 		s.backlog = append(s.backlog, msg)
-		return enterQueue
+		return false
 	}
-	return enterSpill
+	s.running = true
+	return true
 }
 
 // next returns the next waiting message, or releases the handler.

@@ -424,8 +424,7 @@ func (c *psConn) down(ps *redis.PubSub) (stopped bool) {
 // Unsubscribe from within a handler does until Redis confirms) has a new
 // goroutine take over the reading, and its own goroutine ends with it.
 // Messages for a subscription whose handler still runs wait for it, so each
-// subscription sees its messages one at a time and in order, unless more
-// than maxBacklog wait: those are handled at once, concurrently.
+// subscription sees its messages one at a time and in order.
 func (c *psConn) receive(ps *redis.PubSub) error {
 	errc := make(chan error, 1)
 	var loop *handoff.Loop
@@ -443,16 +442,8 @@ func (c *psConn) receive(ps *redis.PubSub) error {
 					continue
 				}
 				msg := []byte(m.Payload)
-				switch s.enter(msg) {
-				case enterQueue:
+				if !s.enter(msg) {
 					continue // after the handler call that runs
-				case enterSpill:
-					c.r.wg.Add(1)
-					go func() {
-						defer c.r.wg.Done()
-						c.call(s, msg)
-					}()
-					continue
 				}
 				if !loop.Do(func() { c.serve(s, msg) }) {
 					return // another goroutine reads now

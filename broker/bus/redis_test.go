@@ -469,38 +469,3 @@ func TestRedisClusterSlotMigrationMovesSubscription(t *testing.T) {
 		}
 	}
 }
-
-// TestRedisBlockedHandlerBacklogIsBounded: a subscription whose handler
-// blocks keeps up to a thousand messages waiting for it; the ones beyond
-// are handled at once, so a stuck handler cannot make the bus hold an
-// unbounded backlog.
-func TestRedisBlockedHandlerBacklogIsBounded(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := uniquePrefix(t)
-	sub := newRedis(t, bus.RedisConfig{URL: srv.URL(), Prefix: prefix})
-	pub := newRedis(t, bus.RedisConfig{URL: srv.URL(), Prefix: prefix})
-	release := make(chan struct{})
-	handled := make(chan string, 2048)
-	mustSubscribe(t, sub, "stuck", func(m []byte) {
-		if string(m) == "first" {
-			<-release
-		}
-		handled <- string(m)
-	})
-	defer close(release)
-	mustPublishN(t, pub, "stuck", "first", 1)
-	const waiting, beyond = 1024, 10
-	for i := range waiting + beyond {
-		mustPublishN(t, pub, "stuck", fmt.Sprint(i), 1)
-	}
-	for range beyond {
-		select {
-		case m := <-handled:
-			if m == "first" {
-				t.Fatal("the blocked handler returned")
-			}
-		case <-time.After(recoveryWait):
-			t.Fatalf("messages beyond the backlog were not handled while the handler blocks (%d handled)", len(handled))
-		}
-	}
-}
