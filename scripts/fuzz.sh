@@ -28,7 +28,20 @@ status=0
 for entry in "${targets[@]}"; do
   read -r pkg name <<<"$entry"
   echo "=== fuzz $name $pkg ($fuzztime)"
-  if $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"; then
+  out=$(mktemp)
+  $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written' "$out"; then
+    # Go's fuzzing coordinator can report its own stop at the end of
+    # -fuzztime as this error, with no failing input (a race in
+    # internal/fuzz, Go issue 75804, fixed in Go 1.27, not in 1.26.x).
+    # That is not a finding: run the target once more.
+    echo "fuzz: $name stopped with 'context deadline exceeded' and no failing input; running it once more"
+    $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tee "$out"
+    rc=${PIPESTATUS[0]}
+  fi
+  rm -f "$out"
+  if [ "$rc" -eq 0 ]; then
     echo "ok   fuzz $name $pkg"
   else
     echo "FAIL fuzz $name $pkg"
