@@ -649,6 +649,10 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 // would: same fields set (others keep their values), an error whenever
 // json.Unmarshal returns one (the text differs). It also rejects a top-level
 // null, which json.Unmarshal ignores. Payload aliases b.
+//
+// The key loop is written out in each decoder rather than shared through a
+// callback: passing the decoder to a func value makes it escape, which costs
+// an allocation per message on the hot path.
 func DecodeToolCall(b []byte, c *ToolCall) error {
 	saved := *c
 	d, err := openObject(b)
