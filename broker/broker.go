@@ -100,9 +100,9 @@ type Broker struct {
 	instances bus.Subscription
 
 	// inlineReplies: the in-memory bus delivers in the publisher's
-	// goroutine without blocking, so replies are published inline; on a
-	// network bus no read loop or bus delivery waits for Redis: replies go
-	// out with PublishAsync (or on a goroutine each, for a bus without it).
+	// goroutine without blocking, so replies are published inline and
+	// handed over without a copy; on a network bus no read loop or bus
+	// delivery waits for Redis: replies go out with PublishAsync.
 	inlineReplies bool
 
 	mu          sync.Mutex
@@ -356,34 +356,20 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	// A result comes from a client's answer, which DecodeResponse
 	// validated: it is copied, not parsed again.
 	msg := protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp)
-	publish := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		n, err := b.bus.Publish(ctx, call.ReplyTo, msg)
+	done := func(n int, err error) {
 		if err != nil || n == 0 {
 			// The caller gave up or is gone; never retried.
 			b.metrics.dropped.Inc()
 			b.log.Debug().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("reply reached no caller")
-			return
 		}
-		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("response published")
 	}
 	if b.inlineReplies {
-		publish()
+		done(b.bus.Publish(context.Background(), call.ReplyTo, msg)) // delivered at once, msg handed over
 		return
 	}
-	if ap, ok := b.bus.(bus.AsyncPublisher); ok {
-		// Written now (or with the batch under way); the count comes
-		// back later. No goroutine waits for it.
-		ap.PublishAsync(call.ReplyTo, msg, func(n int, err error) {
-			if err != nil || n == 0 {
-				b.metrics.dropped.Inc()
-				b.log.Debug().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("reply reached no caller")
-			}
-		})
-		return
-	}
-	b.wg.Go(publish)
+	// Written now (or with the batch under way); the count comes back
+	// later. No goroutine waits for it.
+	b.bus.PublishAsync(call.ReplyTo, msg, done)
 }
 
 // callLocal serves a call of this broker's HTTP API on the in-memory bus

@@ -29,20 +29,17 @@ type Bus interface {
 	// how many received it. A message published with no subscriber is lost.
 	// Publish takes ownership of msg: the caller must not touch it after.
 	Publish(ctx context.Context, channel string, msg []byte) (receivers int, err error)
+	// PublishAsync sends msg to channel as Publish does without waiting for
+	// the receiver count: it calls done exactly once with the outcome,
+	// possibly before it returns, otherwise from a goroutine of the bus.
+	// done must not block. PublishAsync keeps no reference to msg after it
+	// returns.
+	PublishAsync(channel string, msg []byte, done func(receivers int, err error))
 	// Subscribe calls h for every message published to channel from the
 	// moment Subscribe returns until the subscription is cancelled.
 	Subscribe(ctx context.Context, channel string, h Handler) (Subscription, error)
 	// Close ends every subscription; later calls return ErrClosed.
 	Close() error
-}
-
-// AsyncPublisher is implemented by buses that can publish without waiting
-// for the receiver count (Redis): PublishAsync sends msg to channel as Publish
-// does and calls done exactly once with the outcome, possibly before it
-// returns, otherwise from a goroutine of the bus. done must not block.
-// PublishAsync keeps no reference to msg after it returns.
-type AsyncPublisher interface {
-	PublishAsync(channel string, msg []byte, done func(receivers int, err error))
 }
 
 // Subscription is one Subscribe registration.

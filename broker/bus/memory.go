@@ -15,10 +15,7 @@ type Memory struct {
 	closed bool
 }
 
-var (
-	_ Bus            = (*Memory)(nil)
-	_ AsyncPublisher = (*Memory)(nil)
-)
+var _ Bus = (*Memory)(nil)
 
 // NewMemory returns an empty in-process bus.
 func NewMemory() *Memory {
@@ -55,8 +52,8 @@ func (m *Memory) Publish(ctx context.Context, channel string, msg []byte) (int, 
 	return n, nil
 }
 
-// PublishAsync implements AsyncPublisher: the in-memory bus delivers at
-// once, so done runs before it returns.
+// PublishAsync implements Bus: the in-memory bus delivers at once, so done
+// runs before it returns.
 func (m *Memory) PublishAsync(channel string, msg []byte, done func(int, error)) {
 	n, err := m.Publish(context.Background(), channel, append([]byte(nil), msg...))
 	done(n, err)

@@ -124,9 +124,8 @@ type Redis struct {
 }
 
 var (
-	_ Bus            = (*Redis)(nil)
-	_ Checker        = (*Redis)(nil)
-	_ AsyncPublisher = (*Redis)(nil)
+	_ Bus     = (*Redis)(nil)
+	_ Checker = (*Redis)(nil)
 )
 
 // NewRedis connects to Redis (or a Redis Cluster) and returns a bus. It
@@ -276,7 +275,7 @@ type pubResult struct {
 	err error
 }
 
-// PublishAsync implements AsyncPublisher. On a single server the command
+// PublishAsync implements Bus. On a single server the command
 // is written at once (or with the next batch) and the count comes from the
 // connection's reader; on a cluster a goroutine of the bus waits for it.
 func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) {

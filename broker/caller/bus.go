@@ -42,9 +42,6 @@ type Bus struct {
 	sub   bus.Subscription
 	onSub bus.Subscription
 
-	// async publishes without waiting for Redis' count (see Call).
-	async bus.AsyncPublisher
-
 	mu      sync.Mutex
 	waiters map[string]chan event
 	// gathers take every reply to their correlation id (see Gather).
@@ -77,7 +74,6 @@ func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
 		return nil, fmt.Errorf("subscribing caller inbox: %w", err)
 	}
 	c.sub = sub
-	c.async, _ = b.(bus.AsyncPublisher)
 	onSub, err := b.Subscribe(ctx, protocol.OnlineChannel, c.onOnline)
 	if err != nil {
 		_ = sub.Unsubscribe(ctx)
@@ -134,10 +130,9 @@ func (c *Bus) onReply(msg []byte) {
 // send blocks.
 type event struct {
 	resp protocol.ToolResponse
-	// published is set for a publish outcome (only 0 receivers or an
-	// error is reported).
+	// published is set for a publish outcome: only a publish that reached
+	// nobody (err nil) or failed (err) is reported.
 	published bool
-	n         int
 	err       error
 }
 
@@ -206,32 +201,15 @@ func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
 			// publish and the wait is not missed.
 			wake = c.waitOnline(req.WorkspaceID)
 		}
-		if c.async != nil {
-			// The command goes out now. Its count is reported on ch only
-			// when it is 0 or the publish failed; the reply may come
-			// first either way.
-			c.async.PublishAsync(channel, msg, func(n int, err error) {
-				if err != nil || n == 0 {
-					ch <- event{published: true, n: n, err: err}
-				}
-			})
-			w.log(c.opts.Logger.Debug()).Msg("call routed")
-		} else {
-			n, err := c.bus.Publish(ctx, channel, msg)
-			switch {
-			case err != nil:
-				c.forget(cid)
-				c.dropOnline(req.WorkspaceID, wake)
-				return w.publishFailed(err)
-			case n == 0:
-				// Publish takes ownership of msg; keep our own copy
-				// for a retry.
-				msg = append([]byte(nil), msg...)
-				ch <- event{published: true}
-			default:
-				w.log(c.opts.Logger.Debug()).Msg("call routed")
+		// The command goes out now. Its count is reported on ch only when
+		// it is 0 or the publish failed; the reply may come first either
+		// way. PublishAsync keeps no reference to msg, so a retry reuses it.
+		c.bus.PublishAsync(channel, msg, func(n int, err error) {
+			if err != nil || n == 0 {
+				ch <- event{published: true, err: err}
 			}
-		}
+		})
+		w.log(c.opts.Logger.Debug()).Msg("call routed")
 		resp, offline := w.await(ch, timer)
 		if !offline {
 			c.dropOnline(req.WorkspaceID, wake)
