@@ -103,7 +103,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusRequestEntityTooLarge, protocol.CodePayloadTooLarge, "request body over the broker's maxPayload")
 		return
 	}
-	req, timeout, err := decodeCallRequest(body)
+	req, err := decodeCallRequest(body)
 	if err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "body is not a JSON call: "+err.Error())
@@ -112,8 +112,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
 		req.Payload = json.RawMessage("{}")
 	}
-	probe := protocol.ToolCall{Endpoint: req.Endpoint, Timeout: timeout}
-	if err := probe.Validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.(*protocol.Error).Message)
 		return
@@ -128,20 +127,13 @@ func (b *Broker) handleCall(c *gin.Context) {
 	if req.CorrelationID == "" {
 		req.CorrelationID = uuid.NewString()
 	}
-	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", timeout).Msg("call received")
+	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
-		cid := req.CorrelationID
-		d := time.Duration(timeout * float64(time.Second))
-		resp = b.callLocal(c.Request.Context(), ws, protocol.ToolCall{
-			CorrelationID: cid,
-			Endpoint:      req.Endpoint,
-			Payload:       req.Payload,
-			Timeout:       timeout,
-			DeadlineMS:    time.Now().Add(d).UnixMilli(),
-		})
+		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
+		resp = b.callLocal(c.Request.Context(), ws, req)
 	} else {
-		resp = b.callBus(c, ws, req, timeout)
+		resp = b.callBus(c, ws, req)
 	}
 	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
@@ -150,27 +142,24 @@ func (b *Broker) handleCall(c *gin.Context) {
 }
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
-// decoder (the same fields as a ToolCall): a timeout left out or null is
-// protocol.DefaultTimeout.
-func decodeCallRequest(body []byte) (CallRequest, float64, error) {
+// decoder: its fields are a ToolCall's, and a timeout left out or null is
+// protocol.DefaultTimeout. Fields a caller may not set (reply_to,
+// deadline_ms) are dropped.
+func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	call := protocol.ToolCall{Timeout: protocol.DefaultTimeout}
 	if err := protocol.DecodeToolCall(body, &call); err != nil {
-		return CallRequest{}, 0, err
+		return protocol.ToolCall{}, err
 	}
-	return CallRequest{
-		Endpoint:           call.Endpoint,
-		Payload:            call.Payload,
-		CorrelationID:      call.CorrelationID,
-		WaitForWorkspaceMS: call.WaitForWorkspaceMS,
-	}, call.Timeout, nil
+	call.ReplyTo, call.DeadlineMS = "", 0
+	return call, nil
 }
 
-func (b *Broker) callBus(c *gin.Context, ws string, req CallRequest, timeout float64) protocol.ToolResponse {
+func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
 	return b.caller.Call(c.Request.Context(), caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
-		Timeout:          time.Duration(timeout * float64(time.Second)),
+		Timeout:          req.TimeoutDuration(),
 		WaitForWorkspace: req.WaitForWorkspaceMS > 0,
 		CorrelationID:    req.CorrelationID,
 	})
