@@ -169,12 +169,9 @@ func responseFrame(ackID int64, resp protocol.ToolResponse, maxPayload int) (fra
 	return frame, false
 }
 
+// encodeResponse copies resp.Result without parsing it again: a result only
+// ever comes from Handle's json.Marshal, which refuses invalid JSON.
 func encodeResponse(ackID int64, resp protocol.ToolResponse) []byte {
-	if len(resp.Result) > 0 && !protocol.Valid(resp.Result) {
-		// The handler adapter never makes one; a route that builds its
-		// result by hand might.
-		resp = protocol.Failure(resp.CorrelationID, protocol.CodeInternalError, "encoding response: result is not valid JSON")
-	}
 	body := protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp)
 	if ackID >= 0 {
 		return protocol.EncodeAck(ackID, body)
