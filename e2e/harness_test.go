@@ -182,9 +182,20 @@ func startBroker(t *testing.T, extra ...string) *brokerProc {
 
 func startBrokerOn(t *testing.T, addr string, extra ...string) *brokerProc {
 	t.Helper()
+	return runBroker(t, "broker", addr, nil, extra...)
+}
+
+// runBroker runs `tether broker` named name on addr, with env added to its
+// environment, and waits until it listens.
+func runBroker(t *testing.T, name, addr string, env []string, extra ...string) *brokerProc {
+	t.Helper()
 	args := append([]string{"broker", "--listen", addr, "--secret", secret, "--log-level", "debug"}, extra...)
-	p := start(t, "broker", exec.Command(tetherBin, args...))
-	line := p.waitLine(10*time.Second, "broker listening")
+	cmd := exec.Command(tetherBin, args...)
+	if env != nil {
+		cmd.Env = append(cmd.Environ(), env...)
+	}
+	p := start(t, name, cmd)
+	line := p.waitLine(20*time.Second, "broker listening")
 	var ev struct {
 		Listen   string `json:"listen"`
 		Instance string `json:"instance"`

@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,21 +64,7 @@ func (e *redisEnv) broker(name string, extra ...string) *brokerProc {
 // added to its environment.
 func startNamedBroker(t *testing.T, name string, env []string, extra ...string) *brokerProc {
 	t.Helper()
-	args := append([]string{"broker", "--listen", "127.0.0.1:0", "--secret", secret, "--log-level", "debug"}, extra...)
-	cmd := exec.Command(tetherBin, args...)
-	if env != nil {
-		cmd.Env = append(cmd.Environ(), env...)
-	}
-	p := start(t, name, cmd)
-	line := p.waitLine(20*time.Second, "broker listening")
-	var ev struct {
-		Listen   string `json:"listen"`
-		Instance string `json:"instance"`
-	}
-	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Listen == "" {
-		t.Fatalf("cannot read the listen address from %q", line)
-	}
-	return &brokerProc{proc: p, url: "http://" + ev.Listen, instance: ev.Instance}
+	return runBroker(t, name, "127.0.0.1:0", env, extra...)
 }
 
 // busCaller is a Go backend worker calling over Redis: caller.Bus on its own
