@@ -239,12 +239,41 @@ type procRef struct {
 	start uint64
 }
 
+// killGone bounds how long killAll waits for the processes it killed.
+const killGone = 2 * time.Second
+
+// killAll SIGKILLs procs and waits (up to killGone) until they are gone: a
+// debuggee is lldb-server's child, not ours, so nothing else waits for it,
+// and a session that reports it stopped must leave no process behind.
 func killAll(procs []procRef) {
+	var killed []procRef
 	for _, q := range procs {
-		if st, ok := startTime(q.pid); ok && st == q.start {
+		if q.running() {
 			_ = syscall.Kill(q.pid, syscall.SIGKILL)
+			killed = append(killed, q)
 		}
 	}
+	deadline := time.Now().Add(killGone)
+	for _, q := range killed {
+		for q.running() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// running reports whether q still runs: its pid names the same process
+// (same start time) and that process is not a zombie.
+func (q procRef) running() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := statFields(b)
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	return err == nil && st == q.start
 }
 
 // statFields returns the fields of /proc/pid/stat after the command name
@@ -255,19 +284,6 @@ func statFields(b []byte) []string {
 		return nil
 	}
 	return strings.Fields(string(b[i+1:]))
-}
-
-func startTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	f := statFields(b)
-	if len(f) < 20 {
-		return 0, false
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	return st, err == nil
 }
 
 // descendantsOf lists the processes below pid, read from /proc.
