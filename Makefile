@@ -36,7 +36,7 @@ help:
 	@echo 'make test       deps + build, go test -race ./..., then every fuzz target for $$FUZZTIME (10s)'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
 	@echo 'make fmt        gofmt -w the Go files'
-	@echo 'make lint       gofmt -l, go vet, staticcheck'
+	@echo 'make lint       gofmt -l, go mod tidy -diff, go vet, staticcheck'
 	@echo 'make bench      Go benchmarks, then bench-e2e'
 	@echo 'make bench-e2e  e2e load benchmarks against bin/tether'
 	@echo 'make run        build and run bin/tether up --root .'
@@ -83,6 +83,7 @@ fmt:
 lint: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION)
 	@files="$(GO_FILES)"; bad=$$([ -z "$$files" ] || gofmt -l $$files); \
 	if [ -n "$$bad" ]; then echo "gofmt would change (run make fmt):"; echo "$$bad"; exit 1; fi
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	$(GO) vet ./...
 	staticcheck ./...
 
