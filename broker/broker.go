@@ -131,7 +131,9 @@ func New(cfg Config) (*Broker, error) {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
 	}
-	_, b.inlineReplies = b.bus.(*bus.Memory)
+	if ip, ok := b.bus.(bus.InProcess); ok {
+		b.inlineReplies = ip.InProcess()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := caller.NewBus(ctx, b.bus, caller.BusOptions{

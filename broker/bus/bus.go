@@ -59,5 +59,15 @@ type Checker interface {
 	Ready(ctx context.Context) error
 }
 
+// InProcess is implemented by a bus whose subscribers all live in this
+// process and whose Publish runs their handlers before it returns (the
+// in-memory bus). A broker on such a bus serves its own API's calls without
+// the bus (the holder, if any, is in the same process) and publishes replies
+// inline. A bus that does not implement it, or answers false, gets the
+// general path: every call and reply goes through Publish and Subscribe.
+type InProcess interface {
+	InProcess() bool
+}
+
 // ErrClosed is returned by a Bus used after Close.
 var ErrClosed = errors.New("bus closed")

@@ -15,7 +15,10 @@ type Memory struct {
 	closed bool
 }
 
-var _ Bus = (*Memory)(nil)
+var (
+	_ Bus       = (*Memory)(nil)
+	_ InProcess = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-process bus.
 func NewMemory() *Memory {
@@ -29,6 +32,10 @@ type memorySub struct {
 
 	done atomic.Bool
 }
+
+// InProcess implements InProcess: every subscriber is in this process and
+// Publish delivers before it returns.
+func (m *Memory) InProcess() bool { return true }
 
 // Publish implements Bus.
 func (m *Memory) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
