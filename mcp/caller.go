@@ -51,6 +51,7 @@ func (tc *toolCall) raw(ctx context.Context, endpoint string, payload any, timeo
 		// Payloads are built from decoded tool arguments: plain values.
 		return protocol.ToolResponse{}, &toolError{Code: protocol.CodeInvalidRequest, Message: "encoding the payload: " + err.Error(), tool: tc.name}
 	}
+	timeout = min(timeout, time.Duration(protocol.MaxTimeout*float64(time.Second)))
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}

@@ -51,9 +51,6 @@ func New(opts Options) (*Server, error) {
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "tether", Title: "tether", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		SchemaCache:  schemaCache,
-		// Sessions are cheap; a client that vanished without closing its
-		// session is found out by the keepalive and its session closed.
-		KeepAlive: keepAlive,
 	})
 	s.sdk.AddReceivingMiddleware(s.listServed)
 	addTerminalTools(s)
@@ -62,9 +59,6 @@ func New(opts Options) (*Server, error) {
 	addDebugTools(s)
 	return s, nil
 }
-
-// keepAlive is how often the server pings each session's client.
-const keepAlive = 30 * time.Second
 
 // schemaCache is shared by every Server: the tool schemas are the same for
 // all workspaces.
