@@ -23,11 +23,14 @@ import (
 //	min:"0.1" max:"600" bounds of a number
 //	default:"30"        the value the SDK fills in when the argument is absent
 
-// schemaTypes maps Go types whose reflected schema would be wrong:
-// json.RawMessage is any JSON value, not an array of bytes; a debugger
-// variable holds variables (a recursive type has no reflected schema).
+// schemaTypes maps Go types whose reflected schema would be wrong or
+// unusable: json.RawMessage is any JSON value, not an array of bytes; an
+// empty schema would be written as `true`, which clients (the TypeScript
+// SDK) refuse as a property's schema; a debugger variable holds variables
+// (a recursive type has no reflected schema).
 var schemaTypes = map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
+	reflect.TypeFor[any]():             {Description: "any JSON value"},
 	reflect.TypeFor[dap.Variable](): {
 		Type:        "object",
 		Description: "a variable: name, value, type, variables_reference, and its children (variables) to the requested depth",

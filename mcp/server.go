@@ -33,7 +33,7 @@ type Server struct {
 	opts  Options
 	sdk   *sdk.Server
 	specs map[string]spec // by tool name; written only while New registers
-	bps   breakpoints
+	debug debugSessions
 }
 
 // New builds the server and registers its tools.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/dap"
@@ -128,7 +130,7 @@ func renderView(v StopView, next string) string {
 		}
 		b.WriteString(".")
 		if v.Note != "" {
-			fmt.Fprintf(&b, " %s.", line(strings.TrimSuffix(v.Note, "."), maxMessage))
+			fmt.Fprintf(&b, " %s.", sentence(line(strings.TrimSuffix(v.Note, "."), maxMessage)))
 		}
 		if v.Output != "" {
 			b.WriteString("\nProgram output (end):\n")
@@ -235,6 +237,12 @@ func renderVariables(b *strings.Builder, vars []dap.Variable, indent string, lim
 			renderVariables(b, v.Children, indent+"  ", shownChildren)
 		}
 	}
+}
+
+// sentence starts s with a capital letter.
+func sentence(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 // where is a frame's file:line, the file as short as it can be read.

@@ -177,6 +177,7 @@ func addDebugTools(s *Server) {
 		description: "Pause a running program and show where it is: stack, locals and source.",
 		group:       groupDebug,
 	}, func(ctx context.Context, tc *toolCall, in waitArgs) (StopView, string, error) {
+		tc.s.debug.takeFirstStop(in.SessionID)
 		v, err := control(ctx, tc, bridge.DebugPauseEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
 		return v, renderView(v, stoppedNext), err
 	})
@@ -186,6 +187,7 @@ func addDebugTools(s *Server) {
 		description: "Show a stopped session's state: where and why it stopped, the stack, the locals (expanded to variable_depth) and expressions. A running session is waited for, up to timeout_s.",
 		group:       groupDebug, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in snapshotArgs) (StopView, string, error) {
+		tc.s.debug.takeFirstStop(in.SessionID)
 		v, err := tc.view(ctx, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions, maxFrames: in.MaxFrames, depth: in.VariableDepth})
 		return v, renderView(v, stoppedNext), err
 	})
@@ -239,7 +241,7 @@ func addDebugTools(s *Server) {
 		var out dap.StopResult
 		err := tc.call(ctx, bridge.DebugStopEndpoint, dap.StopRequest{SessionID: in.SessionID, TerminateDebuggee: in.Terminate}, defaultTimeout, &out)
 		if err == nil {
-			tc.s.bps.forget(in.SessionID)
+			tc.s.debug.forget(in.SessionID)
 		}
 		text := fmt.Sprintf("Session %s is %s", line(in.SessionID, maxValue), line(out.State, maxValue))
 		if out.ExitCode != nil {
@@ -295,8 +297,9 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	if err := tc.call(ctx, bridge.DebugStartEndpoint, payload, in.timeout(), &out); err != nil {
 		return out, "", err
 	}
+	tc.s.debug.started(out.SessionID, out.State != dap.StateStopped)
 	for _, p := range order {
-		tc.s.bps.set(out.SessionID, p, files[p])
+		tc.s.debug.setBreakpoints(out.SessionID, p, files[p])
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Started session %s with %s; it is %s", line(out.SessionID, maxValue), line(out.Adapter, maxValue), line(out.State, maxValue))
@@ -332,7 +335,7 @@ func setBreakpoints(ctx context.Context, tc *toolCall, in setBreakpointsArgs) (d
 	if err := tc.call(ctx, bridge.DebugBreakpointsEndpoint, payload, quickCall, &out); err != nil {
 		return out, "", err
 	}
-	tc.s.bps.set(in.SessionID, in.Path, in.Breakpoints)
+	tc.s.debug.setBreakpoints(in.SessionID, in.Path, in.Breakpoints)
 	var b strings.Builder
 	if len(in.Breakpoints) == 0 {
 		fmt.Fprintf(&b, "Cleared the breakpoints of %s.", line(in.Path, maxValue))
@@ -371,9 +374,14 @@ func renderBreakpoints(b *strings.Builder, got []dap.Breakpoint, asked []fileBre
 }
 
 // continueSession resumes a stopped session, or waits for a running one,
-// and shows the next stop.
+// and shows the next stop. Right after debug_start, the next stop is the
+// first: if the program already reached it, that is what is shown.
 func continueSession(ctx context.Context, tc *toolCall, in continueArgs) (StopView, string, error) {
 	opts := viewOpts{expressions: in.Expressions}
+	if tc.s.debug.takeFirstStop(in.SessionID) && in.Wait {
+		v, err := tc.view(ctx, in.SessionID, in.timeout(), opts)
+		return v, renderView(v, stoppedNext), err
+	}
 	if !in.Wait {
 		var res dap.ControlResult
 		err := tc.call(ctx, bridge.DebugContinueEndpoint, map[string]any{"session_id": in.SessionID, "wait": false}, quickCall, &res)
@@ -408,6 +416,7 @@ func control(ctx context.Context, tc *toolCall, endpoint, id string, wait time.D
 }
 
 func step(ctx context.Context, tc *toolCall, in stepArgs) (StopView, string, error) {
+	tc.s.debug.takeFirstStop(in.SessionID)
 	endpoint := map[string]string{"over": bridge.DebugStepOverEndpoint, "into": bridge.DebugStepIntoEndpoint, "out": bridge.DebugStepOutEndpoint}[in.Kind]
 	if endpoint == "" {
 		endpoint = bridge.DebugStepOverEndpoint
@@ -423,7 +432,8 @@ func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, e
 	if err := target.check(); err != nil {
 		return StopView{SessionID: in.SessionID}, "", err
 	}
-	kept := tc.s.bps.get(in.SessionID, in.Path)
+	tc.s.debug.takeFirstStop(in.SessionID) // it runs to the line, past any earlier stop
+	kept := tc.s.debug.breakpoints(in.SessionID, in.Path)
 	set := append(slices.Clone(kept), target)
 	var placed dap.SetBreakpointsResult
 	payload := map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": set}

@@ -127,6 +127,8 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, req.Endpoint)
 	switch req.Endpoint {
+	case bridge.DebugStartEndpoint:
+		return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateRunning})
 	case bridge.DebugContinueEndpoint:
 		if d.running {
 			// The bridge answers at once for a session that already runs.
@@ -158,5 +160,24 @@ func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 	}
 	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" /api/workspace/read-file" {
 		t.Errorf("calls %s", got)
+	}
+}
+
+func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing.T) {
+	d := &debugScript{running: false} // it reached the breakpoint before continue came
+	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+	ok(t, cs, "debug_start", map[string]any{"language": "c", "program": "add_numbers", "breakpoints": []any{map[string]any{"path": "add_numbers.c", "line": 4}}}, nil)
+	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+	if !strings.Contains(txt, "sum = 5") {
+		t.Errorf("text:\n%s", txt)
+	}
+	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" /api/workspace/read-file" {
+		t.Errorf("calls %s: want no continue before the first stop was shown", got)
+	}
+	// The next continue resumes.
+	d.calls = nil
+	ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+	if len(d.calls) == 0 || d.calls[0] != bridge.DebugContinueEndpoint {
+		t.Errorf("second continue made %v", d.calls)
 	}
 }
