@@ -396,11 +396,11 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 	case resp := <-ch:
 		return resp
 	case <-guard.C:
-		c.cancelCall(call.CorrelationID, "no answer by the deadline")
+		c.calls.cancel(call.CorrelationID, "no answer by the deadline")
 		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("call outlived its deadline in the pending table")
 		return protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "no answer by the deadline")
 	case <-ctx.Done():
-		c.cancelCall(call.CorrelationID, "caller gone")
+		c.calls.cancel(call.CorrelationID, "caller gone")
 		select {
 		case resp := <-ch: // answered by the cancel or a racing answer
 			return resp
@@ -432,7 +432,7 @@ func (b *Broker) Workspaces() []Workspace {
 			WorkspaceID: c.workspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),
 			Instance:    b.cfg.InstanceID,
-			InFlight:    c.pendingCount(),
+			InFlight:    c.calls.count(),
 		})
 	}
 	return out
@@ -477,7 +477,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	for _, c := range conns {
-		c.failPending(protocol.CodeBrokerShutdown, "broker is shutting down")
+		c.calls.failAll(protocol.CodeBrokerShutdown, "broker is shutting down")
 		c.close(ReasonShutdown, true)
 	}
 	// HTTP calls still waiting on another instance's answer are released
@@ -506,7 +506,7 @@ func (b *Broker) inFlight() int {
 	b.mu.Unlock()
 	n := 0
 	for _, c := range conns {
-		n += c.pendingCount()
+		n += c.calls.count()
 	}
 	return n
 }

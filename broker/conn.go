@@ -70,26 +70,13 @@ type conn struct {
 	closed       bool
 	replaced     bool // a newer holder took the workspace: stay silent on calls
 	sub          bus.Subscription
-	pending      map[string]*pending // by correlation id
-	acks         map[int64]string    // ack id -> correlation id
-	nextAck      int64
+	calls        callTable // guarded by mu too
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel
 	settled bool                // hold knows shared
 	shared  bool                // another holder was subscribed when the takeover went out
 	early   []protocol.ToolCall // calls that arrived while joining
-}
-
-// pending is a call delivered to this connection and not yet answered.
-type pending struct {
-	call  protocol.ToolCall
-	ackID int64
-	timer *time.Timer
-	// waiter, when set, receives the answer in-process (a call from this
-	// broker's own HTTP API on the in-memory bus); otherwise the answer is
-	// published to call.ReplyTo.
-	waiter chan<- protocol.ToolResponse
 }
 
 func newSID() string {
@@ -153,15 +140,14 @@ var acceptOptions = &websocket.AcceptOptions{
 func (b *Broker) newConn(r *http.Request) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		b:       b,
-		id:      newSID(),
-		remote:  r.RemoteAddr,
-		ctx:     ctx,
-		cancel:  cancel,
-		held:    true,
-		pending: make(map[string]*pending),
-		acks:    make(map[int64]string),
+		b:      b,
+		id:     newSID(),
+		remote: r.RemoteAddr,
+		ctx:    ctx,
+		cancel: cancel,
+		held:   true,
 	}
+	c.calls = newCallTable(&c.mu, c, b.log, b.metrics.inFlight, b.metrics.duplicates)
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		c.bearer = strings.TrimPrefix(h, "Bearer ")
 	}
@@ -469,7 +455,7 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 			c.event(c.b.log.Debug()).Int64("ack", p.ID).Msg("ack without a response ignored")
 			return ""
 		}
-		c.answer(resp, p.ID)
+		c.calls.answer(resp, p.ID)
 	case protocol.SIOEvent:
 		name, _ := p.EventName() // validated by DecodeSIO
 		if p.HasAck() {
@@ -489,7 +475,7 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 			c.event(c.b.log.Debug()).Msg("tool_response without correlation_id ignored")
 			return ""
 		}
-		c.answer(resp, protocol.NoAck)
+		c.calls.answer(resp, protocol.NoAck)
 	case protocol.SIOConnectError:
 		return c.malformed(fmt.Errorf("CONNECT_ERROR from a client"))
 	}
@@ -584,9 +570,7 @@ func (c *conn) close(reason string, notify bool) {
 	if c.hbTimer != nil {
 		c.hbTimer.Stop()
 	}
-	pend := c.pending
-	c.pending = nil
-	c.acks = nil
+	pend := c.calls.takeAllLocked()
 	sub := c.sub
 	c.sub = nil
 	c.queue = nil
@@ -599,8 +583,9 @@ func (c *conn) close(reason string, notify bool) {
 	}
 	c.joining.Store(false)
 	c.mu.Unlock()
+	gone := "workspace client disconnected: " + reason
 	for _, call := range early {
-		c.b.reply(call, nil, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected: "+reason))
+		c.calls.finish(&pending{call: call}, endDisconnected, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, gone), reason)
 	}
 
 	if sub != nil {
@@ -613,12 +598,7 @@ func (c *conn) close(reason string, notify bool) {
 	if wasConnected {
 		c.b.release(c)
 	}
-	for _, p := range pend {
-		p.timer.Stop()
-		c.b.metrics.inFlight.Dec()
-		c.event(c.b.log.Info()).Str("correlation_id", p.call.CorrelationID).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("client disconnected with call pending")
-		c.b.reply(p.call, p.waiter, protocol.Failure(p.call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected: "+reason))
-	}
+	c.calls.finishAll(pend, endDisconnected, protocol.CodeWorkspaceDisconnected, gone, reason)
 	c.event(c.b.log.Info()).Str("reason", reason).Int("pending_answered", len(pend)).Msg("connection closed")
 
 	// Closing handshakes wait on the peer; do it off the caller's goroutine
@@ -668,7 +648,7 @@ func (c *conn) onBusMessage(msg []byte) {
 		}
 		c.deliver(m.ToolCall, nil)
 	case protocol.BusCancel:
-		c.cancelCall(m.CorrelationID, m.Reason)
+		c.calls.cancel(m.CorrelationID, m.Reason)
 	case protocol.BusTakeover:
 		c.takeover(m)
 	default:
@@ -757,7 +737,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		return
 	}
 	if err := call.Validate(); err != nil {
-		c.b.reply(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
+		c.calls.refuse(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
 		return
 	}
 	now := time.Now()
@@ -767,7 +747,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	}
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
-		c.b.reply(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
+		c.calls.refuse(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
 		return
 	}
 
@@ -780,50 +760,34 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		Timeout:       remaining.Seconds(),
 	})
 
-	var fail *protocol.ToolResponse
 	c.mu.Lock()
-	switch {
-	case c.replaced && waiter == nil:
+	if c.replaced && waiter == nil {
 		c.mu.Unlock()
 		return // the new holder also received it from the bus and answers
-	case c.replaced:
-		fail = &protocol.ToolResponse{Error: protocol.CodeWorkspaceDisconnected, Message: "workspace client was replaced by a newer connection"}
-	case c.closed:
-		fail = &protocol.ToolResponse{Error: protocol.CodeWorkspaceDisconnected, Message: "workspace client disconnected"}
-	case waiter == nil && c.pending[call.CorrelationID] != nil && c.pending[call.CorrelationID].call.ReplyTo == call.ReplyTo:
-		// The same call again (a bus that resends after a broken
-		// connection): it is in flight and will be answered once.
-		c.mu.Unlock()
-		c.callEvent(c.b.log.Debug(), &call).Msg("duplicate delivery of a call in flight dropped")
-		return
-	case c.pending[call.CorrelationID] != nil:
-		fail = &protocol.ToolResponse{Error: protocol.CodeInvalidRequest, Message: "correlation_id already in flight from another caller"}
-	case len(c.pending) >= c.b.cfg.MaxInFlight:
-		fail = &protocol.ToolResponse{Error: protocol.CodeOverloaded, Message: fmt.Sprintf("workspace has %d calls in flight", len(c.pending))}
 	}
-	if fail == nil {
-		c.nextAck++
-		ack := c.nextAck
+	verdict, fail := c.admitLocked(&call, waiter)
+	if verdict == admitted {
+		ack := c.calls.nextAckLocked()
 		frame := protocol.EncodeEvent(ack, protocol.EventToolCall, body)
-		if len(frame) > c.b.cfg.MaxPayload {
-			fail = &protocol.ToolResponse{Error: protocol.CodePayloadTooLarge, Message: fmt.Sprintf("call is %d bytes, over the %d byte limit", len(frame), c.b.cfg.MaxPayload)}
-		} else if !c.enqueueLocked(frame) {
-			fail = &protocol.ToolResponse{Error: protocol.CodeOverloaded, Message: "client is not reading its socket"}
-		} else {
-			cid := call.CorrelationID
-			c.pending[cid] = &pending{call: call, ackID: ack, waiter: waiter, timer: time.AfterFunc(remaining, func() { c.expire(cid) })}
-			c.acks[ack] = cid
+		switch {
+		case len(frame) > c.b.cfg.MaxPayload:
+			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodePayloadTooLarge, fmt.Sprintf("call is %d bytes, over the %d byte limit", len(frame), c.b.cfg.MaxPayload))
+		case !c.enqueueLocked(frame):
+			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeOverloaded, "client is not reading its socket")
+		default:
+			c.calls.addLocked(call, ack, waiter, remaining)
 		}
 	}
-	start := fail == nil && c.kickLocked()
+	start := verdict == admitted && c.kickLocked()
 	c.mu.Unlock()
-	if fail != nil {
-		fail.CorrelationID = call.CorrelationID
-		c.callEvent(c.b.log.Debug(), &call).Str("error", fail.Error).Msg("call answered without delivery")
-		c.b.reply(call, waiter, *fail)
+	switch verdict {
+	case resent:
+		c.callEvent(c.b.log.Debug(), &call).Msg("duplicate delivery of a call in flight dropped")
+		return
+	case refused:
+		c.calls.refuse(call, waiter, fail)
 		return
 	}
-	c.b.metrics.inFlight.Inc()
 	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
 	if start {
 		// Write the frame on this goroutine and save a handoff: a caller
@@ -835,98 +799,25 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	}
 }
 
-// take removes a pending call; exactly one of answer, expire, cancel and
-// close gets it.
-func (c *conn) take(cid string) *pending {
-	p := c.pending[cid]
-	if p == nil {
-		return nil
+// admitLocked decides whether c takes call: not when it was replaced or
+// closed, otherwise as its call table decides.
+func (c *conn) admitLocked(call *protocol.ToolCall, waiter chan<- protocol.ToolResponse) (admission, protocol.ToolResponse) {
+	switch {
+	case c.replaced:
+		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client was replaced by a newer connection")
+	case c.closed:
+		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected")
 	}
-	delete(c.pending, cid)
-	delete(c.acks, p.ackID)
-	return p
+	return c.calls.admitLocked(call, waiter == nil, c.b.cfg.MaxInFlight)
 }
 
-// answer completes a call with the client's response. ackID is NoAck for a
-// tool_response event.
-func (c *conn) answer(resp protocol.ToolResponse, ackID int64) {
-	c.mu.Lock()
-	if ackID != protocol.NoAck {
-		cid, ok := c.acks[ackID]
-		if !ok {
-			c.mu.Unlock()
-			c.b.metrics.duplicates.Inc()
-			c.event(c.b.log.Debug()).Int64("ack", ackID).Msg("ack for no pending call dropped")
-			return
-		}
-		resp.CorrelationID = cid
-	}
-	p := c.take(resp.CorrelationID)
-	c.mu.Unlock()
-	if p == nil {
-		// Already answered, or never sent to this connection: a client may
-		// only answer its own calls.
-		c.b.metrics.duplicates.Inc()
-		c.event(c.b.log.Debug()).Str("correlation_id", resp.CorrelationID).Msg("answer for no pending call dropped")
-		return
-	}
-	p.timer.Stop()
-	c.b.metrics.inFlight.Dec()
-	c.event(c.b.log.Debug()).Str("correlation_id", resp.CorrelationID).Str("endpoint", p.call.Endpoint).Bool("success", resp.Success).Msg("response received")
-	c.b.reply(p.call, p.waiter, resp)
+// reply implements callOwner.
+func (c *conn) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
+	c.b.reply(call, waiter, resp)
 }
 
-// expire answers a call whose deadline passed and tells the client to stop.
-func (c *conn) expire(cid string) {
-	c.mu.Lock()
-	p := c.take(cid)
-	c.mu.Unlock()
-	if p == nil {
-		return
-	}
-	c.b.metrics.inFlight.Dec()
-	c.event(c.b.log.Info()).Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Msg("call timed out")
-	c.b.reply(p.call, p.waiter, protocol.Failure(cid, protocol.CodeTimeout, fmt.Sprintf("no answer within %gs", p.call.Timeout)))
-	c.sendCancel(cid, "timeout")
-}
-
-// cancelCall ends a call whose caller stopped waiting.
-func (c *conn) cancelCall(cid, reason string) {
-	c.mu.Lock()
-	p := c.take(cid)
-	c.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.timer.Stop()
-	c.b.metrics.inFlight.Dec()
-	c.event(c.b.log.Info()).Str("correlation_id", cid).Str("endpoint", p.call.Endpoint).Str("reason", reason).Msg("call cancelled")
-	c.b.reply(p.call, p.waiter, protocol.Failure(cid, protocol.CodeCancelled, "caller cancelled: "+reason))
-	c.sendCancel(cid, reason)
-}
-
+// sendCancel implements callOwner: it queues a tool_cancel for the client.
 func (c *conn) sendCancel(cid, reason string) {
 	body, _ := json.Marshal(protocol.ToolCancel{CorrelationID: cid, Reason: reason})
 	c.send(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolCancel, body))
-}
-
-// drainPending answers every pending call with code (shutdown).
-func (c *conn) failPending(code, msg string) {
-	c.mu.Lock()
-	pend := c.pending
-	c.pending = make(map[string]*pending)
-	c.acks = make(map[int64]string)
-	c.mu.Unlock()
-	for _, p := range pend {
-		p.timer.Stop()
-		c.b.metrics.inFlight.Dec()
-		c.b.reply(p.call, p.waiter, protocol.Failure(p.call.CorrelationID, code, msg))
-		c.sendCancel(p.call.CorrelationID, code)
-	}
-}
-
-func (c *conn) pendingCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pending)
 }
