@@ -248,6 +248,22 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 	}
 }
 
+// A replaced connection's goodbye, frame by frame: the disconnect_reason
+// event, then the Socket.IO DISCONNECT packet, then the close.
+func TestReplacedConnectionGetsReasonThenDisconnectPacket(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleBridge, "ws1")
+	old := e.connect("ws1", tok)
+	e.connect("ws1", tok)
+	if f := string(old.next()); !strings.HasPrefix(f, `42["`+broker.EventDisconnectReason+`",`) || !strings.Contains(f, broker.ReasonReplaced) {
+		t.Fatalf("first goodbye frame %q, want the disconnect_reason event", f)
+	}
+	if f := string(old.next()); f != "41" {
+		t.Fatalf("second goodbye frame %q, want the DISCONNECT packet 41", f)
+	}
+	old.waitClosed(2 * time.Second)
+}
+
 func TestAnswerToAnotherConnectionsCallIgnored(t *testing.T) {
 	e := newEnv(t)
 	c1 := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))

@@ -179,7 +179,7 @@ func (c *conn) close(reason string, notify bool) {
 		if notify && wasConnected {
 			body, _ := json.Marshal(map[string]string{"reason": reason})
 			_ = c.writeNow(protocol.EncodeEvent(protocol.NoAck, EventDisconnectReason, body))
-			_ = c.writeNow([]byte("41"))
+			_ = c.writeNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIODisconnect, ID: protocol.NoAck}))
 		}
 		status := websocket.StatusNormalClosure
 		switch reason {

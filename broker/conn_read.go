@@ -103,9 +103,7 @@ func (c *conn) malformed(err error) string {
 // handleSIO handles one Socket.IO packet; a non-empty result ends the
 // connection with that reason.
 func (c *conn) handleSIO(p protocol.SIOPacket) string {
-	c.mu.Lock()
-	connected := c.workspaceID() != ""
-	c.mu.Unlock()
+	connected := c.workspaceID() != "" // an atomic: no lock
 	if p.Type == protocol.SIOConnect {
 		if connected {
 			return c.malformed(fmt.Errorf("second CONNECT"))

@@ -29,9 +29,9 @@ func (c *conn) send(frame []byte) bool {
 	return ok
 }
 
-// enqueue adds a frame to the outgoing queue. It never blocks; it returns
-// false when the connection is closed or its queue is full (a client that
-// does not read).
+// enqueueLocked adds a frame to the outgoing queue; c.mu is held. It never
+// blocks; it returns false when the connection is closed or its queue is
+// full (a client that does not read).
 func (c *conn) enqueueLocked(frame []byte) bool {
 	if c.closed || len(c.queue) >= c.b.cfg.MaxInFlight+64 {
 		return false

@@ -17,10 +17,7 @@ import (
 // connect timeout. The caller stops the timer it returns.
 func (c *conn) connectDeadline() *time.Timer {
 	return time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
-		c.mu.Lock()
-		connected := c.workspaceID() != ""
-		c.mu.Unlock()
-		if !connected {
+		if c.workspaceID() == "" { // an atomic: no lock
 			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
 			c.close("connect timeout", false)
 		}
