@@ -69,12 +69,12 @@ var acceptOptions = &websocket.AcceptOptions{
 func (b *Broker) newConn(r *http.Request) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		b:      b,
-		id:     newSID(),
-		remote: r.RemoteAddr,
-		ctx:    ctx,
-		cancel: cancel,
-		held:   true,
+		b:             b,
+		id:            newSID(),
+		remote:        r.RemoteAddr,
+		ctx:           ctx,
+		cancel:        cancel,
+		connectAckDue: true,
 	}
 	c.calls = newCallTable(&c.mu, c, b.log, b.metrics.inFlight, b.metrics.duplicates)
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {

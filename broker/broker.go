@@ -5,8 +5,8 @@
 // Routing goes through a bus.Bus: the broker that holds a workspace's socket
 // subscribes to its channel; a call is published there with the caller's
 // inbox as reply_to. On one instance the bus is in-memory; several instances
-// share a Redis bus. The broker's HTTP caller API is a caller.Bus like any
-// backend worker on Redis.
+// share a Redis bus. The broker's HTTP caller API is a caller.BusCaller like
+// any backend worker on Redis.
 package broker
 
 import (
@@ -94,7 +94,7 @@ type Broker struct {
 	ownBus  bool
 	auth    *authenticator
 	metrics *metrics
-	caller  *caller.Bus
+	caller  *caller.BusCaller
 	handler http.Handler
 	// instances answers list requests from any instance's API.
 	instances bus.Subscription
@@ -107,7 +107,7 @@ type Broker struct {
 
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
-	held        map[string]*conn // workspace -> the local connection holding it
+	holders     map[string]*conn // workspace -> the local connection holding it
 	polls       sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
 	draining    atomic.Bool
 	apiCalls    sync.WaitGroup // HTTP calls in progress
@@ -125,7 +125,7 @@ func New(cfg Config) (*Broker, error) {
 		auth:    newAuthenticator(cfg.Secret),
 		metrics: newMetrics(),
 		conns:   make(map[*conn]struct{}),
-		held:    make(map[string]*conn),
+		holders: make(map[string]*conn),
 	}
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
@@ -136,7 +136,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := caller.NewBus(ctx, b.bus, caller.BusOptions{
+	c, err := caller.NewBusCaller(ctx, b.bus, caller.BusCallerOptions{
 		Grace:       cfg.CallGrace,
 		Logger:      b.log,
 		OnUnmatched: b.metrics.dropped.Inc,
@@ -269,7 +269,7 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 // travel as values (no JSON round trips through the bus).
 func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCall) protocol.ToolResponse {
 	b.mu.Lock()
-	c := b.held[ws]
+	c := b.holders[ws]
 	b.mu.Unlock()
 	if c == nil {
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
@@ -311,8 +311,8 @@ type Workspace struct {
 // Workspaces lists the workspaces whose socket this broker holds.
 func (b *Broker) Workspaces() []Workspace {
 	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.held))
-	for _, c := range b.held {
+	conns := make([]*conn, 0, len(b.holders))
+	for _, c := range b.holders {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()

@@ -35,9 +35,9 @@ const (
 const EventDisconnectReason = "disconnect_reason"
 
 // conn is one WebSocket client. The HTTP handler goroutine runs its read
-// loop; frames go out through a queue drained by a goroutine that exists only
-// while there is something to write, so an idle connection costs one
-// goroutine. All state below mu is guarded by it; no I/O happens under it.
+// loop; frames go out through a queue written by a goroutine that exists
+// only while there is something to write (writeQueued), so an idle
+// connection costs one goroutine. All state below mu is guarded by it; no I/O happens under it.
 type conn struct {
 	b      *Broker
 	tr     transport
@@ -56,17 +56,17 @@ type conn struct {
 	ctx    context.Context // ends the read loop
 	cancel context.CancelFunc
 
-	mu           sync.Mutex
-	hbTimer      *time.Timer
-	awaitingPong bool
-	queue        [][]byte
-	spare        [][]byte
-	writing      bool
-	held         bool // writer waits until the CONNECT ack is queued first
-	closed       bool
-	replaced     bool // a newer holder took the workspace: stay silent on calls
-	sub          bus.Subscription
-	calls        callTable // guarded by mu too
+	mu            sync.Mutex
+	hbTimer       *time.Timer
+	awaitingPong  bool
+	queue         [][]byte
+	spare         [][]byte
+	writing       bool
+	connectAckDue bool // the writer waits: the CONNECT ack goes out first
+	closed        bool
+	replaced      bool // a newer holder took the workspace: stay silent on calls
+	sub           bus.Subscription
+	calls         callTable // guarded by mu too
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel

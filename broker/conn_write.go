@@ -43,16 +43,22 @@ func (c *conn) enqueueLocked(frame []byte) bool {
 // kickLocked starts the writer if frames wait and none runs. It returns
 // whether the caller must start it (outside the lock).
 func (c *conn) kickLocked() bool {
-	if c.writing || c.held || c.closed || len(c.queue) == 0 {
+	if c.writing || c.connectAckDue || c.closed || len(c.queue) == 0 {
 		return false
 	}
 	c.writing = true
 	return true
 }
 
-func (c *conn) startWriter() { c.b.wg.Go(c.drain) }
+// startWriter runs writeQueued on a goroutine of the broker's wait group;
+// call it when kickLocked says so.
+func (c *conn) startWriter() { c.b.wg.Go(c.writeQueued) }
 
-func (c *conn) drain() {
+// writeQueued is the writer: it writes the queued frames, batch by batch
+// and never under mu, until the queue is empty, then stops being the
+// writer. It runs on startWriter's goroutine, or on deliver's, which saves
+// the handoff for a call's frame.
+func (c *conn) writeQueued() {
 	for {
 		c.mu.Lock()
 		if c.closed || len(c.queue) == 0 {

@@ -22,7 +22,7 @@ func (c *conn) onBusMessage(msg []byte) {
 	}
 	switch m.Type {
 	case protocol.BusCall:
-		if c.joining.Load() && c.holdEarly(m.ToolCall) {
+		if c.joining.Load() && c.keepEarly(m.ToolCall) {
 			return
 		}
 		c.deliver(m.ToolCall, nil)
@@ -102,7 +102,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 		// moves its reading to another goroutine if the write blocks (the
 		// workspace's later calls wait for this one, as they would in the
 		// queue).
-		c.drain()
+		c.writeQueued()
 	}
 }
 

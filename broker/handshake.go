@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/tetherdev/tether/protocol"
@@ -59,10 +58,9 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		}
 	}
 	if err != nil {
-		var pe *protocol.Error
-		errors.As(err, &pe)
-		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", pe.Code).Msg("CONNECT refused: " + pe.Message)
-		c.connectError("/", pe.Message, pe.Code)
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", refusal.Error).Msg("CONNECT refused: " + refusal.Message)
+		c.connectError("/", refusal.Message, refusal.Error)
 		return "CONNECT refused"
 	}
 	if err := c.b.hold(c, ws); err != nil {
@@ -89,7 +87,7 @@ func (c *conn) connected(ws string) bool {
 		return false
 	}
 	c.queue = append([][]byte{frame}, c.queue...)
-	c.held = false
+	c.connectAckDue = false
 	start := c.kickLocked()
 	c.mu.Unlock()
 	if start {

@@ -31,7 +31,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 	c.since = time.Now().UnixNano()
 	c.mu.Unlock()
 	b.mu.Lock()
-	b.held[ws] = c
+	b.holders[ws] = c
 	b.mu.Unlock()
 	b.metrics.workspaces.Inc()
 
@@ -95,8 +95,8 @@ func (b *Broker) announce(c *conn) {
 // learn that it is served.
 func (b *Broker) Reannounce() {
 	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.held))
-	for _, c := range b.held {
+	conns := make([]*conn, 0, len(b.holders))
+	for _, c := range b.holders {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()
@@ -117,8 +117,8 @@ func (b *Broker) Reannounce() {
 // release forgets c as a holder (if it still is one).
 func (b *Broker) release(c *conn) {
 	b.mu.Lock()
-	if ws := c.workspaceID(); b.held[ws] == c {
-		delete(b.held, ws)
+	if ws := c.workspaceID(); b.holders[ws] == c {
+		delete(b.holders, ws)
 	}
 	b.mu.Unlock()
 	b.metrics.workspaces.Dec()
@@ -146,11 +146,11 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	c.close(ReasonReplaced, true)
 }
 
-// holdEarly keeps a call that arrived while c is joining and before its own
+// keepEarly keeps a call that arrived while c is joining and before its own
 // takeover came back; false when the caller should deliver it: c finished
 // joining, or the call came after the takeover (the older holder ignores
 // those, so they are c's whatever hold learns).
-func (c *conn) holdEarly(call protocol.ToolCall) bool {
+func (c *conn) keepEarly(call protocol.ToolCall) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.joining.Load() || c.closed || c.echoed {
