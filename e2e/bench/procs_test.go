@@ -23,9 +23,10 @@ import (
 	"github.com/tetherdev/tether/broker"
 )
 
-// proc is a child process of a benchmark. Cleanup stops it (SIGTERM, then
-// SIGKILL after a grace) and waits for it; a non-zero exit after SIGTERM
-// fails the benchmark.
+// proc is a child process of a benchmark, in a process group of its own
+// (children_test.go). Cleanup stops it (SIGTERM to its group, then SIGKILL
+// after a grace) and waits for it; a non-zero exit after SIGTERM, or
+// processes left in its group, fail the benchmark.
 type proc struct {
 	name    string
 	cmd     *exec.Cmd
@@ -40,21 +41,31 @@ type proc struct {
 // temporary directory.
 func startProc(tb testing.TB, name, path string, args []string, env ...string) *proc {
 	tb.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(tb, name, cmd)
+}
+
+// startCmd starts cmd as a benchmark child. Its stdout and stderr, unless
+// already set, go to a log file in a temporary directory.
+func startCmd(tb testing.TB, name string, cmd *exec.Cmd) *proc {
+	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatalf("creating %s log: %v", name, err)
 	}
 	defer f.Close() // the child holds its own descriptor
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Should this process die without its cleanups, its children go too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("starting %s: %v", name, err)
+	if cmd.Stdout == nil {
+		cmd.Stdout = f
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = f
 	}
 	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	if err := startChild(cmd, p); err != nil {
+		tb.Fatal(err)
+	}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -74,24 +85,39 @@ func (p *proc) exited() bool {
 	}
 }
 
-// stop ends the process with SIGTERM (SIGKILL after 20s) and waits for it.
+// stop ends the process with SIGTERM to its group (SIGKILL after 20s),
+// waits for it, and kills what is left in its group.
 func (p *proc) stop(tb testing.TB) {
 	p.once.Do(func() {
+		defer forgetChild(p)
 		if p.exited() {
 			tb.Errorf("%s exited on its own: %v\n%s", p.name, p.waitErr, p.logTail())
+			_ = p.reapGroup()
 			return
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.signalGroup(syscall.SIGTERM)
 		select {
 		case <-p.done:
 			if p.waitErr != nil {
 				tb.Errorf("%s exited badly after SIGTERM: %v\n%s", p.name, p.waitErr, p.logTail())
 			}
 		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
+			p.signalGroup(syscall.SIGKILL)
 			<-p.done
 			tb.Errorf("%s did not exit within 20s of SIGTERM; killed\n%s", p.name, p.logTail())
 		}
+		if left := p.reapGroup(); left != "" {
+			tb.Errorf("%s left processes in its group after exiting: %s (killed)", p.name, left)
+		}
+	})
+}
+
+// discard forgets a process that exited while starting, as expected (it
+// lost the race for its port): its exit is not reported at cleanup.
+func (p *proc) discard() {
+	p.once.Do(func() {
+		_ = p.reapGroup()
+		forgetChild(p)
 	})
 }
 
@@ -199,7 +225,7 @@ func startServer(tb testing.TB, name, path string, args func(addr string) []stri
 		for {
 			if p.exited() {
 				if attempt < 3 {
-					p.once.Do(func() {}) // expected: do not report it at cleanup
+					p.discard()
 					break
 				}
 				tb.Fatalf("%s exited while starting: %v\n%s", name, p.waitErr, p.logTail())
@@ -235,13 +261,24 @@ func tetherBin(tb testing.TB) string {
 // startBroker starts `tether broker` with a fresh secret, logging at warn.
 func startBroker(tb testing.TB, bin string, extra ...string) (*server, []byte) {
 	tb.Helper()
+	secret := newSecret()
+	return startBrokerWithSecret(tb, bin, secret, extra...), secret
+}
+
+// newSecret returns a fresh token signing secret.
+func newSecret() []byte {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
-	secret := hex.EncodeToString(raw[:])
-	s := startServer(tb, "broker", bin, func(addr string) []string {
-		return append([]string{"broker", "--listen", addr, "--secret", secret, "--log-level", "warn"}, extra...)
+	return []byte(hex.EncodeToString(raw[:]))
+}
+
+// startBrokerWithSecret starts `tether broker` signing with secret (brokers
+// that share a Redis share it), logging at warn.
+func startBrokerWithSecret(tb testing.TB, bin string, secret []byte, extra ...string) *server {
+	tb.Helper()
+	return startServer(tb, "broker", bin, func(addr string) []string {
+		return append([]string{"broker", "--listen", addr, "--secret", string(secret), "--log-level", "warn"}, extra...)
 	}, func(string) []string { return nil })
-	return s, []byte(secret)
 }
 
 // startEcho starts the baseline server: this test binary in echo mode.
