@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -59,6 +60,27 @@ func startChild(cmd *exec.Cmd, p *proc) error {
 		}
 	}
 	return nil
+}
+
+// childTemp holds the children's logs and working directories. TestMain
+// creates it and removes it when the run ends, and so does the interrupt
+// handler: an interrupted run leaves no files behind (t.TempDir's are only
+// removed by cleanups, which an interrupt skips).
+var childTemp string
+
+// childDir returns a new directory under childTemp for a child's files,
+// removed when tb ends.
+func childDir(tb testing.TB, name string) string {
+	tb.Helper()
+	if childTemp == "" {
+		return tb.TempDir()
+	}
+	dir, err := os.MkdirTemp(childTemp, name+"-")
+	if err != nil {
+		tb.Fatalf("creating a directory for %s: %v", name, err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // forgetChild removes p from the registry once it and its group are gone.
@@ -173,6 +195,9 @@ func stopChildrenOnInterrupt() (remove func()) {
 		select {
 		case sig := <-sigc:
 			n := stopAllChildren()
+			if childTemp != "" {
+				_ = os.RemoveAll(childTemp)
+			}
 			fmt.Fprintf(os.Stderr, "bench: %v: stopped %d child processes and their groups\n", sig, n)
 			os.Exit(128 + int(sig.(syscall.Signal)))
 		case <-quit:

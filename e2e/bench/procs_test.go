@@ -47,10 +47,10 @@ func startProc(tb testing.TB, name, path string, args []string, env ...string) *
 }
 
 // startCmd starts cmd as a benchmark child. Its stdout and stderr, unless
-// already set, go to a log file in a temporary directory.
+// already set, go to a log file in a directory of its own (childDir).
 func startCmd(tb testing.TB, name string, cmd *exec.Cmd) *proc {
 	tb.Helper()
-	logPath := filepath.Join(tb.TempDir(), name+".log")
+	logPath := filepath.Join(childDir(tb, name), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatalf("creating %s log: %v", name, err)
@@ -299,7 +299,7 @@ func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws strin
 	tb.Helper()
 	tok := mintToken(tb, secret, broker.RoleBridge, ws)
 	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
-		"--token", tok, "--root", tb.TempDir(), "--log-level", "warn"})
+		"--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"})
 	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
 	client := controlClient(tb)
 	deadline := time.Now().Add(15 * time.Second)
