@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,24 +131,14 @@ func groupMembers(pgid int) []string {
 	return out
 }
 
-// procState reads a process's state, process group and command name from
-// /proc/pid/stat.
+// procState reads a process's state, process group and command name.
 func procState(pid int) (state string, pgrp int, comm string, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	comm, f, ok := procStat(pid)
+	if !ok || len(f) < 3 {
 		return "", 0, "", false
 	}
-	// The command name in parentheses may hold spaces; fields follow it.
-	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-	if open < 0 || end < open {
-		return "", 0, "", false
-	}
-	f := strings.Fields(string(data[end+1:]))
-	if len(f) < 3 {
-		return "", 0, "", false
-	}
-	pgrp, err = strconv.Atoi(f[2])
-	return f[0], pgrp, string(data[open+1 : end]), err == nil
+	pgrp, err := strconv.Atoi(f[2])
+	return f[0], pgrp, comm, err == nil
 }
 
 // stopAllChildren stops every registered child and its group: SIGTERM to

@@ -165,23 +165,29 @@ func (p *proc) memKB() (rss, peak int64, err error) {
 
 // cpuTime returns the CPU time (user + system) pid has used so far.
 func cpuTime(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name in parentheses may hold spaces; fields follow it.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
+	_, f, ok := procStat(pid)
+	if !ok || len(f) < 13 {
 		return 0
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	// USER_HZ is 100 on every Linux architecture Go supports.
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// procStat reads /proc/pid/stat: the command name, and the fields after it
+// (fields[0] is the state, the third field of proc(5)).
+func procStat(pid int) (comm string, fields []string, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, false
+	}
+	// The command name in parentheses may hold spaces; fields follow it.
+	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 0 || end < open {
+		return "", nil, false
+	}
+	return string(data[open+1 : end]), strings.Fields(string(data[end+1:])), true
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
@@ -212,15 +218,31 @@ type server struct {
 }
 
 // startServer starts a process that listens on the address it is given by
-// args(addr) and waits until GET /healthz answers 200. It retries with
-// another port when the process exits early (the port was taken meanwhile).
+// args(addr) and waits until GET /healthz answers 200 (startListening).
 func startServer(tb testing.TB, name, path string, args func(addr string) []string, env func(addr string) []string) *server {
 	tb.Helper()
 	client := controlClient(tb)
+	p, addr := startListening(tb, name, path, args, env, func(addr string) bool {
+		res, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return &server{proc: p, url: "http://" + addr}
+}
+
+// startListening starts a process that listens on the loopback address it
+// is given by args(addr) and waits (up to 15s) until ready(addr). It
+// retries with another port when the process exits early (the port was
+// taken meanwhile).
+func startListening(tb testing.TB, name, path string, args, env func(addr string) []string, ready func(addr string) bool) (*proc, string) {
+	tb.Helper()
 	for attempt := 1; ; attempt++ {
 		addr := freeAddr(tb)
 		p := startProc(tb, name, path, args(addr), env(addr)...)
-		s := &server{proc: p, url: "http://" + addr}
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			if p.exited() {
@@ -230,15 +252,11 @@ func startServer(tb testing.TB, name, path string, args func(addr string) []stri
 				}
 				tb.Fatalf("%s exited while starting: %v\n%s", name, p.waitErr, p.logTail())
 			}
-			if res, err := client.Get(s.url + "/healthz"); err == nil {
-				_, _ = io.Copy(io.Discard, res.Body)
-				_ = res.Body.Close()
-				if res.StatusCode == http.StatusOK {
-					return s
-				}
+			if ready(addr) {
+				return p, addr
 			}
 			if time.Now().After(deadline) {
-				tb.Fatalf("%s not healthy within 15s\n%s", name, p.logTail())
+				tb.Fatalf("%s not ready within 15s\n%s", name, p.logTail())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
