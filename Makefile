@@ -32,9 +32,11 @@ CLIENTS := e2e/clients
 # part of deps: only bench-peers needs them).
 PEERS := e2e/bench/peers
 # bench-peers: BASELINE=old.json flags figures worse than that run's;
-# UPDATE_DOCS=1 fills the results section of docs/benchmarks.md and its chart.
+# UPDATE_DOCS=1 fills the results section of docs/benchmarks.md and its chart;
+# RENDER=run.json writes the report of that earlier run again, measuring nothing.
 BASELINE ?=
 UPDATE_DOCS ?=
+RENDER ?=
 BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 
 .PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers run clean
@@ -49,7 +51,8 @@ help:
 	@echo 'make bench      Go benchmarks, then bench-e2e'
 	@echo 'make bench-e2e  e2e load benchmarks against bin/tether'
 	@echo 'make bench-peers  tether side by side with node socket.io and python-socketio (minutes;'
-	@echo '                 BASELINE=old.json flags regressions, UPDATE_DOCS=1 fills docs/benchmarks.md;'
+	@echo '                 BASELINE=old.json flags regressions, UPDATE_DOCS=1 fills docs/benchmarks.md,'
+	@echo '                 RENDER=run.json redoes the report of an earlier run;'
 	@echo '                 knobs: see docs/benchmarks.md)'
 	@echo 'make run        build and run bin/tether up --root .'
 
@@ -120,7 +123,8 @@ bench-peers: deps deps-peers build
 	TETHER_BENCH_PEERS=1 BENCH_PEERS_OUT='$(BENCH_PEERS_OUT)' BENCH_PEERS_BASELINE='$(if $(BASELINE),$(abspath $(BASELINE)))' \
 	BENCH_PEERS_DOC='$(if $(UPDATE_DOCS),$(CURDIR)/docs/benchmarks.md)' \
 	BENCH_PEERS_COMMAND='make bench-peers$(if $(BASELINE), BASELINE=$(BASELINE))$(if $(UPDATE_DOCS), UPDATE_DOCS=$(UPDATE_DOCS))' \
-	$(GO) test -count=1 -timeout 2h -run '^TestPeersInterruptStopsEveryChild$$' -bench '^BenchmarkPeers$$' -benchtime 1x ./e2e/bench/
+	BENCH_PEERS_RENDER='$(if $(RENDER),$(abspath $(RENDER)))' \
+	$(GO) test -count=1 -timeout 2h -run '$(if $(RENDER),^$$,^TestPeersInterruptStopsEveryChild$$)' -bench '^BenchmarkPeers$$' -benchtime 1x ./e2e/bench/
 
 run: build
 	$(TETHER_BIN) up --root $(CURDIR)

@@ -52,7 +52,12 @@ func (r *peersRun) write(cfg peersConfig) ([]string, error) {
 	if err := os.MkdirAll(cfg.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", cfg.outDir, err)
 	}
+	// Named after the run's start, so that a report written again from the
+	// same measurements (BENCH_PEERS_RENDER) replaces the first one.
 	stamp := time.Now().UTC().Format("20060102-150405")
+	if t, err := time.Parse(time.RFC3339, r.Date); err == nil {
+		stamp = t.UTC().Format("20060102-150405")
+	}
 	base := filepath.Join(cfg.outDir, "peers-"+stamp)
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -114,7 +119,7 @@ func (r *peersRun) writeMarkdown(out io.Writer, chart string) {
 	rounds := r.Config.Rounds
 	fmt.Fprintf(out, "### Results of the run of %s\n\n", r.dateLabel())
 	if !r.Full {
-		fmt.Fprintf(out, "> **Short run, not the default matrix** (%s): a check that the harness works, not figures to quote.\n\n", r.Partial)
+		fmt.Fprintf(out, "> **Short validation run, not the default matrix** (%s): a check that the harness works, not figures to quote.\n\n", r.Partial)
 	}
 	if load := r.loadAtStart(); load > float64(r.Machine.Cores) {
 		fmt.Fprintf(out, "> **The machine was busy with other work** (load average %.1f on %d cores when the run started): calls/s and latencies are lower than on a quiet machine, and ratios noisier.\n\n", load, r.Machine.Cores)

@@ -43,6 +43,16 @@ func TestPeersRatiosAreTakenWithinEachRound(t *testing.T) {
 	if math.Abs(f.Median-1.35) > 1e-9 || math.Abs(f.Spread-0.3) > 1e-9 {
 		t.Errorf("tether/node calls/s: median %v spread %v, want 1.35 and 0.3 (samples %v)", f.Median, f.Spread, f.Samples)
 	}
+	// A cell whose brokers used less CPU than the clock shows has no
+	// calls per CPU-second; the other rounds still count.
+	r.Cells[3].CallsPerBrokerCPUS = 0
+	r.summarize()
+	if f := r.figure(sysNode, topoSingle, 1, metricCPU); f == nil || len(f.Samples) != 1 {
+		t.Errorf("node calls per CPU-s with one unmeasurable round: %+v, want one sample", f)
+	}
+	if f := r.figure(sysTether+"/"+sysNode, topoSingle, 1, metricCPU); f == nil || len(f.Samples) != 1 || math.Abs(f.Median-1.2) > 1e-9 {
+		t.Errorf("tether/node calls per CPU-s with one unmeasurable round: %+v, want round 1's 1.2 alone", f)
+	}
 	if f := r.figure(sysTether+"/"+sysNode, topoIdle, 0, metricIdleKB); f == nil || f.Median != 1.5 {
 		t.Errorf("tether/node idle KB per connection: %+v, want 1.5", f)
 	}

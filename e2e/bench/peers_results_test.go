@@ -257,9 +257,13 @@ func (r *peersRun) summarize() {
 		for _, m := range cellMetrics {
 			var samples []float64
 			for _, round := range sortedRounds(byRound[k]) {
-				samples = append(samples, m.get(byRound[k][round]))
+				if v := m.get(byRound[k][round]); v > 0 || m.name != metricCPU {
+					samples = append(samples, v)
+				}
 			}
-			r.Figures = append(r.Figures, newFigure(k.system, k.topology, k.conc, m.name, samples))
+			if len(samples) > 0 {
+				r.Figures = append(r.Figures, newFigure(k.system, k.topology, k.conc, m.name, samples))
+			}
 		}
 	}
 	for _, k := range keys {
@@ -274,7 +278,7 @@ func (r *peersRun) summarize() {
 			for _, m := range cellMetrics {
 				var samples []float64
 				for _, round := range sortedRounds(byRound[k]) {
-					if o, ok := other[round]; ok && m.get(o) > 0 {
+					if o, ok := other[round]; ok && m.get(o) > 0 && m.get(byRound[k][round]) > 0 {
 						samples = append(samples, m.get(byRound[k][round])/m.get(o))
 					}
 				}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,12 +172,18 @@ func peersCommand() string {
 // JSON, an SVG chart and a markdown report go to BENCH_PEERS_OUT; with
 // BENCH_PEERS_DOC the report also fills that file's results section;
 // with BENCH_PEERS_BASELINE every figure worse than the baseline's by more
-// than the run-to-run spread is flagged. `make bench-peers` sets it all up.
+// than the run-to-run spread is flagged; BENCH_PEERS_RENDER, an earlier
+// run's JSON, writes its report again without measuring. `make bench-peers`
+// sets it all up.
 func BenchmarkPeers(b *testing.B) {
 	if os.Getenv(peersEnv) != "1" {
 		b.Skipf("%s is not 1: run `make bench-peers`, which installs the peers and sets it", peersEnv)
 	}
 	cfg := peersConfigFromEnv(b)
+	if path := os.Getenv("BENCH_PEERS_RENDER"); path != "" {
+		renderPeersRun(b, cfg, path)
+		return
+	}
 	env := newPeersEnv(b, cfg)
 	run := newPeersRun(cfg, env)
 	fmt.Printf("\npeers: %d round(s) × %v (after %v warm-up) per cell; systems %s; topologies %s; c=%v; %d echo connections; %d idle connections; CPUs: %d\n",
@@ -212,6 +219,19 @@ func BenchmarkPeers(b *testing.B) {
 		}
 	}
 	run.WallS = time.Since(start).Seconds()
+	report(b, cfg, run)
+	b.ReportMetric(0, "ns/op")
+	for _, f := range run.Figures {
+		if f.System == sysTether+"/"+sysNode && f.Conc == 64 && f.Metric == metricCPU {
+			b.ReportMetric(f.Median, f.Topology+"-x-node-calls/cpu-s")
+		}
+	}
+}
+
+// report derives the run's figures, compares them with the baseline, and
+// writes and prints the report.
+func report(b *testing.B, cfg peersConfig, run *peersRun) {
+	b.Helper()
 	run.summarize()
 	if cfg.baseline != "" {
 		if err := run.compareBaseline(cfg.baseline); err != nil {
@@ -224,10 +244,21 @@ func BenchmarkPeers(b *testing.B) {
 	}
 	run.printReport(os.Stdout)
 	fmt.Printf("\npeers: wrote %s\n", strings.Join(paths, ", "))
-	b.ReportMetric(0, "ns/op")
-	for _, f := range run.Figures {
-		if f.System == sysTether+"/"+sysNode && f.Conc == 64 && f.Metric == metricCPU {
-			b.ReportMetric(f.Median, f.Topology+"-x-node-calls/cpu-s")
-		}
+}
+
+// renderPeersRun writes the report of an earlier run from its JSON, without
+// measuring anything (BENCH_PEERS_RENDER): the figures are derived again
+// from its cells, so a report can be redone from the same measurements.
+func renderPeersRun(b *testing.B, cfg peersConfig, path string) {
+	b.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("BENCH_PEERS_RENDER: %v", err)
 	}
+	var run peersRun
+	if err := json.Unmarshal(data, &run); err != nil {
+		b.Fatalf("BENCH_PEERS_RENDER: decoding %s: %v", path, err)
+	}
+	run.Baseline = nil
+	report(b, cfg, &run)
 }
