@@ -1,7 +1,7 @@
 package bridge
 
 // mountRoutes mounts every route the bridge serves, in one place, so the
-// endpoint names the IDE extensions rely on are all visible here (DESIGN.md,
+// endpoint names the IDE extensions rely on are all visible here (docs/design.md,
 // "Bridge routes"). A domain adds one line below and keeps its adapter in
 // routes_<domain>.go, written with Handle; b gives it the workspace root.
 func mountRoutes(r *Router, b *Bridge) {

@@ -7,7 +7,7 @@ import (
 	"github.com/tetherdev/tether/dap"
 )
 
-// Debug endpoints (DESIGN.md, "Bridge routes"). Every /api/debug route
+// Debug endpoints (docs/design.md, "Bridge routes"). Every /api/debug route
 // but list-sessions takes session_id in its payload.
 const (
 	DebugContextEndpoint     = "/api/workspace/debug-context"

@@ -9,7 +9,7 @@ import (
 	"github.com/tetherdev/tether/sandbox"
 )
 
-// Sandbox endpoints (DESIGN.md, "Bridge routes"; issue #6). Per-workspace
+// Sandbox endpoints (docs/design.md, "Bridge routes"; issue #6). Per-workspace
 // routes live under SandboxWorkspacesEndpoint/{workspace_id}/….
 const (
 	SandboxWorkspacesEndpoint = "/api/sandbox/workspaces"

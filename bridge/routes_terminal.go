@@ -12,7 +12,7 @@ import (
 	"github.com/tetherdev/tether/terminal"
 )
 
-// Terminal endpoints (DESIGN.md, "Bridge routes"). The session routes
+// Terminal endpoints (docs/design.md, "Bridge routes"). The session routes
 // take the session id as a path parameter:
 // /api/terminal/sessions/{session_id}/output, …/input and …/signal.
 const (

@@ -87,9 +87,9 @@ func (b *Broker) handleCall(c *gin.Context) {
 	start := time.Now()
 	ws := c.Param("id")
 	if _, err := b.auth.verify(bearer(c.Request), RoleCaller, ws); err != nil {
-		pe := err.(*protocol.Error)
-		b.metrics.calls.WithLabelValues(pe.Code).Inc()
-		apiError(c, authStatus(err), pe.Code, pe.Message)
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		b.metrics.calls.WithLabelValues(refusal.Error).Inc()
+		apiError(c, authStatus(err), refusal.Error, refusal.Message)
 		return
 	}
 	// The body holds the payload plus a little envelope.
@@ -115,7 +115,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 	}
 	if err := req.Validate(); err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.(*protocol.Error).Message)
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
 		return
 	}
 	b.finish(c, start, b.route(c.Request.Context(), ws, req))
@@ -192,8 +192,8 @@ func (b *Broker) observe(start time.Time, resp protocol.ToolResponse) {
 func (b *Broker) handleList(c *gin.Context) {
 	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
 	if err != nil {
-		pe := err.(*protocol.Error)
-		apiError(c, authStatus(err), pe.Code, pe.Message)
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		apiError(c, authStatus(err), refusal.Error, refusal.Message)
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listWait)

@@ -252,7 +252,7 @@ func BenchmarkInProcessRoundTripParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkBusCallerRoundTrip skips the HTTP API: a caller.Bus on the
+// BenchmarkBusCallerRoundTrip skips the HTTP API: a caller.BusCaller on the
 // broker's in-memory bus publishes the call the way the API does, so the
 // difference to BenchmarkInProcessRoundTrip is the API's cost (HTTP, gin,
 // token check, request decoding) plus the HTTP client's.
@@ -273,7 +273,7 @@ func BenchmarkBusCallerRoundTrip(b *testing.B) {
 		b.Cleanup(func() { _ = mem.Close() }) // after the broker's shutdown
 		newBenchRig(b, mem)
 		ctx := context.Background()
-		c, err := caller.NewBus(ctx, mem, caller.BusOptions{Logger: benchLogger()})
+		c, err := caller.NewBusCaller(ctx, mem, caller.BusCallerOptions{Logger: benchLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}

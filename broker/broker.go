@@ -5,8 +5,8 @@
 // Routing goes through a bus.Bus: the broker that holds a workspace's socket
 // subscribes to its channel; a call is published there with the caller's
 // inbox as reply_to. On one instance the bus is in-memory; several instances
-// share a Redis bus. The broker's HTTP caller API is a caller.Bus like any
-// backend worker on Redis.
+// share a Redis bus. The broker's HTTP caller API is a caller.BusCaller like
+// any backend worker on Redis.
 package broker
 
 import (
@@ -94,7 +94,7 @@ type Broker struct {
 	ownBus  bool
 	auth    *authenticator
 	metrics *metrics
-	caller  *caller.Bus
+	caller  *caller.BusCaller
 	handler http.Handler
 	// instances answers list requests from any instance's API.
 	instances bus.Subscription
@@ -107,7 +107,7 @@ type Broker struct {
 
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
-	held        map[string]*conn // workspace -> the local connection holding it
+	holders     map[string]*conn // workspace -> the local connection holding it
 	polls       sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
 	draining    atomic.Bool
 	apiCalls    sync.WaitGroup // HTTP calls in progress
@@ -126,7 +126,7 @@ func New(cfg Config) (*Broker, error) {
 		auth:    newAuthenticator(cfg.Secret),
 		metrics: newMetrics(),
 		conns:   make(map[*conn]struct{}),
-		held:    make(map[string]*conn),
+		holders: make(map[string]*conn),
 	}
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
@@ -137,7 +137,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := caller.NewBus(ctx, b.bus, caller.BusOptions{
+	c, err := caller.NewBusCaller(ctx, b.bus, caller.BusCallerOptions{
 		Grace:       cfg.CallGrace,
 		Logger:      b.log,
 		OnUnmatched: b.metrics.dropped.Inc,
@@ -237,116 +237,6 @@ func (b *Broker) untrack(c *conn) {
 	b.wg.Done()
 }
 
-// hold makes c the holder of workspace ws: c subscribes to the workspace
-// channel, then tells older holders anywhere on the bus to yield, then the
-// client learns it is connected, then waiting calls learn it is online.
-//
-// Every subscriber sees the channel's messages in one order, so the takeover
-// splits the calls exactly: those published before it are the older
-// holder's (it sees them before it yields), those after it are c's (the
-// older holder ignores them once replaced). c keeps the calls that reach it
-// before its own takeover comes back (joining) and delivers them only if no
-// other holder was subscribed when the takeover went out. So no call
-// reaches two clients, and none falls between the two holders.
-func (b *Broker) hold(c *conn, ws string) error {
-	c.mu.Lock()
-	c.workspace.Store(&ws)
-	c.since = time.Now().UnixNano()
-	c.mu.Unlock()
-	b.mu.Lock()
-	b.held[ws] = c
-	b.mu.Unlock()
-	b.metrics.workspaces.Inc()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c.joining.Store(true)
-	sub, err := b.bus.Subscribe(ctx, protocol.WorkspaceChannel(ws), c.onBusMessage)
-	if err != nil {
-		return fmt.Errorf("subscribing workspace channel: %w", err)
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		_ = sub.Unsubscribe(ctx)
-		return errors.New("connection closed while registering")
-	}
-	c.sub = sub
-	c.mu.Unlock()
-	n, err := b.publishTakeover(ctx, c)
-	if err != nil {
-		return err
-	}
-	// n counts c itself; more means another holder had the earlier calls.
-	c.joinSettle(n > 1)
-	if !c.connected(ws) {
-		return errors.New("connection closed while registering")
-	}
-	c.event(b.log.Info()).Msg("workspace connected")
-	if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(ws)); err != nil {
-		c.event(b.log.Warn()).Err(err).Msg("announcing workspace online failed")
-	}
-	return nil
-}
-
-// publishTakeover announces c as the workspace's holder and returns how many
-// subscribers of the workspace channel (c included) received it.
-func (b *Broker) publishTakeover(ctx context.Context, c *conn) (int, error) {
-	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.id, Since: c.since})
-	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspaceID()), msg)
-	if err != nil {
-		return 0, fmt.Errorf("announcing takeover: %w", err)
-	}
-	return n, nil
-}
-
-// announce repeats c's takeover, for when an older connection claimed the
-// workspace after c did.
-func (b *Broker) announce(c *conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := b.publishTakeover(ctx, c); err != nil {
-		c.event(b.log.Warn()).Err(err).Msg("reasserting takeover failed")
-	}
-}
-
-// Reannounce repeats the takeover and the online announcement of every
-// workspace this broker holds. Call it when the bus has resubscribed after
-// losing Redis (bus.RedisConfig.OnReconnect): what was published meanwhile
-// is lost, so a connection elsewhere that took a workspace during the outage
-// hears of this one (the older yields), and callers waiting for a workspace
-// learn that it is served.
-func (b *Broker) Reannounce() {
-	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.held))
-	for _, c := range b.held {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, c := range conns {
-		if _, err := b.publishTakeover(ctx, c); err != nil {
-			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace failed")
-			continue
-		}
-		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
-			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
-		}
-	}
-	b.log.Info().Int("workspaces", len(conns)).Msg("bus reconnected; workspaces reannounced")
-}
-
-// release forgets c as a holder (if it still is one).
-func (b *Broker) release(c *conn) {
-	b.mu.Lock()
-	if ws := c.workspaceID(); b.held[ws] == c {
-		delete(b.held, ws)
-	}
-	b.mu.Unlock()
-	b.metrics.workspaces.Dec()
-}
-
 // reply delivers the single answer of call: to its in-process waiter, or
 // published to its caller's inbox.
 func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
@@ -380,7 +270,7 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 // travel as values (no JSON round trips through the bus).
 func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCall) protocol.ToolResponse {
 	b.mu.Lock()
-	c := b.held[ws]
+	c := b.holders[ws]
 	b.mu.Unlock()
 	if c == nil {
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
@@ -397,11 +287,11 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 	case resp := <-ch:
 		return resp
 	case <-guard.C:
-		c.cancelCall(call.CorrelationID, "no answer by the deadline")
+		c.calls.cancel(call.CorrelationID, "no answer by the deadline")
 		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("call outlived its deadline in the pending table")
 		return protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "no answer by the deadline")
 	case <-ctx.Done():
-		c.cancelCall(call.CorrelationID, "caller gone")
+		c.calls.cancel(call.CorrelationID, "caller gone")
 		select {
 		case resp := <-ch: // answered by the cancel or a racing answer
 			return resp
@@ -422,8 +312,8 @@ type Workspace struct {
 // Workspaces lists the workspaces whose socket this broker holds.
 func (b *Broker) Workspaces() []Workspace {
 	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.held))
-	for _, c := range b.held {
+	conns := make([]*conn, 0, len(b.holders))
+	for _, c := range b.holders {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()
@@ -433,7 +323,7 @@ func (b *Broker) Workspaces() []Workspace {
 			WorkspaceID: c.workspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),
 			Instance:    b.cfg.InstanceID,
-			InFlight:    c.pendingCount(),
+			InFlight:    c.calls.count(),
 		})
 	}
 	return out
@@ -478,7 +368,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	for _, c := range conns {
-		c.failPending(protocol.CodeBrokerShutdown, "broker is shutting down")
+		c.calls.failAll(protocol.CodeBrokerShutdown, "broker is shutting down")
 		c.close(ReasonShutdown, true)
 	}
 	// HTTP calls still waiting on another instance's answer are released
@@ -508,7 +398,7 @@ func (b *Broker) inFlight() int {
 	b.mu.Unlock()
 	n := 0
 	for _, c := range conns {
-		n += c.pendingCount()
+		n += c.calls.count()
 	}
 	return n
 }

@@ -17,21 +17,23 @@ import (
 )
 
 func TestCallAnsweredByAck(t *testing.T) {
-	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
-	r := c.nextCall()
-	if r.call.Endpoint != "/api/ping" || string(r.call.Payload) != `{"n":1}` || r.call.Timeout <= 4 || r.call.Timeout > 5 {
-		t.Fatalf("client received %+v", r.call)
-	}
-	if r.call.ReplyTo != "" || r.call.DeadlineMS != 0 {
-		t.Fatalf("bus fields leaked to the client: %+v", r.call)
-	}
-	c.ackOK(r, `{"pong":true}`)
-	got := awaitResult(t, res, 5*time.Second)
-	if got.status != 200 || !got.resp.Success || string(got.resp.Result) != `{"pong":true}` || got.resp.CorrelationID != r.call.CorrelationID {
-		t.Fatalf("got %d %+v", got.status, got.resp)
-	}
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath)
+		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
+		r := c.nextCall()
+		if r.call.Endpoint != "/api/ping" || string(r.call.Payload) != `{"n":1}` || r.call.Timeout <= 4 || r.call.Timeout > 5 {
+			t.Fatalf("client received %+v", r.call)
+		}
+		if r.call.ReplyTo != "" || r.call.DeadlineMS != 0 {
+			t.Fatalf("bus fields leaked to the client: %+v", r.call)
+		}
+		c.ackOK(r, `{"pong":true}`)
+		got := awaitResult(t, res, 5*time.Second)
+		if got.status != 200 || !got.resp.Success || string(got.resp.Result) != `{"pong":true}` || got.resp.CorrelationID != r.call.CorrelationID {
+			t.Fatalf("got %d %+v", got.status, got.resp)
+		}
+	})
 }
 
 func TestCallAnsweredByToolResponseEvent(t *testing.T) {
@@ -116,112 +118,122 @@ func readAll(res *http.Response) string {
 }
 
 func TestCallToOfflineWorkspaceAnswersImmediately(t *testing.T) {
-	e := newEnv(t)
-	start := time.Now()
-	status, resp := e.httpCall("nobody", e.token(broker.RoleCaller, "*"), `{"endpoint":"/x","timeout":30}`)
-	if el := time.Since(start); el > 100*time.Millisecond {
-		t.Fatalf("offline answered after %s", el)
-	}
-	if status != 200 || resp.Error != protocol.CodeWorkspaceOffline {
-		t.Fatalf("got %d %+v", status, resp)
-	}
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath)
+		start := time.Now()
+		status, resp := e.httpCall("nobody", e.token(broker.RoleCaller, "*"), `{"endpoint":"/x","timeout":30}`)
+		if el := time.Since(start); el > 100*time.Millisecond {
+			t.Fatalf("offline answered after %s", el)
+		}
+		if status != 200 || resp.Error != protocol.CodeWorkspaceOffline {
+			t.Fatalf("got %d %+v", status, resp)
+		}
+	})
 }
 
 func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
-	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":0.3}`)
-	r := c.nextCall()
-	got := awaitResult(t, res, 2*time.Second)
-	if got.resp.Error != protocol.CodeTimeout {
-		t.Fatalf("got %+v", got.resp)
-	}
-	if got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
-		t.Fatalf("timeout answered after %s, want within 0.3s + 250ms", got.elapsed)
-	}
-	name, _, arg := c.nextEvent()
-	var cancel protocol.ToolCancel
-	_ = json.Unmarshal(arg, &cancel)
-	if name != protocol.EventToolCancel || cancel.CorrelationID != r.call.CorrelationID || cancel.Reason != "timeout" {
-		t.Fatalf("client got %s %s, want tool_cancel", name, arg)
-	}
-	// A late answer is dropped, not delivered anywhere.
-	c.ackOK(r, `"late"`)
-	waitMetric(t, e, "tether_unmatched_answers_total 1")
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath)
+		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":0.3}`)
+		r := c.nextCall()
+		got := awaitResult(t, res, 2*time.Second)
+		if got.resp.Error != protocol.CodeTimeout {
+			t.Fatalf("got %+v", got.resp)
+		}
+		if got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
+			t.Fatalf("timeout answered after %s, want within 0.3s + 250ms", got.elapsed)
+		}
+		name, _, arg := c.nextEvent()
+		var cancel protocol.ToolCancel
+		_ = json.Unmarshal(arg, &cancel)
+		if name != protocol.EventToolCancel || cancel.CorrelationID != r.call.CorrelationID || cancel.Reason != "timeout" {
+			t.Fatalf("client got %s %s, want tool_cancel", name, arg)
+		}
+		// A late answer is dropped, not delivered anywhere.
+		c.ackOK(r, `"late"`)
+		waitMetric(t, e, "tether_unmatched_answers_total 1")
+	})
 }
 
 func TestDisconnectAnswersPendingCalls(t *testing.T) {
-	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
-	var results []<-chan callResult
-	for range 5 {
-		results = append(results, e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`))
-		c.nextCall()
-	}
-	start := time.Now()
-	_ = c.ws.CloseNow()
-	for _, ch := range results {
-		got := awaitResult(t, ch, 2*time.Second)
-		if got.resp.Error != protocol.CodeWorkspaceDisconnected {
-			t.Fatalf("got %+v", got.resp)
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath)
+		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+		tok := e.token(broker.RoleCaller, "ws1")
+		var results []<-chan callResult
+		for range 5 {
+			results = append(results, e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`))
+			c.nextCall()
 		}
-	}
-	if el := time.Since(start); el > 500*time.Millisecond {
-		t.Fatalf("disconnect answered after %s", el)
-	}
+		start := time.Now()
+		_ = c.ws.CloseNow()
+		for _, ch := range results {
+			got := awaitResult(t, ch, 2*time.Second)
+			if got.resp.Error != protocol.CodeWorkspaceDisconnected {
+				t.Fatalf("got %+v", got.resp)
+			}
+		}
+		if el := time.Since(start); el > 500*time.Millisecond {
+			t.Fatalf("disconnect answered after %s", el)
+		}
+	})
 }
 
 func TestOverloadedAboveInFlightBound(t *testing.T) {
-	e := newEnv(t, func(c *broker.Config) { c.MaxInFlight = 2 })
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
-	a := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
-	ra := c.nextCall()
-	b := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
-	rb := c.nextCall()
-	start := time.Now()
-	status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
-	if status != 200 || resp.Error != protocol.CodeOverloaded || time.Since(start) > 100*time.Millisecond {
-		t.Fatalf("third call: %d %+v after %s", status, resp, time.Since(start))
-	}
-	c.ackOK(ra, `1`)
-	c.ackOK(rb, `2`)
-	awaitResult(t, a, 5*time.Second)
-	awaitResult(t, b, 5*time.Second)
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath, func(c *broker.Config) { c.MaxInFlight = 2 })
+		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+		tok := e.token(broker.RoleCaller, "ws1")
+		a := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
+		ra := c.nextCall()
+		b := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
+		rb := c.nextCall()
+		start := time.Now()
+		status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
+		if status != 200 || resp.Error != protocol.CodeOverloaded || time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("third call: %d %+v after %s", status, resp, time.Since(start))
+		}
+		c.ackOK(ra, `1`)
+		c.ackOK(rb, `2`)
+		awaitResult(t, a, 5*time.Second)
+		awaitResult(t, b, 5*time.Second)
+	})
 }
 
 func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
-	e := newEnv(t, func(c *broker.Config) { c.DrainTimeout = 300 * time.Millisecond })
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
-	answered := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
-	ra := c.nextCall()
-	stuck := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
-	c.nextCall()
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- e.broker.Shutdown(context.Background()) }()
-	// Answered during the drain: the answer goes through.
-	c.ackOK(ra, `"drained"`)
-	if got := awaitResult(t, answered, 2*time.Second); string(got.resp.Result) != `"drained"` {
-		t.Fatalf("drained call got %+v", got.resp)
-	}
-	got := awaitResult(t, stuck, 2*time.Second)
-	if got.resp.Error != protocol.CodeBrokerShutdown {
-		t.Fatalf("stuck call got %+v", got.resp)
-	}
-	if el := time.Since(start); el < 300*time.Millisecond || el > time.Second {
-		t.Fatalf("broker_shutdown after %s, want after the 300ms drain", el)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	c.waitClosed(2 * time.Second)
-	status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x"}`)
-	if status != 200 || resp.Error != protocol.CodeBrokerShutdown {
-		t.Fatalf("call after shutdown: %d %+v", status, resp)
-	}
+	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
+		e := newEnv(t, onPath, func(c *broker.Config) { c.DrainTimeout = 300 * time.Millisecond })
+		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+		tok := e.token(broker.RoleCaller, "ws1")
+		answered := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
+		ra := c.nextCall()
+		stuck := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
+		c.nextCall()
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- e.broker.Shutdown(context.Background()) }()
+		// Answered during the drain: the answer goes through.
+		c.ackOK(ra, `"drained"`)
+		if got := awaitResult(t, answered, 2*time.Second); string(got.resp.Result) != `"drained"` {
+			t.Fatalf("drained call got %+v", got.resp)
+		}
+		got := awaitResult(t, stuck, 2*time.Second)
+		if got.resp.Error != protocol.CodeBrokerShutdown {
+			t.Fatalf("stuck call got %+v", got.resp)
+		}
+		if el := time.Since(start); el < 300*time.Millisecond || el > time.Second {
+			t.Fatalf("broker_shutdown after %s, want after the 300ms drain", el)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		c.waitClosed(2 * time.Second)
+		status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x"}`)
+		if status != 200 || resp.Error != protocol.CodeBrokerShutdown {
+			t.Fatalf("call after shutdown: %d %+v", status, resp)
+		}
+	})
 }
 
 func TestNewerConnectionReplacesOlder(t *testing.T) {
@@ -246,6 +258,22 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 	if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"new"` {
 		t.Fatalf("got %+v", got.resp)
 	}
+}
+
+// A replaced connection's goodbye, frame by frame: the disconnect_reason
+// event, then the Socket.IO DISCONNECT packet, then the close.
+func TestReplacedConnectionGetsReasonThenDisconnectPacket(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleBridge, "ws1")
+	old := e.connect("ws1", tok)
+	e.connect("ws1", tok)
+	if f := string(old.next()); !strings.HasPrefix(f, `42["`+broker.EventDisconnectReason+`",`) || !strings.Contains(f, broker.ReasonReplaced) {
+		t.Fatalf("first goodbye frame %q, want the disconnect_reason event", f)
+	}
+	if f := string(old.next()); f != "41" {
+		t.Fatalf("second goodbye frame %q, want the DISCONNECT packet 41", f)
+	}
+	old.waitClosed(2 * time.Second)
 }
 
 func TestAnswerToAnotherConnectionsCallIgnored(t *testing.T) {

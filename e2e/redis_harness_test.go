@@ -67,9 +67,9 @@ func startNamedBroker(t *testing.T, name string, env []string, extra ...string) 
 	return runBroker(t, name, "127.0.0.1:0", env, extra...)
 }
 
-// busCaller is a Go backend worker calling over Redis: caller.Bus on its own
-// bus.Redis, both closed in t.Cleanup.
-func (e *redisEnv) busCaller() *caller.Bus {
+// busCaller is a Go backend worker calling over Redis: caller.BusCaller on
+// its own bus.Redis, both closed in t.Cleanup.
+func (e *redisEnv) busCaller() *caller.BusCaller {
 	e.t.Helper()
 	cfg := bus.RedisConfig{Prefix: e.prefix, InstanceID: "worker", Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)}
 	if e.cluster != nil {
@@ -83,10 +83,10 @@ func (e *redisEnv) busCaller() *caller.Bus {
 	if err != nil {
 		e.t.Fatalf("NewRedis: %v", err)
 	}
-	c, err := caller.NewBus(ctx, rb, caller.BusOptions{Logger: cfg.Logger})
+	c, err := caller.NewBusCaller(ctx, rb, caller.BusCallerOptions{Logger: cfg.Logger})
 	if err != nil {
 		_ = rb.Close()
-		e.t.Fatalf("NewBus: %v", err)
+		e.t.Fatalf("NewBusCaller: %v", err)
 	}
 	e.t.Cleanup(func() {
 		_ = c.Close()

@@ -332,7 +332,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 }
 
 // TestRedisGoCallersGetAnswers: a backend worker calls with the caller
-// package, directly over Redis (caller.Bus) and over HTTP to another
+// package, directly over Redis (caller.BusCaller) and over HTTP to another
 // instance (caller.HTTP); both also ride out a workspace that connects
 // only after the call was made (wait for workspace).
 func TestRedisGoCallersGetAnswers(t *testing.T) {

@@ -4,7 +4,7 @@ package protocol
 // the human text goes in ToolResponse.Message. Every code tether emits is
 // listed here and nowhere else.
 const (
-	// Broker outcomes (DESIGN.md, "Guaranteed response").
+	// Broker outcomes (docs/design.md, "Guaranteed response").
 	CodeWorkspaceOffline      = "workspace_offline"
 	CodeTimeout               = "timeout"
 	CodeWorkspaceDisconnected = "workspace_disconnected"

@@ -16,13 +16,13 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// DefaultGrace is how long past a call's deadline a Bus caller waits for the
+// DefaultGrace is how long past a call's deadline a BusCaller waits for the
 // owner's answer before answering timeout itself (the owner died, or the bus
 // lost the reply).
 const DefaultGrace = 500 * time.Millisecond
 
-// BusOptions configure a Bus caller.
-type BusOptions struct {
+// BusCallerOptions configure a BusCaller.
+type BusCallerOptions struct {
 	// Grace past the deadline; zero means DefaultGrace.
 	Grace  time.Duration
 	Logger zerolog.Logger
@@ -31,14 +31,14 @@ type BusOptions struct {
 	OnUnmatched func()
 }
 
-// Bus is a caller on a bus.Bus: one inbox subscription serves every call of
-// the process, waiters are registered before publishing and removed exactly
-// once (reply, deadline, cancel, close). All methods are safe for concurrent
-// use.
-type Bus struct {
+// BusCaller is a Caller that travels over a bus.Bus (HTTP is the other
+// one): one inbox subscription serves every call of the process, waiters
+// are registered before publishing and removed exactly once (reply,
+// deadline, cancel, close). All methods are safe for concurrent use.
+type BusCaller struct {
 	bus   bus.Bus
 	inbox string
-	opts  BusOptions
+	opts  BusCallerOptions
 	sub   bus.Subscription
 	onSub bus.Subscription
 
@@ -54,13 +54,13 @@ type Bus struct {
 	unmatched atomic.Int64
 }
 
-// NewBus subscribes a fresh inbox on b and returns a caller. Close releases
-// it; b stays open.
-func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
+// NewBusCaller subscribes a fresh inbox on b and returns a caller. Close
+// releases it; b stays open.
+func NewBusCaller(ctx context.Context, b bus.Bus, opts BusCallerOptions) (*BusCaller, error) {
 	if opts.Grace == 0 {
 		opts.Grace = DefaultGrace
 	}
-	c := &Bus{
+	c := &BusCaller{
 		bus:     b,
 		inbox:   "inbox:" + uuid.NewString(),
 		opts:    opts,
@@ -84,19 +84,19 @@ func NewBus(ctx context.Context, b bus.Bus, opts BusOptions) (*Bus, error) {
 }
 
 // Inbox returns the channel this caller receives replies on.
-func (c *Bus) Inbox() string { return c.inbox }
+func (c *BusCaller) Inbox() string { return c.inbox }
 
 // Pending returns the number of registered waiters (for leak tests).
-func (c *Bus) Pending() int {
+func (c *BusCaller) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiters)
 }
 
 // Unmatched returns how many replies arrived for no waiter.
-func (c *Bus) Unmatched() int64 { return c.unmatched.Load() }
+func (c *BusCaller) Unmatched() int64 { return c.unmatched.Load() }
 
-func (c *Bus) onReply(msg []byte) {
+func (c *BusCaller) onReply(msg []byte) {
 	var resp protocol.ToolResponse
 	if err := protocol.DecodeToolResponse(msg, &resp); err != nil {
 		c.opts.Logger.Warn().Err(err).Msg("undecodable reply on caller inbox")
@@ -136,7 +136,7 @@ type event struct {
 	err       error
 }
 
-func (c *Bus) onOnline(msg []byte) {
+func (c *BusCaller) onOnline(msg []byte) {
 	ws := string(msg)
 	c.mu.Lock()
 	chans := c.online[ws]
@@ -148,7 +148,7 @@ func (c *Bus) onOnline(msg []byte) {
 }
 
 // Call implements Caller.
-func (c *Bus) Call(ctx context.Context, req Request) protocol.ToolResponse {
+func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	cid := req.CorrelationID
 	if cid == "" {
 		cid = uuid.NewString()
@@ -247,7 +247,7 @@ const maxGather = 1024
 // subscriber the publish reached, until all arrived or ctx ends. It returns
 // the replies and how many subscribers the publish reached; fewer replies
 // than that means some did not answer in time.
-func (c *Bus) Gather(ctx context.Context, channel, cid string, msg []byte) ([]protocol.ToolResponse, int, error) {
+func (c *BusCaller) Gather(ctx context.Context, channel, cid string, msg []byte) ([]protocol.ToolResponse, int, error) {
 	ch := make(chan protocol.ToolResponse, maxGather)
 	c.mu.Lock()
 	if c.closed {
@@ -285,7 +285,7 @@ func (c *Bus) Gather(ctx context.Context, channel, cid string, msg []byte) ([]pr
 
 // waiting is one Call in progress, for its helpers.
 type waiting struct {
-	c       *Bus
+	c       *BusCaller
 	ctx     context.Context
 	req     Request
 	cid     string
@@ -345,7 +345,7 @@ func (w *waiting) publishFailed(err error) protocol.ToolResponse {
 }
 
 // giveUp removes the waiter; a reply that raced in wins.
-func (c *Bus) giveUp(cid string, ch chan event) (protocol.ToolResponse, bool) {
+func (c *BusCaller) giveUp(cid string, ch chan event) (protocol.ToolResponse, bool) {
 	c.forget(cid)
 	for {
 		select {
@@ -359,13 +359,13 @@ func (c *Bus) giveUp(cid string, ch chan event) (protocol.ToolResponse, bool) {
 	}
 }
 
-func (c *Bus) forget(cid string) {
+func (c *BusCaller) forget(cid string) {
 	c.mu.Lock()
 	delete(c.waiters, cid)
 	c.mu.Unlock()
 }
 
-func (c *Bus) waitOnline(ws string) chan struct{} {
+func (c *BusCaller) waitOnline(ws string) chan struct{} {
 	ch := make(chan struct{})
 	c.mu.Lock()
 	c.online[ws] = append(c.online[ws], ch)
@@ -373,7 +373,7 @@ func (c *Bus) waitOnline(ws string) chan struct{} {
 	return ch
 }
 
-func (c *Bus) dropOnline(ws string, ch chan struct{}) {
+func (c *BusCaller) dropOnline(ws string, ch chan struct{}) {
 	if ch == nil {
 		return
 	}
@@ -396,7 +396,7 @@ func (c *Bus) dropOnline(ws string, ch chan struct{}) {
 // cancelRemote tells the owner that nobody waits for cid any more, so the
 // client can stop the work. Best effort: the owner's deadline ends the call
 // anyway.
-func (c *Bus) cancelRemote(ws, cid, reason string) {
+func (c *BusCaller) cancelRemote(ws, cid, reason string) {
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusCancel, ToolCall: protocol.ToolCall{CorrelationID: cid}, Reason: reason})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -407,7 +407,7 @@ func (c *Bus) cancelRemote(ws, cid, reason string) {
 
 // Close unsubscribes the inbox and answers every waiting call with
 // caller_closed. It is idempotent.
-func (c *Bus) Close() error {
+func (c *BusCaller) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -1,6 +1,6 @@
 // Package caller sends tool calls to workspaces and waits for their single
 // answer. Backend workers use it over HTTP (HTTP) or directly on the broker's
-// Redis (Bus); the broker's own HTTP API is built on Bus.
+// Redis (BusCaller); the broker's own HTTP API is built on BusCaller.
 //
 // Every Call returns exactly one ToolResponse, never an error value: failures
 // of any kind (offline workspace, timeout, closed caller, transport trouble)
@@ -29,7 +29,7 @@ type Request struct {
 	CorrelationID string
 }
 
-// Caller is implemented by Bus and HTTP.
+// Caller is implemented by BusCaller and HTTP.
 type Caller interface {
 	Call(ctx context.Context, req Request) protocol.ToolResponse
 }

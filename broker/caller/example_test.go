@@ -12,16 +12,16 @@ import (
 )
 
 // A backend worker that shares the brokers' Redis calls workspaces directly:
-// one caller.Bus per process, used from any number of goroutines. The prefix
-// must be the brokers' --redis-prefix.
-func ExampleBus() {
+// one caller.BusCaller per process, used from any number of goroutines. The
+// prefix must be the brokers' --redis-prefix.
+func ExampleBusCaller() {
 	ctx := context.Background()
 	rb, err := bus.NewRedis(ctx, bus.RedisConfig{URL: "redis://127.0.0.1:6379", Prefix: "tether:"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rb.Close()
-	c, err := caller.NewBus(ctx, rb, caller.BusOptions{})
+	c, err := caller.NewBusCaller(ctx, rb, caller.BusCallerOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -74,14 +74,14 @@ func testLogger(t *testing.T) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)
 }
 
-// newCaller returns a caller.Bus closed in t.Cleanup.
-func newCaller(t *testing.T, b bus.Bus, grace time.Duration) *caller.Bus {
+// newCaller returns a caller.BusCaller closed in t.Cleanup.
+func newCaller(t *testing.T, b bus.Bus, grace time.Duration) *caller.BusCaller {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := caller.NewBus(ctx, b, caller.BusOptions{Grace: grace, Logger: testLogger(t)})
+	c, err := caller.NewBusCaller(ctx, b, caller.BusCallerOptions{Grace: grace, Logger: testLogger(t)})
 	if err != nil {
-		t.Fatalf("NewBus: %v", err)
+		t.Fatalf("NewBusCaller: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {

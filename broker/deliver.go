@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Calls from the bus to the socket: the messages of the workspace channel,
+// and deliver, which adds a call to the connection's call table (calls.go)
+// and queues its frame in the same critical section.
+
+// onBusMessage handles a message on the workspace channel. It runs on the
+// bus's delivery goroutine and never blocks.
+func (c *conn) onBusMessage(msg []byte) {
+	var m protocol.BusMessage
+	if err := protocol.DecodeBusMessage(msg, &m); err != nil {
+		c.event(c.b.log.Warn()).Err(err).Msg("undecodable message on workspace channel")
+		return
+	}
+	switch m.Type {
+	case protocol.BusCall:
+		if c.joining.Load() && c.keepEarly(m.ToolCall) {
+			return
+		}
+		c.deliver(m.ToolCall, nil)
+	case protocol.BusCancel:
+		c.calls.cancel(m.CorrelationID, m.Reason)
+	case protocol.BusTakeover:
+		c.takeover(m)
+	default:
+		c.event(c.b.log.Debug()).Str("type", m.Type).Msg("unknown bus message type ignored")
+	}
+}
+
+// deliver registers a call and queues it for the client, or answers it at
+// once when it cannot be delivered. The answer goes to waiter when it is set,
+// else to call.ReplyTo.
+func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse) {
+	if call.ReplyTo == "" && waiter == nil {
+		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
+		return
+	}
+	if err := call.Validate(); err != nil {
+		c.calls.refuse(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
+		return
+	}
+	now := time.Now()
+	deadline := now.Add(call.TimeoutDuration())
+	if call.DeadlineMS > 0 {
+		deadline = time.UnixMilli(call.DeadlineMS)
+	}
+	remaining := deadline.Sub(now)
+	if remaining <= 0 {
+		c.calls.refuse(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
+		return
+	}
+
+	// The payload came out of a validating decoder (the bus message or
+	// the HTTP body): it is copied, not parsed again.
+	body := protocol.AppendToolCall(make([]byte, 0, 96+len(call.Payload)), &protocol.ToolCall{
+		CorrelationID: call.CorrelationID,
+		Endpoint:      call.Endpoint,
+		Payload:       call.Payload,
+		Timeout:       remaining.Seconds(),
+	})
+
+	c.mu.Lock()
+	if c.replaced && waiter == nil {
+		c.mu.Unlock()
+		return // the new holder also received it from the bus and answers
+	}
+	verdict, fail := c.admitLocked(&call, waiter)
+	if verdict == admitted {
+		ack := c.calls.nextAckLocked()
+		frame := protocol.EncodeEvent(ack, protocol.EventToolCall, body)
+		switch {
+		case len(frame) > c.b.cfg.MaxPayload:
+			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodePayloadTooLarge, fmt.Sprintf("call is %d bytes, over the %d byte limit", len(frame), c.b.cfg.MaxPayload))
+		case !c.enqueueLocked(frame):
+			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeOverloaded, "client is not reading its socket")
+		default:
+			c.calls.addLocked(call, ack, waiter, remaining)
+		}
+	}
+	start := verdict == admitted && c.kickLocked()
+	c.mu.Unlock()
+	switch verdict {
+	case resent:
+		c.callEvent(c.b.log.Debug(), &call).Msg("duplicate delivery of a call in flight dropped")
+		return
+	case refused:
+		c.calls.refuse(call, waiter, fail)
+		return
+	}
+	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
+	if start {
+		// Write the frame on this goroutine and save a handoff: a caller
+		// of this process waits for the answer anyway, and a Redis bus
+		// moves its reading to another goroutine if the write blocks (the
+		// workspace's later calls wait for this one, as they would in the
+		// queue).
+		c.writeQueued()
+	}
+}
+
+// admitLocked decides whether c takes call: not when it was replaced or
+// closed, otherwise as its call table decides.
+func (c *conn) admitLocked(call *protocol.ToolCall, waiter chan<- protocol.ToolResponse) (admission, protocol.ToolResponse) {
+	switch {
+	case c.replaced:
+		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client was replaced by a newer connection")
+	case c.closed:
+		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected")
+	}
+	return c.calls.admitLocked(call, waiter == nil, c.b.cfg.MaxInFlight)
+}
+
+// reply implements callOwner.
+func (c *conn) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
+	c.b.reply(call, waiter, resp)
+}
+
+// sendCancel implements callOwner: it queues a tool_cancel for the client.
+func (c *conn) sendCancel(cid, reason string) {
+	body, _ := json.Marshal(protocol.ToolCancel{CorrelationID: cid, Reason: reason})
+	c.send(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolCancel, body))
+}

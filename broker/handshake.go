@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The Socket.IO CONNECT handshake: the token (from the CONNECT payload or the
+// upgrade's Authorization header) is checked for the workspace, the
+// connection takes the workspace (takeover.go), and the client gets the
+// CONNECT ack or a CONNECT_ERROR.
+
+// connectDeadline closes the connection if no CONNECT succeeds within the
+// connect timeout. The caller stops the timer it returns.
+func (c *conn) connectDeadline() *time.Timer {
+	return time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
+		if c.workspaceID() == "" { // an atomic: no lock
+			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
+			c.close("connect timeout", false)
+		}
+	})
+}
+
+type connectAuth struct {
+	Token       string `json:"token"`
+	WorkspaceID string `json:"workspace_id"`
+	Workspace   string `json:"workspace"`
+}
+
+func (c *conn) handleConnect(p protocol.SIOPacket) string {
+	if p.Namespace != "/" {
+		c.connectError(p.Namespace, "Invalid namespace", protocol.CodeInvalidRequest)
+		return "" // the client may still connect to "/"
+	}
+	var auth connectAuth
+	if len(p.Data) > 0 {
+		if err := json.Unmarshal(p.Data, &auth); err != nil {
+			c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
+			return "bad CONNECT"
+		}
+	}
+	token := auth.Token
+	if token == "" {
+		token = c.bearer
+	}
+	ws := auth.WorkspaceID
+	if ws == "" {
+		ws = auth.Workspace
+	}
+	claims, err := c.b.auth.verify(token, RoleBridge, ws)
+	if err == nil && ws == "" {
+		if len(claims.Workspaces) == 1 && claims.Workspaces[0] != AnyWorkspace {
+			ws = claims.Workspaces[0]
+		} else {
+			err = protocol.Errorf(protocol.CodeInvalidRequest, "workspace_id is required")
+		}
+	}
+	if err != nil {
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", refusal.Error).Msg("CONNECT refused: " + refusal.Message)
+		c.connectError("/", refusal.Message, refusal.Error)
+		return "CONNECT refused"
+	}
+	if err := c.b.hold(c, ws); err != nil {
+		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
+		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
+		return "register failed"
+	}
+	return ""
+}
+
+func (c *conn) connectError(ns, msg, code string) {
+	data, _ := json.Marshal(map[string]any{"message": msg, "data": map[string]string{"code": code}})
+	_ = c.writeNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnectError, Namespace: ns, ID: protocol.NoAck, Data: data}))
+}
+
+// connected queues the CONNECT ack ahead of any call that arrived since the
+// subscription started, then lets the writer run.
+func (c *conn) connected(ws string) bool {
+	ack, _ := json.Marshal(map[string]string{"sid": c.id})
+	frame := protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnect, ID: protocol.NoAck, Data: ack})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.queue = append([][]byte{frame}, c.queue...)
+	c.connectAckDue = false
+	start := c.kickLocked()
+	c.mu.Unlock()
+	if start {
+		c.startWriter()
+	}
+	return true
+}
