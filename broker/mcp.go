@@ -60,13 +60,12 @@ const (
 func (b *Broker) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
 	if _, err := b.auth.verify(bearer(c.Request), RoleCaller, ws); err != nil {
-		var pe *protocol.Error
-		errors.As(err, &pe)
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		status := authStatus(err)
 		if status == http.StatusUnauthorized {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
 		}
-		apiError(c, status, pe.Code, pe.Message)
+		apiError(c, status, refusal.Error, refusal.Message)
 		return
 	}
 	w, err := b.mcp.workspace(b, ws)
