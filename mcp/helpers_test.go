@@ -99,7 +99,7 @@ func (f *fakeWorkspace) called() []caller.Request {
 
 // client connects an MCP SDK client to a fresh Server on c over the SDK's
 // in-memory transport.
-func client(t *testing.T, c mcp.Caller, opts *sdk.ClientOptions) *sdk.ClientSession {
+func client(t testing.TB, c mcp.Caller, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
 	s, err := mcp.New(mcp.Options{Caller: c, Workspace: "ws-test", Logger: zerolog.Nop()})
 	if err != nil {

@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
-	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up") {
+	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
 		// Relaying allocates many short-lived buffers; collecting 4x less
 		// often cuts CPU per call by a sixth for a few MB of heap. GOGC in
 		// the environment overrides it.
