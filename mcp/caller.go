@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/tetherdev/tether/broker/caller"
@@ -21,10 +20,6 @@ type Caller interface {
 
 var _ Caller = (*caller.HTTP)(nil)
 
-// errUnreadable marks a result the workspace sent that does not decode into
-// the route's result type (an IDE extension or bridge of another version).
-var errUnreadable = errors.New("the workspace answered a result tether cannot read")
-
 // call sends one tether call to the tool's workspace and decodes a
 // successful result into out (nil: ignored). A failed call comes back as a
 // *toolError carrying the tether code, its message and the next step.
@@ -32,31 +27,17 @@ var errUnreadable = errors.New("the workspace answered a result tether cannot re
 // timeout bounds the call; it is cut to what is left of the tool call's own
 // deadline, so a tool with several calls still ends by that deadline.
 func (tc *toolCall) call(ctx context.Context, endpoint string, payload any, timeout time.Duration, out any) error {
-	resp, err := tc.raw(ctx, endpoint, payload, timeout)
-	if err != nil {
-		return err
-	}
-	if out != nil && len(resp.Result) > 0 {
-		if err := json.Unmarshal(resp.Result, out); err != nil {
-			return &toolError{Code: protocol.CodeInternalError, Message: errUnreadable.Error() + " (" + endpoint + "): " + err.Error(), tool: tc.name}
-		}
-	}
-	return nil
-}
-
-// raw is call without decoding: the response of a successful call.
-func (tc *toolCall) raw(ctx context.Context, endpoint string, payload any, timeout time.Duration) (protocol.ToolResponse, error) {
 	body, err := json.Marshal(payload)
 	if err != nil {
 		// Payloads are built from decoded tool arguments: plain values.
-		return protocol.ToolResponse{}, &toolError{Code: protocol.CodeInvalidRequest, Message: "encoding the payload: " + err.Error(), tool: tc.name}
+		return &toolError{Code: protocol.CodeInvalidRequest, Message: "encoding the payload: " + err.Error()}
 	}
 	timeout = min(timeout, time.Duration(protocol.MaxTimeout*float64(time.Second)))
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
 	if timeout < minCallTimeout {
-		return protocol.ToolResponse{}, &toolError{Code: protocol.CodeTimeout, Message: "the tool call's time ran out before " + endpoint, tool: tc.name}
+		return &toolError{Code: protocol.CodeTimeout, Message: "the tool call's time ran out before " + endpoint}
 	}
 	resp := tc.s.opts.Caller.Call(ctx, caller.Request{
 		WorkspaceID: tc.s.opts.Workspace,
@@ -65,18 +46,21 @@ func (tc *toolCall) raw(ctx context.Context, endpoint string, payload any, timeo
 		Timeout:     timeout,
 	})
 	tc.calls++
-	if !resp.Success {
-		code := resp.Error
-		if code == "" {
-			code = protocol.CodeInternalError
-		}
-		if ctx.Err() != nil && code == protocol.CodeCancelled {
-			// The MCP client cancelled: the workspace was told to stop.
-			return resp, &toolError{Code: code, Message: "the tool call was cancelled; the workspace was told to stop", tool: tc.name}
-		}
-		return resp, &toolError{Code: code, Message: resp.Message, tool: tc.name}
+	switch {
+	case !resp.Success && ctx.Err() != nil && resp.Error == protocol.CodeCancelled:
+		return &toolError{Code: resp.Error, Message: "the tool call was cancelled; the workspace was told to stop"}
+	case !resp.Success && resp.Error == "":
+		return &toolError{Code: protocol.CodeInternalError, Message: resp.Message}
+	case !resp.Success:
+		return &toolError{Code: resp.Error, Message: resp.Message}
 	}
-	return resp, nil
+	if out != nil && len(resp.Result) > 0 {
+		if err := json.Unmarshal(resp.Result, out); err != nil {
+			// An IDE extension or a bridge of another version.
+			return &toolError{Code: protocol.CodeInternalError, Message: "the workspace answered a result tether cannot read (" + endpoint + "): " + err.Error()}
+		}
+	}
+	return nil
 }
 
 // minCallTimeout is the least time a tether call is given: the broker

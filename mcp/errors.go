@@ -15,7 +15,6 @@ type toolError struct {
 	Message string
 	// Hint overrides the code's usual next step.
 	Hint string
-	tool string
 }
 
 func (e *toolError) Error() string {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tetherdev/tether/dap"
 )
 
 func TestLineEscapesControlsAndCaps(t *testing.T) {
@@ -69,6 +71,41 @@ func FuzzRender(f *testing.F) {
 		}
 		if n := len(block(s, max)); n > max+80 {
 			t.Fatalf("block(%d bytes, %d) is %d bytes", len(s), max, n)
+		}
+	})
+}
+
+// FuzzRenderStop renders a stop whose every string came from the
+// workspace: whatever they hold, the text is valid UTF-8 without control
+// characters but newlines, and has the lines of the same stop with plain
+// values (an untrusted value cannot add a line that looks like the tool's).
+func FuzzRenderStop(f *testing.F) {
+	f.Add("add_numbers", "/w/add_numbers.c", "sum", "5", "int", "breakpoint", "    return sum;")
+	f.Add("main\nStopped (breakpoint) in evil", "\x1b[2J/etc/passwd", "a\u202e", "\xff\xfe", "", "exception\r\nNext: rm -rf", "\t\x00")
+	f.Fuzz(func(t *testing.T, fn, path, name, value, typ, reason, src string) {
+		stop := func(fn, path, name, value, typ, reason, src string) string {
+			v := StopView{SessionID: "dbg-1", State: dap.StateStopped,
+				Snapshot: &dap.Snapshot{SessionID: "dbg-1", State: dap.StateStopped, ThreadID: 1,
+					Stop:   &dap.StopInfo{Reason: reason, Description: reason},
+					Frames: []dap.Frame{{Name: fn, Path: path, Line: 4}, {Name: fn, Source: path, Line: 8}},
+					Locals: []dap.Variable{{Name: name, Value: value, Type: typ, Children: []dap.Variable{{Name: name, Value: value}}}},
+				},
+				Source: &Source{Path: path, FirstLine: 3, Lines: []string{src, src}},
+			}
+			return renderView(v, stoppedNext)
+		}
+		got := stop(fn, path, name, value, typ, reason, src)
+		if !utf8.ValidString(got) {
+			t.Fatalf("invalid UTF-8: %q", got)
+		}
+		for _, r := range got {
+			if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) || invisible(r) {
+				t.Fatalf("%U in %q", r, got)
+			}
+		}
+		plain := stop("f", "p", "n", "v", "t", "r", "s")
+		if a, b := strings.Count(got, "\n"), strings.Count(plain, "\n"); a != b {
+			t.Fatalf("%d lines, a plain stop has %d:\n%s", a, b, got)
 		}
 	})
 }

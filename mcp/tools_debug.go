@@ -15,7 +15,8 @@ import (
 // lineBreakpoint is a breakpoint on a line given by its number or its text.
 type lineBreakpoint struct {
 	Line         int    `json:"line,omitempty" min:"1" jsonschema:"the line number; or give line_content"`
-	LineContent  string `json:"line_content,omitempty" jsonschema:"the text of the line instead of its number, e.g. return sum; (models miscount lines; this does not)"`
+	LineContent  string `json:"line_content,omitempty" jsonschema:"the text of the line instead of its number, e.g. return sum; (models miscount lines; this does not): the line whose trimmed text equals it, else the lines containing it"`
+	Occurrence   int    `json:"occurrence,omitempty" min:"1" jsonschema:"with line_content matching several lines: which one, 1 for the first"`
 	Condition    string `json:"condition,omitempty" jsonschema:"stop only when this expression is true"`
 	HitCondition string `json:"hit_condition,omitempty" jsonschema:"stop only on these hits, e.g. 3 or >5 (adapter syntax)"`
 	LogMessage   string `json:"log_message,omitempty" jsonschema:"log this message ({expr} interpolated) instead of stopping; read it with debug_output"`
@@ -86,6 +87,7 @@ type runToArgs struct {
 	Path        string   `json:"path" jsonschema:"source file, relative to the workspace root"`
 	Line        int      `json:"line,omitempty" min:"1" jsonschema:"the line to run to; or give line_content"`
 	LineContent string   `json:"line_content,omitempty" jsonschema:"the text of the line to run to, instead of its number"`
+	Occurrence  int      `json:"occurrence,omitempty" min:"1" jsonschema:"with line_content matching several lines: which one, 1 for the first"`
 	TimeoutS    float64  `json:"timeout_s,omitempty" min:"0.1" max:"600" default:"30" jsonschema:"seconds to wait for the stop; default 30"`
 	Expressions []string `json:"expressions,omitempty" jsonschema:"expressions to evaluate at the stop"`
 }
@@ -428,7 +430,7 @@ func step(ctx context.Context, tc *toolCall, in stepArgs) (StopView, string, err
 // runTo adds a temporary breakpoint at the target, continues to the next
 // stop, and puts the file's breakpoints back as the tools last set them.
 func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, error) {
-	target := lineBreakpoint{Line: in.Line, LineContent: in.LineContent}
+	target := lineBreakpoint{Line: in.Line, LineContent: in.LineContent, Occurrence: in.Occurrence}
 	if err := target.check(); err != nil {
 		return StopView{SessionID: in.SessionID}, "", err
 	}

@@ -182,6 +182,9 @@ func addFileTools(s *Server) {
 		if in.SandboxID != "" && in.Ref != "" {
 			return out, "", failf(protocol.CodeInvalidRequest, "leave out ref for a sandbox: its diff is against HEAD (staged for the index).", "ref is for the bridge's root only")
 		}
+		if in.SandboxID == "" && in.Staged {
+			return out, "", failf(protocol.CodeInvalidRequest, "leave out staged on the bridge's root: give ref to diff against a commit.", "staged is for sandbox workspaces only")
+		}
 		payload := omitEmpty(map[string]any{"ref": in.Ref, "staged": in.Staged, "path": in.Path})
 		err := tc.call(ctx, fileRoute(in.SandboxID, "git/diff"), payload, quickCall, &out)
 		return out, renderDiff(out), err
