@@ -110,8 +110,7 @@ type Redis struct {
 	cluster *redis.ClusterClient // cluster mode
 	base    *redis.Options       // template for the dedicated pub/sub clients
 	topo    *clusterTopology     // cluster mode: which node serves a channel
-	pipe    *pipe                // single-server mode: publishes
-	pub     *publisher           // cluster mode: batches publishes under load
+	pub     publisher            // a pipe on a single server, a clusterPublisher on a cluster
 
 	mu      sync.Mutex
 	conns   map[connKey]*psConn
@@ -169,7 +168,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		}
 		opts.ContextTimeoutEnabled = true // a Publish honours its ctx
 		if opts.MaxRetries == 0 {
-			opts.MaxRetries = -1 // see Publish
+			opts.MaxRetries = -1 // the bus resends nothing by itself (see publisher)
 		}
 		r.base = opts
 		r.single = redis.NewClient(cloneOptions(opts))
@@ -177,11 +176,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.single.Close()
 			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
 		}
+		r.pub = newPipe(cloneOptions(r.base), clientName(r.prefix+"pub:"+r.instance), &r.wg)
 	} else {
 		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.ClusterAddrs,
 			ContextTimeoutEnabled: true,
-			MaxRetries:            -1, // see Publish
+			MaxRetries:            -1, // see publisher
 		})
 		r.base = &redis.Options{}
 		r.topo = &clusterTopology{client: r.cluster}
@@ -189,12 +189,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.cluster.Close()
 			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
 		}
-	}
-
-	if r.single != nil {
-		r.pipe = newPipe(cloneOptions(r.base), clientName(r.prefix+"pub:"+r.instance), &r.wg)
-	} else {
-		r.pub = &publisher{pipe: r.cluster.Pipeline, sharded: true}
+		r.pub = &clusterPublisher{client: r.cluster, wg: &r.wg}
 	}
 
 	r.wg.Add(1)
@@ -238,68 +233,36 @@ func (r *Redis) waitLive(ctx context.Context, c *psConn) error {
 // subscriptions, in every instance, the message reached (on a cluster: on
 // the shard that owns the channel).
 //
-// A failed PUBLISH is not retried on a single server: when its reply is
-// lost it may have been delivered, and a retry could deliver a call twice;
-// the error is returned instead. On a
-// cluster go-redis follows redirections (MOVED, ASK: the command did not
-// run) and also resends after a broken connection, within the same budget,
-// so there a receiver may rarely see a message twice.
+// A failed publish is retried only when Redis cannot have run it; when its
+// reply is lost it may have been delivered, and a retry could deliver a
+// call twice, so the error is returned instead (see publisher for the
+// rule, and its exception on a cluster).
 func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
 	if r.isClosed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := r.publish(ctx, r.prefix+channel, msg)
+	n, err := r.pub.publish(ctx, r.prefix+channel, msg)
 	if err != nil {
 		return 0, r.publishError(channel, err)
 	}
-	return int(n), nil
+	return n, nil
 }
 
-func (r *Redis) publish(ctx context.Context, channel string, msg []byte) (int64, error) {
-	if r.pipe == nil {
-		return r.pub.publish(ctx, channel, msg)
-	}
-	ch := make(chan pubResult, 1)
-	r.pipe.publish("PUBLISH", channel, msg, func(n int, err error) { ch <- pubResult{n, err} })
-	select {
-	case res := <-ch:
-		return int64(res.n), res.err
-	case <-ctx.Done():
-		// The command is out or queued; its outcome is dropped.
-		return 0, ctx.Err()
-	}
-}
-
-type pubResult struct {
-	n   int
-	err error
-}
-
-// PublishAsync implements Bus. On a single server the command
-// is written at once (or with the next batch) and the count comes from the
-// connection's reader; on a cluster a goroutine of the bus waits for it.
+// PublishAsync implements Bus. On a single server the command is written at
+// once (or with the next batch) and the count comes from the connection's
+// reader; on a cluster a goroutine of the bus waits for it. The retry rule
+// is Publish's.
 func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) {
 	if r.isClosed.Load() {
 		done(0, ErrClosed)
 		return
 	}
-	if r.pipe != nil {
-		r.pipe.publish("PUBLISH", r.prefix+channel, msg, func(n int, err error) {
-			if err != nil {
-				err = r.publishError(channel, err)
-			}
-			done(n, err)
-		})
-		return
-	}
-	msg = append([]byte(nil), msg...)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		done(r.Publish(ctx, channel, msg))
-	}()
+	r.pub.publishAsync(r.prefix+channel, msg, func(n int, err error) {
+		if err != nil {
+			err = r.publishError(channel, err)
+		}
+		done(n, err)
+	})
 }
 
 func (r *Redis) publishError(channel string, err error) error {
@@ -524,9 +487,7 @@ func (r *Redis) Close() error {
 	for _, c := range conns {
 		c.shutdown()
 	}
-	if r.pipe != nil {
-		r.pipe.close()
-	}
+	r.pub.close()
 	r.wg.Wait()
 
 	var err error
@@ -604,7 +565,7 @@ func (r *Redis) pingLoop() {
 		}
 		for _, p := range pings {
 			ctx, cancel := context.WithTimeout(context.Background(), r.pingTimeout)
-			n, err := r.publish(ctx, p.channel, []byte("ping"))
+			n, err := r.pub.publish(ctx, p.channel, []byte("ping"))
 			cancel()
 			if err == nil && n == 0 {
 				// Redis no longer counts the connection as subscribed.

@@ -1,0 +1,46 @@
+package bus
+
+import "context"
+
+// publisher carries a Redis bus's publishes, to channels named in full (the
+// bus's prefix included): a pipe on a single server, a clusterPublisher on a
+// cluster. The bus checks its own closed state and words the errors
+// (Redis.publishError); everything between the command and its count is
+// the publisher's.
+//
+// The retry rule, the same for both: a publish that cannot have run is
+// sent again, one that may have run never is. A command still queued when
+// its connection fails (not written yet) or that found no connection goes
+// out on the next one; a command written to a connection that then failed,
+// or whose reply did not come within the read timeout, is failed with that
+// error, because Redis may have delivered it and a resent call could run
+// twice. Closing fails at once, with ErrClosed, whatever was not sent yet.
+//
+// The one exception is a cluster's, where go-redis resends by itself within
+// its redirection budget (ClusterOptions.MaxRedirects): a command that a
+// redirection (MOVED, ASK) sends elsewhere, which Redis did not run, but
+// also a batch whose connection broke, which may have run; there a
+// receiver may rarely see a message twice.
+//
+// All methods are safe for concurrent use.
+type publisher interface {
+	// publish sends msg to channel and waits for the receiver count, or
+	// until ctx ends: the message may then still go out, and its outcome is
+	// dropped. It takes ownership of msg.
+	publish(ctx context.Context, channel string, msg []byte) (int, error)
+	// publishAsync sends msg to channel and calls done once with the
+	// outcome: before it returns (an error found at once) or later on a
+	// goroutine of the bus counted by its wait group. It keeps no
+	// reference to msg after it returns. Publishes one goroutine makes
+	// reach Redis in the order it made them, whichever method it used.
+	publishAsync(channel string, msg []byte, done pubDone)
+	// close fails every publish that is not answered yet (at least those
+	// not sent) and every later one with ErrClosed. The goroutines of the
+	// publisher end on their own, within the write and read timeouts; the
+	// bus's wait group counts them.
+	close()
+}
+
+// pubDone receives a publish's outcome: the receiver count Redis reported,
+// or the error that ended the command. It must not block.
+type pubDone func(receivers int, err error)
