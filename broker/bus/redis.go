@@ -250,8 +250,9 @@ func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, e
 
 // PublishAsync implements Bus. On a single server the command is written at
 // once (or with the next batch) and the count comes from the connection's
-// reader; on a cluster a goroutine of the bus waits for it. The retry rule
-// is Publish's.
+// reader; on a cluster it is queued for a goroutine of the bus, which sends
+// the queue one pipeline at a time (see clusterPublisher). The retry rule is
+// Publish's.
 func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) {
 	if r.isClosed.Load() {
 		done(0, ErrClosed)

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,30 +18,39 @@ const (
 	maxBatch    = 256
 )
 
-// clusterAsyncWait bounds how long an asynchronous publish on a cluster
-// waits for a place in a pipeline.
-const clusterAsyncWait = 5 * time.Second
-
+// pubReq is one queued publish: a synchronous one is told through done, an
+// asynchronous one has its pubDone called.
 type pubReq struct {
 	channel string
 	msg     []byte
 	n       int
 	err     error
 	done    chan struct{}
+	async   pubDone
 }
 
 // clusterPublisher is the publisher of a bus on a Redis Cluster: SPUBLISH
 // commands (a message crosses only the shard that owns its channel's slot)
 // in go-redis pipelines, batched under load.
+//
+// Every publish joins one queue, in call order. A synchronous one is sent
+// by its own goroutine (the group commit above) unless the queue holds or
+// has in flight an asynchronous one; asynchronous publishes, and whatever
+// queues behind them, are sent by the drainer, a single goroutine of the
+// bus that runs while the queue is not empty and sends one pipeline at a
+// time. So no publish overtakes an asynchronous one made before it by the
+// same goroutine (go-redis sends concurrent pipelines on different
+// connections, which Redis may serve in any order), and a synchronous one
+// cannot be overtaken anyway: its goroutine waits for it.
 type clusterPublisher struct {
 	client *redis.ClusterClient
-	// wg counts the drainers and the asynchronous publishes (the bus's
-	// group).
-	wg *sync.WaitGroup
+	wg     *sync.WaitGroup // the bus's: counts the drainer
 
 	mu       sync.Mutex
 	queue    []*pubReq
-	flushing int
+	flushing int  // synchronous publishers sending a pipeline, at most maxFlushers
+	async    int  // asynchronous publishes queued or in the drainer's pipeline
+	draining bool // the drainer runs; always so while async > 0
 	closed   bool
 }
 
@@ -60,60 +68,67 @@ func (p *clusterPublisher) publish(ctx context.Context, channel string, msg []by
 		return p.finish(req, ErrClosed)
 	}
 	p.queue = append(p.queue, req)
-	if p.flushing >= maxFlushers {
-		p.mu.Unlock()
-		select {
-		case <-req.done:
-			return p.finish(req, nil)
-		case <-ctx.Done():
-			// The message may still go out with the next pipeline; the
-			// request stays with it and is not reused.
-			return 0, ctx.Err()
+	if p.flushing < maxFlushers && p.async == 0 {
+		p.flushing++
+		// Ours may have gone out with another flusher's pipeline that is
+		// still in flight (the queue is then empty), or an asynchronous
+		// publish queued since: the drainer sends the rest.
+		for !isDone(req) && len(p.queue) > 0 && p.async == 0 {
+			batch := p.take()
+			p.mu.Unlock()
+			p.exec(ctx, batch)
+			p.mu.Lock()
+		}
+		p.flushing--
+		if len(p.queue) > 0 {
+			// Rather than make our caller wait on other callers'
+			// traffic.
+			p.startDrainLocked()
 		}
 	}
-	p.flushing++
-	// Ours may have gone out with another flusher's pipeline that is still
-	// in flight: the queue is then empty, and we wait for it below.
-	for !isDone(req) && len(p.queue) > 0 {
-		batch := p.take()
-		p.mu.Unlock()
-		p.exec(ctx, batch)
-		p.mu.Lock()
+	p.mu.Unlock()
+	if isDone(req) { // sent by us: the outcome, even if ctx ended meanwhile
+		<-req.done
+		return p.finish(req, nil)
 	}
-	if len(p.queue) > 0 {
-		// Ours went out: hand the rest to a drainer rather than make our
-		// caller wait on other callers' traffic. It keeps our flusher slot.
-		// The queue is empty once closed, so the bus's wait group cannot be
-		// waited on yet.
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.drain()
-	} else {
-		p.flushing--
-		p.mu.Unlock()
+	select {
+	case <-req.done:
+		return p.finish(req, nil)
+	case <-ctx.Done():
+		// The message may still go out with the next pipeline; the
+		// request stays with it and is not reused.
+		return 0, ctx.Err()
 	}
-	<-req.done
-	return p.finish(req, nil)
 }
 
-// publishAsync implements publisher: a goroutine of the bus publishes a copy
-// of msg.
+// publishAsync implements publisher: a copy of msg joins the queue for the
+// drainer.
 func (p *clusterPublisher) publishAsync(channel string, msg []byte, done pubDone) {
-	msg = append([]byte(nil), msg...)
+	req := reqPool.Get().(*pubReq)
+	req.channel, req.msg, req.async = channel, append([]byte(nil), msg...), done
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		p.finish(req, nil)
 		done(0, ErrClosed)
 		return
 	}
-	p.wg.Add(1)
+	p.queue = append(p.queue, req)
+	p.async++
+	p.startDrainLocked()
 	p.mu.Unlock()
-	go func() {
-		defer p.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), clusterAsyncWait)
-		defer cancel()
-		done(p.publish(ctx, channel, msg))
-	}()
+}
+
+// startDrainLocked starts the drainer unless it runs; p.mu is held. The
+// queue is empty once closed, so nothing starts it after the bus began to
+// wait for its goroutines.
+func (p *clusterPublisher) startDrainLocked() {
+	if p.draining {
+		return
+	}
+	p.draining = true
+	p.wg.Add(1)
+	go p.drain()
 }
 
 // take removes the next batch from the queue; p.mu is held.
@@ -126,7 +141,7 @@ func (p *clusterPublisher) take() []*pubReq {
 	return batch
 }
 
-// drain flushes until the queue is empty, then gives its slot back. It
+// drain sends the queue, one pipeline at a time, until it is empty. It
 // outlives no work: it ends with the queue, each pipeline is bounded by the
 // client's read and write timeouts, and close empties the queue.
 func (p *clusterPublisher) drain() {
@@ -135,10 +150,11 @@ func (p *clusterPublisher) drain() {
 	for len(p.queue) > 0 {
 		batch := p.take()
 		p.mu.Unlock()
-		p.exec(context.Background(), batch)
+		async := p.exec(context.Background(), batch)
 		p.mu.Lock()
+		p.async -= async
 	}
-	p.flushing--
+	p.draining = false
 	p.mu.Unlock()
 }
 
@@ -149,14 +165,30 @@ func (p *clusterPublisher) close() {
 	p.closed = true
 	queued := p.queue
 	p.queue = nil
+	for _, r := range queued {
+		if r.async != nil {
+			p.async--
+		}
+	}
 	p.mu.Unlock()
 	for _, r := range queued {
-		r.err = ErrClosed
-		r.done <- struct{}{}
+		p.answer(r, 0, ErrClosed)
 	}
 }
 
 func isDone(r *pubReq) bool { return len(r.done) > 0 }
+
+// answer hands r its outcome. An asynchronous request is done with then; a
+// synchronous one is put back by its waiter (finish).
+func (p *clusterPublisher) answer(r *pubReq, n int, err error) {
+	if done := r.async; done != nil {
+		p.finish(r, nil)
+		done(n, err)
+		return
+	}
+	r.n, r.err = n, err
+	r.done <- struct{}{}
+}
 
 // finish returns req's outcome, or err if set, and puts req back.
 func (p *clusterPublisher) finish(req *pubReq, err error) (int, error) {
@@ -164,12 +196,14 @@ func (p *clusterPublisher) finish(req *pubReq, err error) (int, error) {
 	if err == nil {
 		err = req.err
 	}
-	req.channel, req.msg = "", nil
+	req.channel, req.msg, req.async = "", nil, nil
 	reqPool.Put(req)
 	return n, err
 }
 
-func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) {
+// exec sends batch in one pipeline, answers each request and returns how
+// many were asynchronous.
+func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) (async int) {
 	// One context for the batch: a waiter whose own ctx ended still has
 	// its message sent, as a direct PUBLISH would have.
 	ctx = context.WithoutCancel(ctx)
@@ -180,8 +214,11 @@ func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) {
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own result and error
 	for i, r := range batch {
+		if r.async != nil {
+			async++
+		}
 		n, err := cmds[i].Result()
-		r.n, r.err = int(n), err
-		r.done <- struct{}{}
+		p.answer(r, int(n), err)
 	}
+	return async
 }
