@@ -67,14 +67,14 @@ type RedisConfig struct {
 //
 // One pub/sub connection carries every subscription of the instance (one
 // per shard on a cluster); a receive loop per connection reads it and calls
-// the handlers itself, in arrival order. A handler that runs longer than a
-// millisecond (it blocks, or waits for the bus) has the reading move to a
-// new goroutine: it delays later messages of its own subscription, which
-// wait for it in order, and the other channels of its connection by a
-// millisecond at most. On a single server
-// publishes go out on one more connection, written by the publishing
-// goroutine and batched under load, their counts read back by a goroutine
-// of their own (see pipe); on a cluster they use go-redis pipelines.
+// the handlers itself, in arrival order. A handler that runs longer than
+// handoff.DefaultAfter, 200 µs (it blocks, or waits for the bus), has the
+// reading move to a new goroutine: it delays later messages of its own
+// subscription, which wait for it in order, and the other channels of its
+// connection by about those 200 µs. On a single server publishes go out on
+// one more connection, written by the publishing goroutine and batched
+// under load, their counts read back by a goroutine of their own (see
+// pipe); on a cluster they use go-redis pipelines (see clusterPublisher).
 //
 // Receiver counts: Redis counts subscribed connections, and tether's routing
 // relies on that count (0 means nobody serves a workspace). So that a count

@@ -39,9 +39,13 @@ var errPipeBusy = errors.New("redis publish queue full while reconnecting")
 // order and hands each count to its command's pubDone, which runs on that
 // goroutine (or on the publisher's, for an error found while sending).
 //
-// go-redis has no such mode: each command, pipelined or not, waits for its
-// reply on the caller's goroutine, which costs a broker a goroutine (or a
-// blocked read loop) per reply it forwards.
+// go-redis (v9.23) reports no reply as it arrives: a command, pipelined or
+// not, waits for its reply on the caller's goroutine, and so does one sent
+// through Client.AutoPipeline. Client.AsyncAutoPipeline (experimental) does
+// return at once, but it has no completion callback: the outcome is known
+// only by blocking on the command's result or its AutoFuture's Wait. Either
+// way a broker would spend a goroutine (or a blocked read loop) per reply it
+// forwards, which is why the pipe stays.
 //
 // The connection is dialled on first use and again after it fails; commands
 // issued meanwhile wait for the dial (up to maxPipeQueue). A failed
