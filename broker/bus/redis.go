@@ -236,7 +236,7 @@ func (r *Redis) waitLive(ctx context.Context, c *psConn) error {
 // A failed publish is retried only when Redis cannot have run it; when its
 // reply is lost it may have been delivered, and a retry could deliver a
 // call twice, so the error is returned instead (see publisher for the
-// rule, and its exception on a cluster).
+// rule).
 func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
 	if r.isClosed.Load() {
 		return 0, ErrClosed

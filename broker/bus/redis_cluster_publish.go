@@ -210,7 +210,8 @@ func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) (async int
 	pipe := p.client.Pipeline()
 	cmds := make([]*redis.IntCmd, len(batch))
 	for i, r := range batch {
-		cmds[i] = pipe.SPublish(ctx, r.channel, r.msg)
+		cmds[i] = redis.NewIntCmd(ctx, "spublish", r.channel, r.msg)
+		_ = pipe.Process(ctx, spublish{cmds[i]})
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own result and error
 	for i, r := range batch {
@@ -222,3 +223,12 @@ func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) (async int
 	}
 	return async
 }
+
+// spublish is an SPUBLISH that go-redis does not resend once it may have
+// run (the retry rule of publisher): NoRetry stops the resend after a
+// broken connection or a read timeout. A redirection (MOVED, ASK), and a
+// connection that could not be had, are still followed: Redis did not run
+// the command.
+type spublish struct{ *redis.IntCmd }
+
+func (spublish) NoRetry() bool { return true }

@@ -11,16 +11,13 @@ import "context"
 // The retry rule, the same for both: a publish that cannot have run is
 // sent again, one that may have run never is. A command still queued when
 // its connection fails (not written yet) or that found no connection goes
-// out on the next one; a command written to a connection that then failed,
-// or whose reply did not come within the read timeout, is failed with that
-// error, because Redis may have delivered it and a resent call could run
-// twice. Closing fails at once, with ErrClosed, whatever was not sent yet.
-//
-// The one exception is a cluster's, where go-redis resends by itself within
-// its redirection budget (ClusterOptions.MaxRedirects): a command that a
-// redirection (MOVED, ASK) sends elsewhere, which Redis did not run, but
-// also a batch whose connection broke, which may have run; there a
-// receiver may rarely see a message twice.
+// out on the next one, and on a cluster go-redis follows a redirection
+// (MOVED, ASK: Redis did not run it) within ClusterOptions.MaxRedirects; a
+// command written to a connection that then failed, or whose reply did not
+// come within the read timeout, is failed with that error, because Redis
+// may have delivered it and a resent call could run twice (on a cluster
+// the commands say NoRetry to go-redis, see spublish). Closing fails at
+// once, with ErrClosed, whatever was not sent yet.
 //
 // All methods are safe for concurrent use.
 type publisher interface {
