@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,7 +177,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.single.Close()
 			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
 		}
-		r.pub = newPipe(cloneOptions(r.base), clientName(r.prefix+"pub:"+r.instance), &r.wg)
+		r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
 	} else {
 		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.ClusterAddrs,
@@ -189,7 +190,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.cluster.Close()
 			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
 		}
-		r.pub = &clusterPublisher{client: r.cluster, wg: &r.wg}
+		r.pub = &clusterPublisher{client: r.cluster, prefix: r.prefix, wg: &r.wg}
 	}
 
 	r.wg.Add(1)
@@ -241,7 +242,7 @@ func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, e
 	if r.isClosed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := r.pub.publish(ctx, r.prefix+channel, msg)
+	n, err := r.pub.publish(ctx, channel, msg)
 	if err != nil {
 		return 0, r.publishError(channel, err)
 	}
@@ -258,7 +259,7 @@ func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) 
 		done(0, ErrClosed)
 		return
 	}
-	r.pub.publishAsync(r.prefix+channel, msg, func(n int, err error) {
+	r.pub.publishAsync(channel, msg, func(n int, err error) {
 		if err != nil {
 			err = r.publishError(channel, err)
 		}
@@ -551,7 +552,8 @@ func (r *Redis) pingLoop() {
 				dead = append(dead, c)
 				continue
 			}
-			pings = append(pings, ping{c, c.pingChannel})
+			// Named as Publish names channels: the publisher adds the prefix.
+			pings = append(pings, ping{c, strings.TrimPrefix(c.pingChannel, r.prefix)})
 		}
 		r.mu.Unlock()
 

@@ -44,6 +44,7 @@ type pubReq struct {
 // cannot be overtaken anyway: its goroutine waits for it.
 type clusterPublisher struct {
 	client *redis.ClusterClient
+	prefix string          // of every channel
 	wg     *sync.WaitGroup // the bus's: counts the drainer
 
 	mu       sync.Mutex
@@ -61,7 +62,7 @@ var reqPool = sync.Pool{New: func() any { return &pubReq{done: make(chan struct{
 // publish implements publisher.
 func (p *clusterPublisher) publish(ctx context.Context, channel string, msg []byte) (int, error) {
 	req := reqPool.Get().(*pubReq)
-	req.channel, req.msg, req.n, req.err = channel, msg, 0, nil
+	req.channel, req.msg, req.n, req.err = p.prefix+channel, msg, 0, nil
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -105,7 +106,7 @@ func (p *clusterPublisher) publish(ctx context.Context, channel string, msg []by
 // drainer.
 func (p *clusterPublisher) publishAsync(channel string, msg []byte, done pubDone) {
 	req := reqPool.Get().(*pubReq)
-	req.channel, req.msg, req.async = channel, append([]byte(nil), msg...), done
+	req.channel, req.msg, req.async = p.prefix+channel, append([]byte(nil), msg...), done
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

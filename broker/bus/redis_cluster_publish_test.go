@@ -57,17 +57,17 @@ func TestClusterPublishIsNotResentAfterALostReply(t *testing.T) {
 	})
 	defer client.Close()
 	var wg sync.WaitGroup
-	pub := &clusterPublisher{client: client, wg: &wg}
+	pub := &clusterPublisher{client: client, prefix: prefix, wg: &wg}
 	defer func() { pub.close(); wg.Wait() }()
 
 	lose.armed.Store(true)
-	if n, err := pub.publish(ctx, prefix+"ws", []byte("lose-my-reply")); err == nil {
+	if n, err := pub.publish(ctx, "ws", []byte("lose-my-reply")); err == nil {
 		t.Fatalf("publish whose reply was lost = %d, nil; want an error", n)
 	}
 	if lose.armed.Load() {
 		t.Fatal("the publish never reached the connection that loses its reply")
 	}
-	if n, err := pub.publish(ctx, prefix+"ws", []byte("after")); err != nil || n != 1 {
+	if n, err := pub.publish(ctx, "ws", []byte("after")); err != nil || n != 1 {
 		t.Fatalf("publish after the lost reply = %d, %v; want 1", n, err)
 	}
 	var seen []string

@@ -53,9 +53,10 @@ var errPipeBusy = errors.New("redis publish queue full while reconnecting")
 // queued behind them wait for the next connection (the retry rule of
 // publisher).
 type pipe struct {
-	opts *redis.Options
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	name string // CLIENT SETNAME
+	opts   *redis.Options
+	prefix string // of every channel
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	name   string // CLIENT SETNAME
 	// wg counts the reader and dial goroutines (the bus's group).
 	wg *sync.WaitGroup
 
@@ -76,12 +77,12 @@ type pipe struct {
 
 var _ publisher = (*pipe)(nil)
 
-func newPipe(opts *redis.Options, name string, wg *sync.WaitGroup) *pipe {
+func newPipe(opts *redis.Options, prefix, name string, wg *sync.WaitGroup) *pipe {
 	dial := opts.Dialer
 	if dial == nil {
 		dial = redis.NewDialer(opts)
 	}
-	return &pipe{opts: opts, dial: dial, name: name, wg: wg}
+	return &pipe{opts: opts, prefix: prefix, dial: dial, name: name, wg: wg}
 }
 
 func (p *pipe) readTimeout() time.Duration {
@@ -131,7 +132,7 @@ func (p *pipe) publishAsync(channel string, msg []byte, done pubDone) {
 		done(0, errPipeBusy)
 		return
 	}
-	p.out = appendCommand(p.out, "PUBLISH", channel, msg)
+	p.out = appendPublish(p.out, p.prefix, channel, msg)
 	p.outN++
 	if p.head == len(p.waiting) {
 		p.since = time.Now()
@@ -435,12 +436,15 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 
-// appendCommand appends a RESP array of bulk strings: cmd channel msg.
-func appendCommand(b []byte, cmd, channel string, msg []byte) []byte {
-	b = append(b, "*3\r\n"...)
-	b = appendBulk(b, cmd)
-	b = appendBulk(b, channel)
-	b = append(b, '$')
+// appendPublish appends PUBLISH prefix+channel msg as a RESP array of bulk
+// strings.
+func appendPublish(b []byte, prefix, channel string, msg []byte) []byte {
+	b = append(b, "*3\r\n$7\r\nPUBLISH\r\n$"...)
+	b = strconv.AppendInt(b, int64(len(prefix)+len(channel)), 10)
+	b = append(b, "\r\n"...)
+	b = append(b, prefix...)
+	b = append(b, channel...)
+	b = append(b, "\r\n$"...)
 	b = strconv.AppendInt(b, int64(len(msg)), 10)
 	b = append(b, "\r\n"...)
 	b = append(b, msg...)

@@ -2,11 +2,12 @@ package bus
 
 import "context"
 
-// publisher carries a Redis bus's publishes, to channels named in full (the
-// bus's prefix included): a pipe on a single server, a clusterPublisher on a
-// cluster. The bus checks its own closed state and words the errors
-// (Redis.publishError); everything between the command and its count is
-// the publisher's.
+// publisher carries a Redis bus's publishes: a pipe on a single server, a
+// clusterPublisher on a cluster. Channels are named without the bus's
+// prefix, which the publisher adds (the pipe writes it into the command, so
+// a publish builds no prefixed name). The bus checks its own closed state
+// and words the errors (Redis.publishError); everything between the command
+// and its count is the publisher's.
 //
 // The retry rule, the same for both: a publish that cannot have run is
 // sent again, one that may have run never is. A command still queued when
