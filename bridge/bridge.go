@@ -14,7 +14,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -108,9 +110,9 @@ type Bridge struct {
 	wsURL  string
 	root   string
 	header http.Header // upgrade headers, read-only after New
-	term   *terminalHost
-	sbx    *sandboxHost
-	debug  *debugHost
+	term   *lazy[*terminal.Manager]
+	sbx    *lazy[*sandbox.Service] // nil without Config.SandboxDir
+	debug  *lazy[*dap.Manager]
 
 	running atomic.Bool
 
