@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -15,8 +16,9 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// File operations on a workspace. Each opens the worktree as an os.Root,
-// so a path can never reach outside it, whatever symlinks it crosses.
+// File operations on a tree (a workspace's worktree). Each opens the tree
+// as an os.Root (tree.open), so a path can never reach outside it,
+// whatever symlinks it crosses.
 
 // Defaults of the file operations.
 const (
@@ -137,20 +139,44 @@ type PathResult struct {
 	Path string `json:"path"`
 }
 
-func openRoot(dir string) (*os.Root, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeWorkspaceNotFound, "the workspace directory is missing: %v", err)
-	}
-	return r, nil
+// tree is one directory tree the file and search operations act on: a
+// workspace's worktree. Its methods may be called concurrently; each
+// opens the directory afresh, so a tree that is removed and made again
+// (an evicted workspace acquired anew) is seen as it is now.
+type tree struct {
+	dir     string
+	readCap int
+	engine  searcher
 }
 
-func readFile(dir string, req ReadFileRequest, readCap int) (ReadFileResult, error) {
-	rel, err := CleanPath(req.Path)
-	if err != nil {
-		return ReadFileResult{}, err
+// Whether an operation only reads the tree or changes it; see open.
+const (
+	reading = false
+	writing = true
+)
+
+// open checks the path p an agent gave (CleanPath, or cleanWritablePath
+// when write) and opens the tree as an os.Root to resolve it in. It
+// returns the root, which the caller closes, and p relative to it.
+func (t *tree) open(p string, write bool) (*os.Root, string, error) {
+	clean := CleanPath
+	if write {
+		clean = cleanWritablePath
 	}
-	root, err := openRoot(dir)
+	rel, err := clean(p)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := os.OpenRoot(t.dir)
+	if err != nil {
+		return nil, "", protocol.Errorf(protocol.CodeWorkspaceNotFound, "the workspace directory is missing: %v", err)
+	}
+	return r, rel, nil
+}
+
+// ReadFile reads a file of the tree.
+func (t *tree) ReadFile(_ context.Context, req ReadFileRequest) (ReadFileResult, error) {
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return ReadFileResult{}, err
 	}
@@ -169,7 +195,7 @@ func readFile(dir string, req ReadFileRequest, readCap int) (ReadFileResult, err
 	}
 	res := ReadFileResult{Path: rel, Size: fi.Size()}
 	ranged := req.StartLine > 0 || req.EndLine > 0
-	limit := int64(readCap)
+	limit := int64(t.readCap)
 	if ranged {
 		limit = 64 << 20 // a range may sit deep in a big file; the result is capped below
 	}
@@ -205,8 +231,8 @@ func readFile(dir string, req ReadFileRequest, readCap int) (ReadFileResult, err
 		} else {
 			text = strings.Join(lines[start-1:end], "")
 		}
-		if len(text) > readCap {
-			text, res.Truncated = strings.ToValidUTF8(text[:readCap], ""), true
+		if len(text) > t.readCap {
+			text, res.Truncated = strings.ToValidUTF8(text[:t.readCap], ""), true
 		}
 	}
 	res.Content = text
@@ -228,11 +254,14 @@ func decodeContent(content, encoding string) ([]byte, error) {
 	}
 }
 
-func writeFile(dir string, req WriteFileRequest) (WriteFileResult, error) {
-	rel, err := cleanWritablePath(req.Path)
+// WriteFile writes a file of the tree, creating missing parent
+// directories.
+func (t *tree) WriteFile(_ context.Context, req WriteFileRequest) (WriteFileResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return WriteFileResult{}, err
 	}
+	defer root.Close()
 	data, err := decodeContent(req.Content, req.Encoding)
 	if err != nil {
 		return WriteFileResult{}, err
@@ -240,11 +269,6 @@ func writeFile(dir string, req WriteFileRequest) (WriteFileResult, error) {
 	if len(data) > maxWriteFileBytes {
 		return WriteFileResult{}, protocol.Errorf(protocol.CodePayloadTooLarge, "write %s: more than %d bytes", rel, maxWriteFileBytes)
 	}
-	root, err := openRoot(dir)
-	if err != nil {
-		return WriteFileResult{}, err
-	}
-	defer root.Close()
 	if d := path.Dir(rel); d != "." {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return WriteFileResult{}, pathError("write", rel, err)
@@ -272,19 +296,17 @@ func writeInRoot(root *os.Root, rel string, data []byte) error {
 	return nil
 }
 
-func strReplace(dir string, req StrReplaceRequest) (StrReplaceResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return StrReplaceResult{}, err
-	}
-	if req.Old == "" {
-		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "old must not be empty")
-	}
-	root, err := openRoot(dir)
+// StrReplace replaces the one occurrence of req.Old in a file of the
+// tree.
+func (t *tree) StrReplace(_ context.Context, req StrReplaceRequest) (StrReplaceResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return StrReplaceResult{}, err
 	}
 	defer root.Close()
+	if req.Old == "" {
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "old must not be empty")
+	}
 	data, err := root.ReadFile(rel)
 	if err != nil {
 		return StrReplaceResult{}, pathError("str-replace", rel, err)
@@ -318,21 +340,18 @@ func typeOf(m fs.FileMode) string {
 	}
 }
 
-func listDir(dir string, req ListDirRequest) (ListDirResult, error) {
-	rel, err := CleanPath(req.Path)
+// ListDir lists a directory of the tree, depth levels down.
+func (t *tree) ListDir(_ context.Context, req ListDirRequest) (ListDirResult, error) {
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return ListDirResult{}, err
 	}
+	defer root.Close()
 	depth := req.Depth
 	if depth <= 0 {
 		depth = defaultListDepth
 	}
 	depth = min(depth, maxListDepth)
-	root, err := openRoot(dir)
-	if err != nil {
-		return ListDirResult{}, err
-	}
-	defer root.Close()
 	// Resolve the start through the root first: a symlinked directory
 	// leading out fails here.
 	if fi, err := root.Stat(rel); err != nil {
@@ -375,12 +394,10 @@ func listDir(dir string, req ListDirRequest) (ListDirResult, error) {
 	return res, nil
 }
 
-func statPath(dir string, req PathRequest) (StatResult, error) {
-	rel, err := CleanPath(req.Path)
-	if err != nil {
-		return StatResult{}, err
-	}
-	root, err := openRoot(dir)
+// Stat describes a path of the tree (what a symlink leads to, when that
+// stays inside).
+func (t *tree) Stat(_ context.Context, req PathRequest) (StatResult, error) {
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return StatResult{}, err
 	}
@@ -400,8 +417,9 @@ func statPath(dir string, req PathRequest) (StatResult, error) {
 	return StatResult{Path: rel, Type: typeOf(fi.Mode()), Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}, nil
 }
 
-func exists(dir string, req PathRequest) (ExistsResult, error) {
-	st, err := statPath(dir, req)
+// Exists reports whether a path of the tree exists.
+func (t *tree) Exists(ctx context.Context, req PathRequest) (ExistsResult, error) {
+	st, err := t.Stat(ctx, req)
 	if err != nil {
 		var fe *fileError
 		if errors.As(err, &fe) && errors.Is(err, fs.ErrNotExist) {
@@ -413,12 +431,9 @@ func exists(dir string, req PathRequest) (ExistsResult, error) {
 	return ExistsResult{Path: st.Path, Exists: true, Type: st.Type}, nil
 }
 
-func mkdir(dir string, req MkdirRequest) (PathResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return PathResult{}, err
-	}
-	root, err := openRoot(dir)
+// Mkdir creates a directory in the tree.
+func (t *tree) Mkdir(_ context.Context, req MkdirRequest) (PathResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return PathResult{}, err
 	}
@@ -434,12 +449,9 @@ func mkdir(dir string, req MkdirRequest) (PathResult, error) {
 	return PathResult{Path: rel}, nil
 }
 
-func rm(dir string, req RmRequest) (PathResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return PathResult{}, err
-	}
-	root, err := openRoot(dir)
+// Rm removes a path of the tree.
+func (t *tree) Rm(_ context.Context, req RmRequest) (PathResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return PathResult{}, err
 	}

@@ -78,14 +78,16 @@ func newSearcher(bin string) searcher {
 	return searcher{rg: p}
 }
 
-func (s searcher) search(ctx context.Context, dir string, req SearchRequest) (SearchResult, error) {
+// Search searches the tree's files, with ripgrep when it is installed.
+func (t *tree) Search(ctx context.Context, req SearchRequest) (SearchResult, error) {
 	if req.Pattern == "" {
 		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "pattern is required")
 	}
-	rel, err := CleanPath(req.Path)
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return SearchResult{}, err
 	}
+	defer root.Close()
 	if strings.ContainsAny(req.Glob, "\x00\n") {
 		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "bad glob")
 	}
@@ -96,16 +98,11 @@ func (s searcher) search(ctx context.Context, dir string, req SearchRequest) (Se
 	limit = min(limit, maxSearchResults)
 	// The start must resolve inside the worktree (a symlink leading out
 	// fails here); neither engine follows symlinks below it.
-	root, err := openRoot(dir)
-	if err != nil {
-		return SearchResult{}, err
-	}
-	defer root.Close()
 	if _, err := root.Stat(rel); err != nil {
 		return SearchResult{}, pathError("search", rel, err)
 	}
-	if s.rg != "" {
-		return s.ripgrep(ctx, dir, rel, req, limit)
+	if t.engine.rg != "" {
+		return t.engine.ripgrep(ctx, t.dir, rel, req, limit)
 	}
 	return goSearch(ctx, root, rel, req, limit)
 }

@@ -217,3 +217,46 @@ func validateRemote(name string) error {
 	}
 	return nil
 }
+
+// Validate checks the request without touching the disk.
+func (r *AcquireRequest) Validate() error {
+	_, err := r.check()
+	return err
+}
+
+func (r *AcquireRequest) check() (Repo, error) {
+	repo, err := ParseRepo(r.Repo)
+	if err != nil {
+		return Repo{}, err
+	}
+	if r.BaseRef != "" {
+		if err := ValidateRef(r.BaseRef); err != nil {
+			return Repo{}, err
+		}
+	}
+	if err := validateName("user_id", r.UserID); err != nil {
+		return Repo{}, err
+	}
+	if err := validateName("project_id", r.ProjectID); err != nil {
+		return Repo{}, err
+	}
+	switch r.Mode {
+	case ModeAnalysis:
+	case ModeEdit:
+		if err := validateID("conversation_id", r.ConversationID); err != nil {
+			return Repo{}, err
+		}
+	case ModeTask:
+		if err := validateID("task_id", r.TaskID); err != nil {
+			return Repo{}, err
+		}
+	default:
+		return Repo{}, protocol.Errorf(protocol.CodeInvalidPayload, "mode %q: use analysis, edit or task", r.Mode)
+	}
+	switch r.Network {
+	case "", NetworkNone, NetworkHost:
+	default:
+		return Repo{}, protocol.Errorf(protocol.CodeInvalidPayload, "network %q: use none or host", r.Network)
+	}
+	return repo, nil
+}
