@@ -62,14 +62,13 @@ func mountSandbox(r *Router, b *Bridge) {
 	sandboxRoute(r, h, ws+"exists", (*sandbox.Service).Exists)
 	sandboxRoute(r, h, ws+"mkdir", (*sandbox.Service).Mkdir)
 	sandboxRoute(r, h, ws+"rm", (*sandbox.Service).Rm)
+	sandboxRoute(r, h, ws+"readdir", (*sandbox.Service).Readdir)
 	sandboxRoute(r, h, ws+"search", (*sandbox.Service).Search)
 	sandboxRoute(r, h, ws+"exec", (*sandbox.Service).Exec)
 	sandboxRoute(r, h, ws+"git/diff", (*sandbox.Service).GitDiff)
 	sandboxRoute(r, h, ws+"git/commit", (*sandbox.Service).GitCommit)
 	sandboxRoute(r, h, ws+"git/push", (*sandbox.Service).GitPush)
-	sandboxRoute(r, h, ws+"git/status", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (sandbox.GitStatus, error) {
-		return s.GitStatus(ctx, id)
-	})
+	sandboxRoute(r, h, ws+"git/status", (*sandbox.Service).GitStatus)
 	sandboxRoute(r, h, ws+"release", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
 		return OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
 	})

@@ -80,6 +80,7 @@ type Service struct {
 	locks     Locker
 	runtimes  map[string]RuntimeProvider
 	search    searcher
+	git       *LocalGit
 	lockFile  *os.File
 	stop      context.CancelFunc
 	loopDone  chan struct{}
@@ -133,6 +134,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Evict.setDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, root: root, lockFile: lf, live: map[string]liveRuntime{}, search: newSearcher(cfg.RgBin)}
 	lg := &LocalGit{Root: root, Bin: cfg.GitBin}
+	s.git = lg
 	s.cache, s.trees, s.changes = cfg.Cache, cfg.Worktrees, cfg.Changes
 	if s.cache == nil {
 		s.cache = lg

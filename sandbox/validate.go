@@ -193,6 +193,23 @@ func refProblem(name string) string {
 	return ""
 }
 
+// revSuffix is the ~N / ^N tail a revision may carry (HEAD~1, main^2).
+var revSuffix = regexp.MustCompile(`(?:[~^][0-9]{0,4})+$`)
+
+// ValidateRevision checks what a diff may be against: HEAD, a branch or
+// tag name (as ValidateRef), or a commit id (4-64 hex digits), optionally
+// followed by ~N or ^N. It answers invalid_ref.
+func ValidateRevision(rev string) error {
+	base := revSuffix.ReplaceAllString(rev, "")
+	if base == "HEAD" || (len(base) >= 4 && len(base) <= 64 && isHex(base)) {
+		return nil
+	}
+	if why := refProblem(base); why != "" {
+		return protocol.Errorf(protocol.CodeInvalidRef, "ref %q: %s", rev, why)
+	}
+	return nil
+}
+
 // validateID checks an id that becomes part of a branch name
 // (conversation_id, task_id); it answers invalid_ref.
 func validateID(field, id string) error {

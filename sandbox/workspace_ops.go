@@ -24,70 +24,75 @@ func onWorkspace[Req, Res any](ctx context.Context, s *Service, id string, write
 }
 
 // onTree is onWorkspace for an operation of the workspace's tree.
-func onTree[Req, Res any](ctx context.Context, s *Service, id string, write bool, op func(*tree, context.Context, Req) (Res, error), req Req) (Res, error) {
+func onTree[Req, Res any](ctx context.Context, s *Service, id string, write bool, op func(*Tree, context.Context, Req) (Res, error), req Req) (Res, error) {
 	return onWorkspace(ctx, s, id, write, func(ctx context.Context, rec *Record, req Req) (Res, error) {
 		return op(s.tree(rec), ctx, req)
 	}, req)
 }
 
-// tree is the worktree of rec, for the file and search operations.
-func (s *Service) tree(rec *Record) *tree {
-	return &tree{dir: rec.Dir, readCap: s.cfg.ReadCap, engine: s.search}
+// tree is the worktree of rec. The file and search operations go through
+// it; git goes through the Changes port.
+func (s *Service) tree(rec *Record) *Tree {
+	return &Tree{dir: rec.Dir, gitDir: rec.GitDir, readCap: s.cfg.ReadCap, engine: s.search, git: s.git}
 }
 
 // ReadFile reads a file of the workspace.
 func (s *Service) ReadFile(ctx context.Context, id string, req ReadFileRequest) (ReadFileResult, error) {
-	return onTree(ctx, s, id, reading, (*tree).ReadFile, req)
+	return onTree(ctx, s, id, reading, (*Tree).ReadFile, req)
 }
 
 // WriteFile writes a file of the workspace.
 func (s *Service) WriteFile(ctx context.Context, id string, req WriteFileRequest) (WriteFileResult, error) {
-	return onTree(ctx, s, id, writing, (*tree).WriteFile, req)
+	return onTree(ctx, s, id, writing, (*Tree).WriteFile, req)
 }
 
-// StrReplace replaces the one occurrence of req.Old in a file.
+// StrReplace replaces the occurrences of req.Old in a file; see
+// StrReplaceRequest.
 func (s *Service) StrReplace(ctx context.Context, id string, req StrReplaceRequest) (StrReplaceResult, error) {
-	return onTree(ctx, s, id, writing, (*tree).StrReplace, req)
+	return onTree(ctx, s, id, writing, (*Tree).StrReplace, req)
 }
 
 // ListDir lists a directory of the workspace.
 func (s *Service) ListDir(ctx context.Context, id string, req ListDirRequest) (ListDirResult, error) {
-	return onTree(ctx, s, id, reading, (*tree).ListDir, req)
+	return onTree(ctx, s, id, reading, (*Tree).ListDir, req)
 }
 
 // Stat describes a path of the workspace.
 func (s *Service) Stat(ctx context.Context, id string, req PathRequest) (StatResult, error) {
-	return onTree(ctx, s, id, reading, (*tree).Stat, req)
+	return onTree(ctx, s, id, reading, (*Tree).Stat, req)
 }
 
 // Exists reports whether a path of the workspace exists.
 func (s *Service) Exists(ctx context.Context, id string, req PathRequest) (ExistsResult, error) {
-	return onTree(ctx, s, id, reading, (*tree).Exists, req)
+	return onTree(ctx, s, id, reading, (*Tree).Exists, req)
+}
+
+// Readdir lists the names in a directory of the workspace.
+func (s *Service) Readdir(ctx context.Context, id string, req PathRequest) (ReaddirResult, error) {
+	return onTree(ctx, s, id, reading, (*Tree).Readdir, req)
 }
 
 // Mkdir creates a directory in the workspace.
 func (s *Service) Mkdir(ctx context.Context, id string, req MkdirRequest) (PathResult, error) {
-	return onTree(ctx, s, id, writing, (*tree).Mkdir, req)
+	return onTree(ctx, s, id, writing, (*Tree).Mkdir, req)
 }
 
 // Rm removes a path of the workspace.
 func (s *Service) Rm(ctx context.Context, id string, req RmRequest) (PathResult, error) {
-	return onTree(ctx, s, id, writing, (*tree).Rm, req)
+	return onTree(ctx, s, id, writing, (*Tree).Rm, req)
 }
 
 // Search searches the workspace's files.
 func (s *Service) Search(ctx context.Context, id string, req SearchRequest) (SearchResult, error) {
-	return onTree(ctx, s, id, reading, (*tree).Search, req)
+	return onTree(ctx, s, id, reading, (*Tree).Search, req)
 }
 
 // GitStatus reports the workspace's changes.
-func (s *Service) GitStatus(ctx context.Context, id string) (GitStatus, error) {
-	return onWorkspace(ctx, s, id, reading, func(ctx context.Context, rec *Record, _ struct{}) (GitStatus, error) {
-		return s.changes.Status(ctx, rec)
-	}, struct{}{})
+func (s *Service) GitStatus(ctx context.Context, id string, req StatusRequest) (GitStatus, error) {
+	return onWorkspace(ctx, s, id, reading, s.changes.Status, req)
 }
 
-// GitDiff returns the workspace's diff against HEAD.
+// GitDiff returns the workspace's diff against HEAD or req.Ref.
 func (s *Service) GitDiff(ctx context.Context, id string, req DiffRequest) (GitDiff, error) {
 	return onWorkspace(ctx, s, id, reading, s.changes.Diff, req)
 }
