@@ -124,12 +124,18 @@ func (l *lazy[T]) close() {
 // handleLazy mounts fn at path with the value h holds, opened on first
 // use: a failed open answers the call with the open's error.
 func handleLazy[T, Req, Resp any](r *Router, h *lazy[T], path string, fn func(ctx context.Context, v T, c *Call, req Req) (Resp, error)) {
-	Handle(r, path, func(ctx context.Context, c *Call, req Req) (Resp, error) {
+	Handle(r, path, withLazy(h, fn))
+}
+
+// withLazy adapts fn, which serves a call with the value h holds, to a
+// HandlerFunc.
+func withLazy[T, Req, Resp any](h *lazy[T], fn func(ctx context.Context, v T, c *Call, req Req) (Resp, error)) HandlerFunc[Req, Resp] {
+	return func(ctx context.Context, c *Call, req Req) (Resp, error) {
 		v, err := h.get(ctx)
 		if err != nil {
 			var zero Resp
 			return zero, err
 		}
 		return fn(ctx, v, c, req)
-	})
+	}
 }

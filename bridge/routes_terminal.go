@@ -104,6 +104,10 @@ func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "attach is a GET WebSocket upgrade", http.StatusMethodNotAllowed)
 		return
 	}
+	if err := b.router.policy.refusal(TerminalExecuteEndpoint); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	m, err := b.term.get(r.Context())
 	if err != nil {
 		http.Error(w, "the terminal is not available: "+err.Error(), http.StatusServiceUnavailable)
