@@ -75,7 +75,7 @@ type Config struct {
 	// sandbox's, the file writes and any route mounted with Handle,
 	// answers forbidden naming the flag, and `tether attach` is refused.
 	ReadOnly bool
-	// Disable (tether bridge --disable) lists route groups (Groups) that
+	// Disable (tether bridge --disable) lists route groups (Groups()) that
 	// answer forbidden naming the flag. An unknown name fails New.
 	Disable []string
 

@@ -23,8 +23,13 @@ const (
 	GroupSandbox  = "sandbox"  // /api/sandbox/…
 )
 
-// Groups lists every route group, in the order capabilities reports them.
-var Groups = []string{GroupTerminal, GroupDebug, GroupFiles, GroupGit, GroupSandbox}
+// routeGroups lists every route group, in the order capabilities reports
+// them.
+var routeGroups = []string{GroupTerminal, GroupDebug, GroupFiles, GroupGit, GroupSandbox}
+
+// Groups returns every route group's name, in the order capabilities
+// reports them.
+func Groups() []string { return slices.Clone(routeGroups) }
 
 // readOnlyRoutes are the routes served under ReadOnly: those that neither
 // change a file nor run anything. Every other route, one mounted by the
@@ -79,8 +84,8 @@ func newPolicy(readOnly bool, disable []string) (policy, error) {
 		if g == "" {
 			continue
 		}
-		if !slices.Contains(Groups, g) {
-			return policy{}, fmt.Errorf("bridge: unknown route group %q to disable (--disable); the groups are %s", g, strings.Join(Groups, ", "))
+		if !slices.Contains(routeGroups, g) {
+			return policy{}, fmt.Errorf("bridge: unknown route group %q to disable (--disable); the groups are %s", g, strings.Join(routeGroups, ", "))
 		}
 		if !slices.Contains(p.disabled, g) {
 			p.disabled = append(p.disabled, g)

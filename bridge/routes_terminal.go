@@ -104,8 +104,10 @@ func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "attach is a GET WebSocket upgrade", http.StatusMethodNotAllowed)
 		return
 	}
+	// The visible terminal is refused with the terminal routes (typing
+	// into it runs commands).
 	if err := b.router.policy.refusal(TerminalExecuteEndpoint); err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
+		http.Error(w, "attach follows the terminal routes: "+err.Error(), http.StatusForbidden)
 		return
 	}
 	m, err := b.term.get(r.Context())

@@ -36,7 +36,7 @@ type CapabilitiesResult struct {
 	// neither write a file nor run a program are served.
 	ReadOnly bool `json:"read_only"`
 	// Groups are the route groups with at least one route served, in the
-	// order of Groups (terminal, debug, files, git, sandbox).
+	// order of Groups() (terminal, debug, files, git, sandbox).
 	Groups []string `json:"groups"`
 	// Disabled are the groups switched off with --disable.
 	Disabled []string `json:"disabled"`
@@ -85,7 +85,7 @@ func (b *Bridge) capabilities() CapabilitiesResult {
 		served[routeGroup(path)] = true
 	}
 	slices.Sort(res.Routes)
-	for _, g := range Groups {
+	for _, g := range routeGroups {
 		if served[g] {
 			res.Groups = append(res.Groups, g)
 		}

@@ -216,12 +216,18 @@ func (t *Tree) StrReplace(_ context.Context, req StrReplaceRequest) (StrReplaceR
 	if want == 0 {
 		want = 1
 	}
-	if fi, err := root.Stat(rel); err != nil {
-		return StrReplaceResult{}, pathError("str-replace", rel, err)
-	} else if fi.Size() > maxWriteFileBytes {
+	f, fi, _, err := t.openFile(req.Path, "str-replace")
+	if err != nil {
+		return StrReplaceResult{}, err
+	}
+	defer f.Close()
+	switch {
+	case !fi.Mode().IsRegular():
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPath, "str-replace %s: not a regular file", rel)
+	case fi.Size() > maxWriteFileBytes:
 		return StrReplaceResult{}, protocol.Errorf(protocol.CodePayloadTooLarge, "str-replace %s: the file is over %d bytes", rel, maxWriteFileBytes)
 	}
-	data, err := root.ReadFile(rel)
+	data, err := io.ReadAll(io.LimitReader(f, maxWriteFileBytes+1))
 	if err != nil {
 		return StrReplaceResult{}, pathError("str-replace", rel, err)
 	}

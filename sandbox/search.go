@@ -118,8 +118,11 @@ func (t *Tree) Search(ctx context.Context, req SearchRequest) (SearchResult, err
 	limit = min(limit, maxSearchResults)
 	// The start must resolve inside the worktree (a symlink leading out
 	// fails here); neither engine follows symlinks below it.
-	if _, err := root.Stat(rel); err != nil {
+	if fi, err := root.Stat(rel); err != nil {
 		return SearchResult{}, pathError("search", rel, err)
+	} else if !fi.IsDir() && !fi.Mode().IsRegular() {
+		// ripgrep would read a FIFO named here until a writer came.
+		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPath, "search %s: not a file or directory", rel)
 	}
 	c := &hitCollector{context: req.Context, limit: limit}
 	var engine string

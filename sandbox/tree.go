@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/tetherdev/tether/protocol"
 )
@@ -91,14 +92,17 @@ func (t *Tree) open(p string, write bool) (*os.Root, string, error) {
 }
 
 // openFile resolves p in the tree (for reading), opens it and stats it;
-// op names the operation in errors. The caller closes the file.
+// op names the operation in errors. The caller closes the file, and
+// checks its type: O_NONBLOCK keeps the open of a FIFO an agent made
+// from waiting forever for a writer (it changes nothing for files and
+// directories).
 func (t *Tree) openFile(p, op string) (*os.File, fs.FileInfo, string, error) {
 	root, rel, err := t.open(p, reading)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	defer root.Close() // the file stays open without it
-	f, err := root.Open(rel)
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, "", pathError(op, rel, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -404,4 +405,42 @@ func FuzzTreePath(f *testing.F) {
 			t.Fatalf("search %q found text outside the tree: %+v", p, h.Hits)
 		}
 	})
+}
+
+// TestTreeDoesNotBlockOnAFIFO: a FIFO an agent made answers at once
+// instead of holding the call (and its goroutine) until a writer comes.
+func TestTreeDoesNotBlockOnAFIFO(t *testing.T) {
+	for _, rg := range []string{"", "-"} {
+		tr, dir := newTree(t, map[string]string{"a.txt": "pipe\n"}, sandbox.TreeOptions{RgBin: rg})
+		if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan []error, 1)
+		var hits int
+		go func() {
+			var out []error
+			_, err := tr.ReadFile(bg, sandbox.ReadFileRequest{Path: "fifo"})
+			out = append(out, err)
+			_, err = tr.StrReplace(bg, sandbox.StrReplaceRequest{Path: "fifo", Old: "a", New: "b"})
+			out = append(out, err)
+			_, err = tr.Search(bg, sandbox.SearchRequest{Pattern: "pipe", Path: "fifo"})
+			out = append(out, err)
+			_, err = tr.Readdir(bg, sandbox.PathRequest{Path: "fifo"})
+			out = append(out, err)
+			res, err := tr.Search(bg, sandbox.SearchRequest{Pattern: "pipe"})
+			hits = len(res.Hits)
+			errs <- append(out, err)
+		}()
+		select {
+		case got := <-errs:
+			for _, err := range got[:4] {
+				wantCode(t, err, protocol.CodeInvalidPath)
+			}
+			if got[4] != nil || hits != 1 {
+				t.Fatalf("search of the directory holding the FIFO: %d hits, %v", hits, got[4])
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an operation on a FIFO is still waiting after 10s")
+		}
+	}
 }

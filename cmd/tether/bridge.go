@@ -21,7 +21,7 @@ func runBridge(args []string, stderr io.Writer) error {
 	outputCap := fs.Int("output-cap", 0, "bytes of a command's output a terminal result keeps, head and tail (default 80000)")
 	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", ""), "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
-	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups, ","))
+	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
