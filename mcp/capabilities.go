@@ -3,63 +3,79 @@ package mcp
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tetherdev/tether/bridge"
 )
 
 // The tools listed reflect what the workspace serves: at every tools/list
-// the server asks the workspace which route groups it serves and whether it
-// is read-only, and leaves out the tools that would only be refused. A
-// workspace that cannot tell (an IDE extension, an older bridge, or one
-// that is offline right now) gets the whole catalog; a tool it does not
-// serve then answers unknown_route or forbidden.
+// the server asks the bridge for its capabilities (the routes it serves,
+// after --read-only and --disable) and leaves out the tools none of whose
+// routes is served. A workspace that cannot tell (an IDE extension, an
+// older bridge, or one that is offline right now) gets the whole catalog;
+// a tool it does not serve then answers unknown_route or forbidden.
 
-// CapabilitiesEndpoint is the bridge route that tells what it serves.
-const CapabilitiesEndpoint = "/api/workspace/capabilities"
+// capabilitiesWait bounds the question, so tools/list answers promptly.
+const capabilitiesWait = 3 * time.Second
 
-// Route groups a bridge can serve (and the person running it switch off).
-const (
-	groupTerminal = "terminal"
-	groupFiles    = "files"
-	groupSearch   = "search"
-	groupGit      = "git"
-	groupDebug    = "debug"
-	groupSandbox  = "sandbox"
-)
-
-// capabilities is the answer of CapabilitiesEndpoint.
-type capabilities struct {
-	// Groups are the route groups served.
-	Groups []string `json:"groups"`
-	// ReadOnly: nothing on the bridge's root may be written, and no command
-	// run there.
-	ReadOnly bool `json:"read_only"`
+// served reports whether a tool is worth listing: one of its routes is
+// among the served ones. Routes are gin patterns (":session_id"); any
+// parameter name matches any other.
+func served(sp spec, routes []string) bool {
+	for _, want := range sp.routes {
+		if slices.ContainsFunc(routes, func(r string) bool { return samePattern(r, want) }) {
+			return true
+		}
+	}
+	return false
 }
 
-// serves reports whether a tool is worth listing on a workspace with caps.
-func (c *capabilities) serves(sp spec) bool {
-	sandbox := slices.Contains(c.Groups, groupSandbox)
-	if sp.sandboxOnly {
-		return sandbox
+func samePattern(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	if len(as) != len(bs) {
+		return false
 	}
-	onRoot := slices.Contains(c.Groups, sp.group) && !(sp.writes && c.ReadOnly)
-	return onRoot || (sp.sandbox && sandbox)
+	for i := range as {
+		if as[i] != bs[i] && !(strings.HasPrefix(as[i], ":") && strings.HasPrefix(bs[i], ":")) {
+			return false
+		}
+	}
+	return true
 }
 
 // capabilities asks the workspace what it serves; nil when it cannot tell.
-func (s *Server) capabilities(ctx context.Context) *capabilities {
-	tc := &toolCall{s: s, name: "tools/list"}
-	var caps capabilities
-	if err := tc.call(ctx, CapabilitiesEndpoint, struct{}{}, capabilitiesWait, &caps); err != nil {
-		s.opts.Logger.Debug().Str("workspace_id", s.opts.Workspace).Err(err).Msg("mcp: workspace capabilities unknown; listing every tool")
+// It remembers the workspace's root for stop views (root).
+func (s *Server) capabilities(ctx context.Context) *bridge.CapabilitiesResult {
+	tc := &toolCall{s: s, name: "capabilities"}
+	var caps bridge.CapabilitiesResult
+	if err := tc.call(ctx, bridge.WorkspaceCapabilitiesEndpoint, struct{}{}, capabilitiesWait, &caps); err != nil {
+		s.opts.Logger.Debug().Str("workspace_id", s.opts.Workspace).Err(err).Msg("mcp: workspace capabilities unknown")
 		return nil
+	}
+	if caps.Root != "" {
+		s.root.Store(&caps.Root)
 	}
 	return &caps
 }
 
-// capabilitiesWait bounds the question, so tools/list answers promptly.
-const capabilitiesWait = 3 * time.Second
+// root returns the directory the workspace's bridge serves ("" when it
+// cannot tell), asking once.
+func (s *Server) workspaceRoot(ctx context.Context) string {
+	if r := s.root.Load(); r != nil {
+		return *r
+	}
+	if caps := s.capabilities(ctx); caps != nil {
+		return caps.Root
+	}
+	return ""
+}
+
+// rootCache holds the workspace's root as the bridge last reported it.
+type rootCache = atomic.Pointer[string]
 
 // listServed is a receiving middleware: it filters the result of
 // tools/list by the workspace's capabilities.
@@ -74,14 +90,14 @@ func (s *Server) listServed(next sdk.MethodHandler) sdk.MethodHandler {
 		if caps == nil {
 			return res, nil
 		}
-		served := make([]*sdk.Tool, 0, len(list.Tools))
+		shown := make([]*sdk.Tool, 0, len(list.Tools))
 		for _, t := range list.Tools {
-			if sp, known := s.specs[t.Name]; !known || caps.serves(sp) {
-				served = append(served, t)
+			if sp, known := s.specs[t.Name]; !known || served(sp, caps.Routes) {
+				shown = append(shown, t)
 			}
 		}
 		out := *list
-		out.Tools = served
+		out.Tools = shown
 		return &out, nil
 	}
 }

@@ -40,6 +40,13 @@ type inprocBridge struct {
 
 func newInprocBridge(t *testing.T, files map[string]string) *inprocBridge {
 	t.Helper()
+	return newInprocBridgeWith(t, files, bridge.Config{})
+}
+
+// newInprocBridgeWith is newInprocBridge with cfg's policy and sandbox
+// settings (its Root and Logger are set here).
+func newInprocBridgeWith(t *testing.T, files map[string]string, cfg bridge.Config) *inprocBridge {
+	t.Helper()
 	root := t.TempDir()
 	for name, body := range files {
 		p := filepath.Join(root, name)
@@ -50,7 +57,8 @@ func newInprocBridge(t *testing.T, files map[string]string) *inprocBridge {
 			t.Fatal(err)
 		}
 	}
-	br, err := bridge.New(bridge.Config{Root: root, Logger: zerolog.Nop()})
+	cfg.Root, cfg.Logger = root, zerolog.Nop()
+	br, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

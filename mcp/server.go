@@ -34,6 +34,7 @@ type Server struct {
 	sdk   *sdk.Server
 	specs map[string]spec // by tool name; written only while New registers
 	debug debugSessions
+	root  rootCache // the bridge's root, from its capabilities
 }
 
 // New builds the server and registers its tools.
@@ -114,14 +115,9 @@ type spec struct {
 	name        string
 	title       string
 	description string
-	// group is the route group the tool needs on the bridge's root (see
-	// capabilities.go); sandbox is set for tools that can act on a sandbox
-	// workspace instead, sandboxOnly for those that only do.
-	group       string
-	sandbox     bool
-	sandboxOnly bool
-	// writes: hidden when the workspace is read-only.
-	writes bool
+	// routes are the bridge routes the tool calls (gin patterns, as
+	// capabilities lists them); it is listed when one of them is served.
+	routes []string
 	// Annotations for the client.
 	readOnly, destructive, idempotent bool
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/caller"
-	"github.com/tetherdev/tether/mcp"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -263,38 +263,48 @@ func TestNoProgressWithoutAToken(t *testing.T) {
 	}
 }
 
-func TestToolsListedFollowTheWorkspaceCapabilities(t *testing.T) {
-	caps := map[string]any{"groups": []string{"debug", "files", "search", "git", "sandbox"}, "read_only": true}
-	ws := &fakeWorkspace{answer: func(_ context.Context, req caller.Request) protocol.ToolResponse {
-		if req.Endpoint == mcp.CapabilitiesEndpoint {
-			return success(caps)
-		}
-		return protocol.Failure("c", protocol.CodeUnknownRoute, "no")
-	}}
-	cs := client(t, ws, nil)
-	names := listNames(t, cs)
-	for _, hidden := range []string{"terminal_output", "terminal_input"} {
-		if slices.Contains(names, hidden) {
-			t.Errorf("%s listed on a workspace without the terminal group", hidden)
-		}
+func TestEveryToolIsListedWhenTheBridgeServesEverything(t *testing.T) {
+	// Every tool's route patterns must match a route a real bridge serves:
+	// a route renamed on the bridge would hide its tool.
+	br := newInprocBridgeWith(t, nil, bridge.Config{SandboxDir: t.TempDir()})
+	all := listNames(t, client(t, offline(), nil))
+	if got := listNames(t, client(t, br, nil)); !slices.Equal(got, all) {
+		t.Fatalf("listed %v, want every tool %v", got, all)
 	}
-	for _, shown := range []string{"file_read", "file_search", "git_diff", "debug_start", "sandbox_acquire",
-		"file_write", "terminal_run", // they act on sandboxes too
-	} {
-		if !slices.Contains(names, shown) {
-			t.Errorf("%s not listed", shown)
-		}
-	}
+}
 
-	caps = map[string]any{"groups": []string{"debug", "files"}, "read_only": true}
-	names = listNames(t, cs)
-	for _, hidden := range []string{"file_write", "file_str_replace", "terminal_run", "git_commit", "sandbox_acquire", "file_search"} {
-		if slices.Contains(names, hidden) {
-			t.Errorf("%s listed on a read-only workspace without sandboxes", hidden)
-		}
-	}
-	if !slices.Contains(names, "file_read") || !slices.Contains(names, "debug_continue") {
-		t.Errorf("tools %v", names)
+func TestToolsListedFollowTheBridgesPolicy(t *testing.T) {
+	for name, c := range map[string]struct {
+		cfg           bridge.Config
+		shown, hidden []string
+	}{
+		"read-only": {bridge.Config{ReadOnly: true},
+			[]string{"file_read", "file_list", "file_search", "git_status", "git_diff", "debug_context"},
+			[]string{"file_write", "file_str_replace", "terminal_run", "terminal_output", "debug_start", "debug_continue", "sandbox_acquire", "git_commit"}},
+		"no sandbox dir": {bridge.Config{},
+			[]string{"file_write", "terminal_run", "debug_start", "git_diff"},
+			[]string{"sandbox_acquire", "sandbox_release", "git_commit", "git_push"}},
+		"files and terminal off, sandboxes on": {bridge.Config{Disable: []string{"files", "terminal", "git"}},
+			[]string{"file_read", "file_write", "terminal_run", "git_diff", "git_commit", "debug_start"},
+			[]string{"terminal_output", "terminal_input", "terminal_signal"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := c.cfg
+			if name == "files and terminal off, sandboxes on" {
+				cfg.SandboxDir = t.TempDir()
+			}
+			names := listNames(t, client(t, newInprocBridgeWith(t, nil, cfg), nil))
+			for _, want := range c.shown {
+				if !slices.Contains(names, want) {
+					t.Errorf("%s not listed: %v", want, names)
+				}
+			}
+			for _, hide := range c.hidden {
+				if slices.Contains(names, hide) {
+					t.Errorf("%s listed", hide)
+				}
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -29,6 +30,10 @@ type StopView struct {
 	Output string `json:"output,omitempty"`
 	// Note says what else happened, e.g. that run-to stopped elsewhere.
 	Note string `json:"note,omitempty"`
+
+	// root is the bridge's root, so the text shows paths relative to it
+	// (as the file tools take them).
+	root string
 }
 
 // Source is a few lines of a file around a line.
@@ -68,8 +73,11 @@ func (tc *toolCall) view(ctx context.Context, id string, wait time.Duration, o v
 		return v, err
 	}
 	v.State, v.Snapshot = snap.State, &snap
-	if len(snap.Frames) > 0 && snap.Frames[0].Path != "" && snap.Frames[0].Line > 0 {
-		v.Source = tc.source(ctx, snap.Frames[0].Path, snap.Frames[0].Line)
+	v.root = tc.s.workspaceRoot(ctx)
+	if len(snap.Frames) > 0 && snap.Frames[0].Line > 0 {
+		if rel, ok := relative(v.root, snap.Frames[0].Path); ok {
+			v.Source = tc.source(ctx, rel, snap.Frames[0].Line)
+		}
 	}
 	return v, nil
 }
@@ -99,18 +107,29 @@ func (tc *toolCall) ended(ctx context.Context, id string, exit *int) (StopView, 
 // endedOutput is how much of an ended program's output a view keeps.
 const endedOutput = 4000
 
-// source reads the lines around line of file through the bridge root's
-// read-file route; nil when the workspace cannot (the file is outside the
-// root, or the route is not served).
+// source reads the lines around line of file (relative to the bridge's
+// root) through the root's read-file route; nil when the workspace cannot
+// (the route is not served, the file is not text).
 func (tc *toolCall) source(ctx context.Context, file string, at int) *Source {
-	first := max(at-sourceContext, 1)
 	var r sandbox.ReadFileResult
-	payload := map[string]any{"path": file, "start_line": first, "end_line": at + sourceContext}
-	if err := tc.call(ctx, fileRoute("", "read-file"), payload, quickCall, &r); err != nil || r.Encoding != "" {
+	req := sandbox.ReadFileRequest{Path: file, StartLine: max(at-sourceContext, 1), EndLine: at + sourceContext}
+	if err := tc.call(ctx, bridge.WorkspaceReadFileEndpoint, req, quickCall, &r); err != nil || r.Encoding != "" || r.StartLine == 0 {
 		return nil
 	}
 	lines := strings.Split(strings.TrimSuffix(r.Content, "\n"), "\n")
-	return &Source{Path: file, FirstLine: first, Lines: lines}
+	return &Source{Path: file, FirstLine: r.StartLine, Lines: lines}
+}
+
+// relative is path relative to root, when it is inside root.
+func relative(root, path string) (string, bool) {
+	if root == "" || !filepath.IsAbs(path) {
+		return "", false
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
 }
 
 // Caps of a stop's text.
@@ -151,7 +170,7 @@ func renderView(v StopView, next string) string {
 		b.WriteString(line(v.Note, maxMessage))
 		b.WriteString("\n")
 	}
-	renderSnapshot(&b, v.Snapshot)
+	renderSnapshot(&b, v.Snapshot, v.root)
 	if v.Source != nil {
 		at := 0
 		if len(v.Snapshot.Frames) > 0 {
@@ -172,7 +191,7 @@ func renderView(v StopView, next string) string {
 	return b.String()
 }
 
-func renderSnapshot(b *strings.Builder, s *dap.Snapshot) {
+func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string) {
 	if s == nil {
 		return
 	}
@@ -183,7 +202,7 @@ func renderSnapshot(b *strings.Builder, s *dap.Snapshot) {
 	fmt.Fprintf(b, "Stopped (%s)", line(reason, maxValue))
 	if len(s.Frames) > 0 {
 		f := s.Frames[0]
-		fmt.Fprintf(b, " in %s at %s", line(f.Name, maxValue), where(f))
+		fmt.Fprintf(b, " in %s at %s", line(f.Name, maxValue), where(f, root))
 	}
 	fmt.Fprintf(b, ", thread %d.\n", s.ThreadID)
 	if s.Stop != nil {
@@ -200,7 +219,7 @@ func renderSnapshot(b *strings.Builder, s *dap.Snapshot) {
 				fmt.Fprintf(b, "  … %d more frames\n", len(s.Frames)-i)
 				break
 			}
-			fmt.Fprintf(b, "  #%d %s at %s\n", i, line(f.Name, maxValue), where(f))
+			fmt.Fprintf(b, "  #%d %s at %s\n", i, line(f.Name, maxValue), where(f, root))
 		}
 	}
 	if len(s.Frames) > 0 {
@@ -245,9 +264,13 @@ func sentence(s string) string {
 	return string(unicode.ToUpper(r)) + s[n:]
 }
 
-// where is a frame's file:line, the file as short as it can be read.
-func where(f dap.Frame) string {
+// where is a frame's file:line, the file relative to the bridge's root
+// when it is inside it.
+func where(f dap.Frame, root string) string {
 	file := f.Path
+	if rel, ok := relative(root, f.Path); ok {
+		file = rel
+	}
 	if file == "" {
 		file = f.Source
 	}

@@ -133,7 +133,7 @@ func addDebugTools(s *Server) {
 		title: "What can be debugged here",
 		description: "List the debug adapters that really run on the workspace's machine, the launch configurations of .vscode/launch.json, and build and test commands inferred from its files. " +
 			"Call it before debug_start.",
-		group: groupDebug, readOnly: true, idempotent: true,
+		routes: []string{bridge.DebugContextEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in contextArgs) (dap.DebugContext, string, error) {
 		var out dap.DebugContext
 		tc.wait("probing the debug adapters")
@@ -145,39 +145,39 @@ func addDebugTools(s *Server) {
 		title: "Start debugging",
 		description: "Start a debug session: from a launch configuration (config), its name in launch.json (config_name), or language and program; with breakpoints by line or by the line's text (line_content). " +
 			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it.",
-		group: groupDebug, destructive: true,
+		routes: []string{bridge.DebugStartEndpoint}, destructive: true,
 	}, startSession)
 	add(s, spec{
 		name:        "debug_set_breakpoints",
 		title:       "Set a file's breakpoints",
 		description: "Replace the breakpoints of one file in a session (by line, or by the line's text with line_content; conditions, hit counts, log messages). Returns each breakpoint's line and whether the adapter verified it.",
-		group:       groupDebug, idempotent: true,
+		routes:      []string{bridge.DebugBreakpointsEndpoint}, idempotent: true,
 	}, setBreakpoints)
 	add(s, spec{
 		name:  "debug_continue",
 		title: "Continue to the next stop",
 		description: "Resume the program and wait (up to timeout_s) for the next stop: returns where and why it stopped, the stack, the locals and the source around the line, or the exit code if the program ended. " +
 			"Right after debug_start it waits for the first stop.",
-		group: groupDebug,
+		routes: []string{bridge.DebugContinueEndpoint},
 	}, continueSession)
 	add(s, spec{
 		name:        "debug_step",
 		title:       "Step",
 		description: "Step over the current line, into the call on it, or out to the caller, and return the new location with the locals and source (or the exit code).",
-		group:       groupDebug,
+		routes:      []string{bridge.DebugStepOverEndpoint},
 	}, step)
 	add(s, spec{
 		name:  "debug_run_to",
 		title: "Run to a line",
 		description: "Run until a line (by number, or by its text with line_content) and show the stop there: a temporary breakpoint, continue, then the file's breakpoints as they were. " +
 			"If another breakpoint or the end comes first, that is what it returns.",
-		group: groupDebug,
+		routes: []string{bridge.DebugContinueEndpoint},
 	}, runTo)
 	add(s, spec{
 		name:        "debug_pause",
 		title:       "Pause",
 		description: "Pause a running program and show where it is: stack, locals and source.",
-		group:       groupDebug,
+		routes:      []string{bridge.DebugPauseEndpoint},
 	}, func(ctx context.Context, tc *toolCall, in waitArgs) (StopView, string, error) {
 		tc.s.debug.takeFirstStop(in.SessionID)
 		v, err := control(ctx, tc, bridge.DebugPauseEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
@@ -187,7 +187,7 @@ func addDebugTools(s *Server) {
 		name:        "debug_snapshot",
 		title:       "Show the stopped state",
 		description: "Show a stopped session's state: where and why it stopped, the stack, the locals (expanded to variable_depth) and expressions. A running session is waited for, up to timeout_s.",
-		group:       groupDebug, readOnly: true, idempotent: true,
+		routes:      []string{bridge.DebugSnapshotEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in snapshotArgs) (StopView, string, error) {
 		tc.s.debug.takeFirstStop(in.SessionID)
 		v, err := tc.view(ctx, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions, maxFrames: in.MaxFrames, depth: in.VariableDepth})
@@ -197,7 +197,7 @@ func addDebugTools(s *Server) {
 		name:        "debug_evaluate",
 		title:       "Evaluate an expression",
 		description: "Evaluate an expression in a stopped session (the top frame, or frame_id), e.g. a variable, a field, a call. Returns its value and type.",
-		group:       groupDebug,
+		routes:      []string{bridge.DebugEvaluateEndpoint},
 	}, func(ctx context.Context, tc *toolCall, in evaluateArgs) (dap.EvalResult, string, error) {
 		var out dap.EvalResult
 		err := tc.call(ctx, bridge.DebugEvaluateEndpoint, dap.EvaluateRequest{SessionID: in.SessionID, Expression: in.Expression, FrameID: in.FrameID, Context: in.Context}, quickCall, &out)
@@ -214,7 +214,7 @@ func addDebugTools(s *Server) {
 		name:        "debug_output",
 		title:       "Read the program's output",
 		description: "Read what the debugged program printed (stdout, stderr, log breakpoints) from a byte offset on; pass next_offset to the next read.",
-		group:       groupDebug, readOnly: true, idempotent: true,
+		routes:      []string{bridge.DebugOutputEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in debugOutputArgs) (dap.OutputResult, string, error) {
 		var out dap.OutputResult
 		err := tc.call(ctx, bridge.DebugOutputEndpoint, dap.OutputRequest{SessionID: in.SessionID, Offset: in.Offset}, quickCall, &out)
@@ -228,7 +228,7 @@ func addDebugTools(s *Server) {
 		name:        "debug_sessions",
 		title:       "List debug sessions",
 		description: "List the workspace's debug sessions with their state (running, stopped, ended) and exit codes.",
-		group:       groupDebug, readOnly: true, idempotent: true,
+		routes:      []string{bridge.DebugListEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, _ noArgs) (dap.SessionList, string, error) {
 		var out dap.SessionList
 		err := tc.call(ctx, bridge.DebugListEndpoint, struct{}{}, quickCall, &out)
@@ -238,7 +238,7 @@ func addDebugTools(s *Server) {
 		name:        "debug_stop",
 		title:       "Stop debugging",
 		description: "End a debug session: the launched program is ended (an attached one detached), the adapter stopped.",
-		group:       groupDebug, destructive: true, idempotent: true,
+		routes:      []string{bridge.DebugStopEndpoint}, destructive: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in stopArgs) (dap.StopResult, string, error) {
 		var out dap.StopResult
 		err := tc.call(ctx, bridge.DebugStopEndpoint, dap.StopRequest{SessionID: in.SessionID, TerminateDebuggee: in.Terminate}, defaultTimeout, &out)

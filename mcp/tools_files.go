@@ -7,30 +7,40 @@ import (
 	"strings"
 
 	"github.com/tetherdev/tether/bridge"
-	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 )
 
-// File, search and git tools act on the bridge's root (the workspace routes
-// under WorkspaceEndpoint) or, given sandbox_id, on a sandbox workspace
-// (the same operations under /api/sandbox/workspaces/{id}/).
+// File, search and git tools act on the bridge's root (the workspace
+// routes, bridge.Workspace…Endpoint) or, given sandbox_id, on a sandbox
+// workspace: the same operations, with the same payloads (both run
+// sandbox.Tree), under /api/sandbox/workspaces/{id}/.
 
-// WorkspaceEndpoint prefixes the file, search and git routes on the
-// bridge's root: WorkspaceEndpoint + "/read-file", "/git/diff", ….
-const WorkspaceEndpoint = "/api/workspace"
+// workspacePrefix is what a root route's path adds to its operation's
+// name; under a sandbox workspace the same name follows its id.
+const workspacePrefix = "/api/workspace/"
 
-// fileRoute is the route of op on the bridge's root, or on sandbox
-// workspace id when it is set.
-func fileRoute(id, op string) string {
+// fileRoute is the route of the root's endpoint, or of the same operation
+// on sandbox workspace id when it is set.
+func fileRoute(id, endpoint string) string {
 	if id == "" {
-		return WorkspaceEndpoint + "/" + op
+		return endpoint
 	}
-	return sandboxRoute(id, op)
+	return sandboxRoute(id, strings.TrimPrefix(endpoint, workspacePrefix))
+}
+
+// fileRoutes are the route patterns of a file tool: on the root, and in
+// sandboxes.
+func fileRoutes(endpoint string) []string {
+	return []string{endpoint, sandboxPattern(strings.TrimPrefix(endpoint, workspacePrefix))}
 }
 
 func sandboxRoute(id, op string) string {
 	return bridge.SandboxWorkspacesEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
+
+// sandboxPattern is the route pattern of sandboxRoute, as capabilities
+// lists it.
+func sandboxPattern(op string) string { return bridge.SandboxWorkspacesEndpoint + "/:id/" + op }
 
 type readArgs struct {
 	Path      string `json:"path" jsonschema:"file path relative to the workspace root"`
@@ -43,7 +53,7 @@ type readArgs struct {
 type writeArgs struct {
 	Path       string `json:"path" jsonschema:"file path relative to the workspace root"`
 	Content    string `json:"content" jsonschema:"the file's whole new content"`
-	CreateDirs bool   `json:"create_dirs,omitempty" jsonschema:"create missing parent directories"`
+	CreateDirs *bool  `json:"create_dirs,omitempty" jsonschema:"create missing parent directories (default true); false makes a missing parent an error"`
 	SandboxID  string `json:"sandbox_id,omitempty" jsonschema:"act on this sandbox workspace (from sandbox_acquire) instead of the bridge's root"`
 }
 
@@ -67,18 +77,19 @@ type searchArgs struct {
 	Fixed           bool   `json:"fixed,omitempty" jsonschema:"take pattern as plain text"`
 	Glob            string `json:"glob,omitempty" jsonschema:"only files matching this glob, e.g. *.go"`
 	CaseInsensitive bool   `json:"case_insensitive,omitempty" jsonschema:"ignore case"`
-	Context         int    `json:"context,omitempty" min:"0" max:"10" jsonschema:"lines of context around each hit (bridge root only)"`
+	Context         int    `json:"context,omitempty" min:"0" max:"10" jsonschema:"lines of context before and after each hit"`
 	MaxResults      int    `json:"max_results,omitempty" min:"1" max:"10000" jsonschema:"stop after this many hits; default 1000"`
 	SandboxID       string `json:"sandbox_id,omitempty" jsonschema:"act on this sandbox workspace (from sandbox_acquire) instead of the bridge's root"`
 }
 
 type statusArgs struct {
+	Path      string `json:"path,omitempty" jsonschema:"limit the status to this file or directory"`
 	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"act on this sandbox workspace (from sandbox_acquire) instead of the bridge's root"`
 }
 
 type diffArgs struct {
-	Ref       string `json:"ref,omitempty" jsonschema:"compare the working tree with this commit or branch; default HEAD (bridge root only)"`
-	Staged    bool   `json:"staged,omitempty" jsonschema:"show the staged changes instead (sandbox only)"`
+	Ref       string `json:"ref,omitempty" jsonschema:"compare with this commit, branch or tag (HEAD~2 works too); default HEAD"`
+	Staged    bool   `json:"staged,omitempty" jsonschema:"show the staged changes (the index) instead of the working tree's"`
 	Path      string `json:"path,omitempty" jsonschema:"limit the diff to this file or directory"`
 	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"act on this sandbox workspace (from sandbox_acquire) instead of the bridge's root"`
 }
@@ -93,107 +104,95 @@ type pushArgs struct {
 	Remote    string `json:"remote,omitempty" jsonschema:"remote to push to; default origin"`
 }
 
-// ReplaceResult answers str-replace: where the first replacement starts,
-// and how many were made.
-type ReplaceResult struct {
-	Path  string `json:"path"`
-	Line  int    `json:"line"`
-	Count int    `json:"count,omitempty"`
-}
-
 func addFileTools(s *Server) {
 	add(s, spec{
 		name:        "file_read",
 		title:       "Read a file",
 		description: "Read a text file, or a range of its lines, and return it with line numbers (for file_str_replace, leave the numbers out). Large files are cut: read them by line range.",
-		group:       groupFiles, sandbox: true, readOnly: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceReadFileEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in readArgs) (sandbox.ReadFileResult, string, error) {
 		var out sandbox.ReadFileResult
-		payload := omitEmpty(map[string]any{"path": in.Path, "start_line": in.StartLine, "end_line": in.EndLine, "max_bytes": in.MaxBytes})
-		err := tc.call(ctx, fileRoute(in.SandboxID, "read-file"), payload, quickCall, &out)
-		return out, renderRead(in, out), err
+		req := sandbox.ReadFileRequest{Path: in.Path, StartLine: in.StartLine, EndLine: in.EndLine, MaxBytes: in.MaxBytes}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceReadFileEndpoint), req, quickCall, &out)
+		return out, renderRead(out), err
 	})
 	add(s, spec{
 		name:        "file_write",
 		title:       "Write a file",
 		description: "Create a file or replace its whole content. To change part of a file, use file_str_replace. Returns the bytes written.",
-		group:       groupFiles, sandbox: true, writes: true, destructive: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceWriteFileEndpoint), destructive: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in writeArgs) (sandbox.WriteFileResult, string, error) {
 		var out sandbox.WriteFileResult
-		payload := omitEmpty(map[string]any{"path": in.Path, "create_dirs": in.CreateDirs})
-		payload["content"] = in.Content // an empty file is a file
-		err := tc.call(ctx, fileRoute(in.SandboxID, "write-file"), payload, quickCall, &out)
-		return out, fmt.Sprintf("Wrote %d bytes to %s.", out.Bytes, line(in.Path, maxValue)), err
+		req := sandbox.WriteFileRequest{Path: in.Path, Content: in.Content, CreateDirs: in.CreateDirs}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceWriteFileEndpoint), req, quickCall, &out)
+		how := "Wrote"
+		if out.Created {
+			how = "Created"
+		}
+		return out, fmt.Sprintf("%s %s (%d bytes).", how, line(in.Path, maxValue), out.Bytes), err
 	})
 	add(s, spec{
 		name:  "file_str_replace",
 		title: "Replace text in a file",
 		description: "Replace an exact piece of a file with new text. old must occur exactly once (or expected_count times); otherwise nothing changes and the error says how often it occurs. " +
 			"Returns the line where the replacement starts.",
-		group: groupFiles, sandbox: true, writes: true, destructive: true,
-	}, func(ctx context.Context, tc *toolCall, in replaceArgs) (ReplaceResult, string, error) {
-		var out ReplaceResult
-		payload := omitEmpty(map[string]any{"path": in.Path, "old": in.Old, "expected_count": in.ExpectedCount})
-		payload["new"] = in.New // replacing with nothing deletes
-		err := tc.call(ctx, fileRoute(in.SandboxID, "str-replace"), payload, quickCall, &out)
-		n := max(out.Count, 1)
-		return out, fmt.Sprintf("Replaced %d occurrence%s in %s, starting at line %d.", n, plural(n), line(in.Path, maxValue), out.Line), err
+		routes: fileRoutes(bridge.WorkspaceStrReplaceEndpoint), destructive: true,
+	}, func(ctx context.Context, tc *toolCall, in replaceArgs) (sandbox.StrReplaceResult, string, error) {
+		var out sandbox.StrReplaceResult
+		req := sandbox.StrReplaceRequest{Path: in.Path, Old: in.Old, New: in.New, ExpectedCount: in.ExpectedCount}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceStrReplaceEndpoint), req, quickCall, &out)
+		n := out.Replacements
+		return out, fmt.Sprintf("Replaced %d occurrence%s in %s, the first at line %d.", n, plural(n), line(in.Path, maxValue), out.Line), err
 	})
 	add(s, spec{
 		name:        "file_list",
 		title:       "List a directory",
 		description: "List a directory's files and subdirectories (with sizes), to the given depth; .git is left out.",
-		group:       groupFiles, sandbox: true, readOnly: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceListDirEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in listArgs) (sandbox.ListDirResult, string, error) {
 		var out sandbox.ListDirResult
-		payload := omitEmpty(map[string]any{"path": in.Path, "depth": in.Depth})
-		err := tc.call(ctx, fileRoute(in.SandboxID, "list-dir"), payload, quickCall, &out)
+		req := sandbox.ListDirRequest{Path: in.Path, Depth: in.Depth}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceListDirEndpoint), req, quickCall, &out)
 		return out, renderList(in.Path, out), err
 	})
 	add(s, spec{
 		name:        "file_search",
 		title:       "Search the files",
 		description: "Search the workspace's files for a regular expression or plain text (ripgrep); returns the matching lines as path:line: text.",
-		group:       groupSearch, sandbox: true, readOnly: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceSearchEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in searchArgs) (sandbox.SearchResult, string, error) {
 		var out sandbox.SearchResult
-		payload := omitEmpty(map[string]any{"pattern": in.Pattern, "path": in.Path, "fixed": in.Fixed, "glob": in.Glob,
-			"case_insensitive": in.CaseInsensitive, "context": in.Context, "max_results": in.MaxResults})
-		err := tc.call(ctx, fileRoute(in.SandboxID, "search"), payload, quickCall, &out)
+		req := sandbox.SearchRequest{Pattern: in.Pattern, Path: in.Path, Fixed: in.Fixed, Glob: in.Glob,
+			CaseInsensitive: in.CaseInsensitive, Context: in.Context, MaxResults: in.MaxResults}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceSearchEndpoint), req, quickCall, &out)
 		return out, renderSearch(in.Pattern, out), err
 	})
 	add(s, spec{
 		name:        "git_status",
 		title:       "Git status",
 		description: "Show the git branch, HEAD commit and the changed and untracked files of the workspace.",
-		group:       groupGit, sandbox: true, readOnly: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceGitStatusEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in statusArgs) (sandbox.GitStatus, string, error) {
 		var out sandbox.GitStatus
-		err := tc.call(ctx, fileRoute(in.SandboxID, "git/status"), struct{}{}, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceGitStatusEndpoint), sandbox.StatusRequest{Path: in.Path}, quickCall, &out)
 		return out, renderStatus(out), err
 	})
 	add(s, spec{
 		name:        "git_diff",
 		title:       "Git diff",
 		description: "Show the uncommitted changes as a unified diff (against HEAD, or ref), and list the untracked files.",
-		group:       groupGit, sandbox: true, readOnly: true, idempotent: true,
+		routes:      fileRoutes(bridge.WorkspaceGitDiffEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in diffArgs) (sandbox.GitDiff, string, error) {
 		var out sandbox.GitDiff
-		if in.SandboxID != "" && in.Ref != "" {
-			return out, "", failf(protocol.CodeInvalidRequest, "leave out ref for a sandbox: its diff is against HEAD (staged for the index).", "ref is for the bridge's root only")
-		}
-		if in.SandboxID == "" && in.Staged {
-			return out, "", failf(protocol.CodeInvalidRequest, "leave out staged on the bridge's root: give ref to diff against a commit.", "staged is for sandbox workspaces only")
-		}
-		payload := omitEmpty(map[string]any{"ref": in.Ref, "staged": in.Staged, "path": in.Path})
-		err := tc.call(ctx, fileRoute(in.SandboxID, "git/diff"), payload, quickCall, &out)
+		req := sandbox.DiffRequest{Ref: in.Ref, Staged: in.Staged, Path: in.Path}
+		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceGitDiffEndpoint), req, quickCall, &out)
 		return out, renderDiff(out), err
 	})
 	add(s, spec{
 		name:        "git_commit",
 		title:       "Commit a sandbox's changes",
 		description: "Commit every change in a sandbox workspace (added, modified, deleted, untracked) on its branch. Returns the commit.",
-		sandboxOnly: true, writes: true,
+		routes:      []string{sandboxPattern("git/commit")},
 	}, func(ctx context.Context, tc *toolCall, in commitArgs) (sandbox.GitCommit, string, error) {
 		var out sandbox.GitCommit
 		err := tc.call(ctx, sandboxRoute(in.SandboxID, "git/commit"), sandbox.CommitRequest{Message: in.Message}, quickCall, &out)
@@ -207,7 +206,7 @@ func addFileTools(s *Server) {
 		name:        "git_push",
 		title:       "Push a sandbox's branch",
 		description: "Push a sandbox workspace's branch to its remote (origin by default).",
-		sandboxOnly: true, writes: true,
+		routes:      []string{sandboxPattern("git/push")},
 	}, func(ctx context.Context, tc *toolCall, in pushArgs) (sandbox.GitPush, string, error) {
 		var out sandbox.GitPush
 		tc.wait("pushing")
@@ -226,25 +225,25 @@ func plural(n int) string {
 // maxLines caps the lines of a file shown at once.
 const maxLines = 2000
 
-func renderRead(in readArgs, r sandbox.ReadFileResult) string {
+func renderRead(r sandbox.ReadFileResult) string {
 	var b strings.Builder
 	if r.Encoding == sandbox.EncodingBase64 {
-		fmt.Fprintf(&b, "%s is binary (%d bytes); the structured result has it base64-encoded.", line(r.Path, maxValue), r.Size)
+		fmt.Fprintf(&b, "%s is not text (%d bytes); the structured result has it base64-encoded.", line(r.Path, maxValue), r.Size)
 		return b.String()
 	}
-	first := max(in.StartLine, 1)
 	lines := strings.SplitAfter(r.Content, "\n")
 	if n := len(lines); n > 0 && lines[n-1] == "" {
 		lines = lines[:n-1]
 	}
-	last := first + len(lines) - 1
+	first := max(r.StartLine, 1)
 	fmt.Fprintf(&b, "%s", line(r.Path, maxValue))
-	if len(lines) == 0 {
+	switch {
+	case len(lines) == 0:
 		b.WriteString(": (empty)")
-	} else if r.TotalLines > 0 {
-		fmt.Fprintf(&b, " lines %d-%d of %d", first, last, r.TotalLines)
-	} else {
-		fmt.Fprintf(&b, " lines %d-%d", first, last)
+	case r.TotalLines > 0:
+		fmt.Fprintf(&b, " lines %d-%d of %d", first, first+len(lines)-1, r.TotalLines)
+	default:
+		fmt.Fprintf(&b, " lines %d-%d", first, first+len(lines)-1)
 	}
 	b.WriteString(":\n")
 	size := 0
@@ -258,7 +257,7 @@ func renderRead(in readArgs, r sandbox.ReadFileResult) string {
 		fmt.Fprintf(&b, "%6d\t%s\n", first+i, strings.ReplaceAll(text, "\n", `\n`))
 	}
 	if r.Truncated {
-		fmt.Fprintf(&b, "… the file goes on (cut at %d bytes): call file_read with start_line %d.\n", len(r.Content), last+1)
+		fmt.Fprintf(&b, "… the file goes on: call file_read with start_line %d.\n", first+len(lines))
 	}
 	return b.String()
 }
@@ -307,7 +306,16 @@ func renderSearch(pattern string, r sandbox.SearchResult) string {
 			fmt.Fprintf(&b, "… %d more (the structured result lists them all)\n", len(r.Hits)-i)
 			break
 		}
+		for j, c := range h.Before {
+			fmt.Fprintf(&b, "%s-%d- %s\n", line(h.Path, maxValue), h.Line-len(h.Before)+j, line(c, maxValue))
+		}
 		fmt.Fprintf(&b, "%s:%d: %s\n", line(h.Path, maxValue), h.Line, line(h.Text, maxValue))
+		for j, c := range h.After {
+			fmt.Fprintf(&b, "%s-%d- %s\n", line(h.Path, maxValue), h.Line+1+j, line(c, maxValue))
+		}
+		if len(h.Before)+len(h.After) > 0 {
+			b.WriteString("--\n")
+		}
 	}
 	if r.Truncated {
 		b.WriteString("There are more matches: narrow the pattern, path or glob, or raise max_results.\n")

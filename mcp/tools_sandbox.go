@@ -33,13 +33,13 @@ func addSandboxTools(s *Server) {
 		title: "Get a sandbox workspace",
 		description: "Get an isolated git worktree of a repository on the workspace's machine: a fresh one, or the one this key already has (with its uncommitted edits). " +
 			"Returns its sandbox_id: pass it to file_read, file_write, file_str_replace, file_list, file_search, git_status, git_diff, git_commit, git_push and terminal_run to act there instead of on the bridge's root.",
-		sandboxOnly: true, idempotent: true,
+		routes: []string{bridge.SandboxWorkspacesEndpoint}, idempotent: true,
 	}, acquire)
 	add(s, spec{
 		name:        "sandbox_release",
 		title:       "Release a sandbox workspace",
 		description: "Stop a sandbox workspace's commands. Its files and branch stay, and sandbox_acquire with the same key gets it back.",
-		sandboxOnly: true, idempotent: true,
+		routes:      []string{sandboxPattern("release")}, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in sandboxArgs) (bridge.OKResult, string, error) {
 		var out bridge.OKResult
 		err := tc.call(ctx, sandboxRoute(in.SandboxID, "release"), struct{}{}, quickCall, &out)

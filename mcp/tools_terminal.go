@@ -61,14 +61,14 @@ func addTerminalTools(s *Server) {
 		description: "Run a shell command in the workspace (the bridge's root, or a sandbox given sandbox_id) and return its exit code and output. " +
 			"The person at the machine sees it in the bridge's terminal. A sync command (the default) returns when it ends or after timeout_s, stopped, with the output so far. " +
 			"With async true it returns at once with a session_id: read its output with terminal_output, type into it with terminal_input, stop it with terminal_signal.",
-		group: groupTerminal, sandbox: true, writes: true, destructive: true,
+		routes: []string{bridge.TerminalExecuteEndpoint, sandboxPattern("exec")}, destructive: true,
 	}, runCommand)
 	add(s, spec{
 		name:  "terminal_output",
 		title: "Read an async command's output",
 		description: "Read what an async command (terminal_run with async) wrote from a byte offset on, and whether it still runs or its exit code. " +
 			"Start at offset 0 and pass the next_offset of each read to the next one.",
-		group: groupTerminal, writes: true, readOnly: true, idempotent: true,
+		routes: []string{sessionPattern("output")}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in outputArgs) (terminal.OutputResult, string, error) {
 		var out terminal.OutputResult
 		err := tc.call(ctx, sessionRoute(in.SessionID, "output"), terminal.OutputRequest{Offset: in.Offset}, quickCall, &out)
@@ -78,7 +78,7 @@ func addTerminalTools(s *Server) {
 		name:        "terminal_input",
 		title:       "Type into an async command",
 		description: "Write text to the standard input of an async command (terminal_run with async), for a prompt or a REPL; eof closes its input. Returns the bytes written.",
-		group:       groupTerminal, writes: true, destructive: true,
+		routes:      []string{sessionPattern("input")}, destructive: true,
 	}, func(ctx context.Context, tc *toolCall, in inputArgs) (bridge.InputResult, string, error) {
 		var out bridge.InputResult
 		err := tc.call(ctx, sessionRoute(in.SessionID, "input"), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
@@ -92,7 +92,7 @@ func addTerminalTools(s *Server) {
 		name:        "terminal_signal",
 		title:       "Signal an async command",
 		description: "Send a signal to an async command (terminal_run with async) and its children: SIGINT to interrupt it like Ctrl-C, SIGTERM or SIGKILL to end it.",
-		group:       groupTerminal, writes: true, destructive: true,
+		routes:      []string{sessionPattern("signal")}, destructive: true,
 	}, func(ctx context.Context, tc *toolCall, in signalArgs) (bridge.SignalResult, string, error) {
 		var out bridge.SignalResult
 		err := tc.call(ctx, sessionRoute(in.SessionID, "signal"), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
@@ -103,6 +103,10 @@ func addTerminalTools(s *Server) {
 func sessionRoute(id, op string) string {
 	return bridge.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
+
+// sessionPattern is the route pattern of sessionRoute, as capabilities
+// lists it.
+func sessionPattern(op string) string { return bridge.TerminalSessionsEndpoint + "/:id/" + op }
 
 func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecResult, string, error) {
 	var out terminal.ExecResult

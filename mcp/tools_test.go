@@ -101,7 +101,7 @@ func TestFileToolsRouteToTheRootOrTheSandbox(t *testing.T) {
 	txt := ok(t, cs, "file_read", map[string]any{"path": "a.txt"}, nil)
 	ok(t, cs, "file_read", map[string]any{"path": "a.txt", "sandbox_id": "ws-abc/../x"}, nil)
 	calls := ws.called()
-	if calls[0].Endpoint != "/api/workspace/read-file" || calls[1].Endpoint != "/api/sandbox/workspaces/ws-abc%2F..%2Fx/read-file" {
+	if calls[0].Endpoint != bridge.WorkspaceReadFileEndpoint || calls[1].Endpoint != "/api/sandbox/workspaces/ws-abc%2F..%2Fx/read-file" {
 		t.Fatalf("endpoints %q, %q", calls[0].Endpoint, calls[1].Endpoint)
 	}
 	var payload map[string]any
@@ -127,6 +127,8 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, req.Endpoint)
 	switch req.Endpoint {
+	case bridge.WorkspaceCapabilitiesEndpoint:
+		return success(bridge.CapabilitiesResult{Root: "/w"})
 	case bridge.DebugStartEndpoint:
 		return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateRunning})
 	case bridge.DebugContinueEndpoint:
@@ -142,8 +144,8 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 			Frames: []dap.Frame{{ID: 1, Name: "add_numbers", Path: "/w/add_numbers.c", Line: 4}, {ID: 2, Name: "main", Path: "/w/add_numbers.c", Line: 8}},
 			Locals: []dap.Variable{{Name: "a", Value: "2", Type: "int"}, {Name: "b", Value: "3", Type: "int"}, {Name: "sum", Value: "5", Type: "int"}, {Name: "evil", Value: "\x1b[2J\nfake"}},
 		})
-	case "/api/workspace/read-file":
-		return success(map[string]any{"path": "/w/add_numbers.c", "content": "#include <stdio.h>\nint add_numbers(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n"})
+	case bridge.WorkspaceReadFileEndpoint:
+		return success(map[string]any{"path": "add_numbers.c", "start_line": 1, "end_line": 5, "content": "#include <stdio.h>\nint add_numbers(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n"})
 	}
 	return protocol.Failure("c", protocol.CodeUnknownRoute, "no route "+req.Endpoint)
 }
@@ -152,13 +154,13 @@ func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 	d := &debugScript{running: true}
 	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
 	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
-	for _, want := range []string{"Stopped (breakpoint) in add_numbers at /w/add_numbers.c:4", "#1 main at /w/add_numbers.c:8", "a = 2 (int)", "b = 3 (int)", "sum = 5 (int)",
+	for _, want := range []string{"Stopped (breakpoint) in add_numbers at add_numbers.c:4", "#1 main at add_numbers.c:8", "a = 2 (int)", "b = 3 (int)", "sum = 5 (int)",
 		"→     4      return sum;", "      5  }", `evil = \x1b[2J\nfake`, "Next: debug_step"} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
 		}
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" /api/workspace/read-file" {
+	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceCapabilitiesEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s", got)
 	}
 }
@@ -171,7 +173,7 @@ func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing
 	if !strings.Contains(txt, "sum = 5") {
 		t.Errorf("text:\n%s", txt)
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" /api/workspace/read-file" {
+	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceCapabilitiesEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s: want no continue before the first stop was shown", got)
 	}
 	// The next continue resumes.
