@@ -75,6 +75,9 @@ var hints = map[string]string{
 	protocol.CodeInvalidPath:             "give a path inside the workspace, relative to its root, with no '..' and no symlink leading out.",
 	protocol.CodeInvalidRef:              "give a valid git ref, or an id of letters, digits, '_', '.' and '-'.",
 	protocol.CodeRuntimeUnavailable:      "that sandbox runtime is not available here: acquire with runtime subprocess.",
+	protocol.CodeNoMatch:                 "old does not occur in the file: call file_read and copy old from the file exactly, whitespace included.",
+	protocol.CodeAmbiguousMatch:          "old occurs another number of times than expected: add the lines around it to old to make it unique, or set expected_count to replace them all.",
+	protocol.CodeNotARepository:          "the workspace is in no git repository: use the file tools, or run git init with terminal_run.",
 }
 
 func hintFor(code string) string { return hints[code] }
