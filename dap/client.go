@@ -95,10 +95,12 @@ func (c *Client) readLoop(r *bufio.Reader) {
 		pending := c.pending
 		c.pending = nil
 		c.mu.Unlock()
+		// Done first: a waiter woken by its closed channel must find the
+		// connection already reported ended (Session.adapterError asks).
+		close(c.closed)
 		for _, ch := range pending {
 			close(ch) // waiters see a closed channel and report c.err
 		}
-		close(c.closed)
 	}()
 	for {
 		var raw []byte

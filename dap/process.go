@@ -199,9 +199,7 @@ func (p *adapterProc) kill() {
 		<-p.exited
 		return
 	}
-	tree := p.tree()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	killAll(tree)
+	p.killGroup(p.tree())
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
@@ -224,8 +222,7 @@ func (p *adapterProc) stop(grace time.Duration) {
 	}
 	select {
 	case <-p.exited:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		killAll(tree)
+		p.killGroup(tree)
 	case <-time.After(grace):
 		killAll(tree)
 		p.kill()
@@ -286,10 +283,16 @@ func statFields(b []byte) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
-// descendantsOf lists the processes below pid, read from /proc.
-func descendantsOf(pid int) []procRef {
-	children := map[int][]procRef{}
+// procEntry is one process as /proc/PID/stat describes it.
+type procEntry struct {
+	procRef
+	ppid, pgrp int
+}
+
+// processes reads every process from /proc.
+func processes() []procEntry {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	out := make([]procEntry, 0, len(stats))
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -300,9 +303,19 @@ func descendantsOf(pid int) []procRef {
 			continue
 		}
 		ppid, _ := strconv.Atoi(fields[1])
+		pgrp, _ := strconv.Atoi(fields[2])
 		start, _ := strconv.ParseUint(fields[19], 10, 64)
-		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		children[ppid] = append(children[ppid], procRef{child, start})
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		out = append(out, procEntry{procRef{pid, start}, ppid, pgrp})
+	}
+	return out
+}
+
+// descendantsOf lists the processes below pid, read from /proc.
+func descendantsOf(pid int) []procRef {
+	children := map[int][]procRef{}
+	for _, e := range processes() {
+		children[e.ppid] = append(children[e.ppid], e.procRef)
 	}
 	var out []procRef
 	queue := []int{pid}
@@ -315,6 +328,29 @@ func descendantsOf(pid int) []procRef {
 		}
 	}
 	return out
+}
+
+// groupOf lists the processes of process group pgid.
+func groupOf(pgid int) []procRef {
+	var out []procRef
+	for _, e := range processes() {
+		if e.pgrp == pgid {
+			out = append(out, e.procRef)
+		}
+	}
+	return out
+}
+
+// killGroup SIGKILLs the adapter's process group and tree and waits until
+// they are gone. The group is listed afresh: an adapter may have forked
+// since tree was taken (lldb-dap's crash handler starts llvm-symbolizer when
+// its stdin closes), and a killed process still exiting would outlive the
+// session.
+func (p *adapterProc) killGroup(tree []procRef) {
+	pgid := p.cmd.Process.Pid
+	tree = append(tree, groupOf(pgid)...)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	killAll(tree)
 }
 
 type stdioConn struct {
