@@ -232,6 +232,15 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
+	// Bad breakpoints are answered before anything starts.
+	files := make([]FileBreakpoints, len(req.Breakpoints))
+	for i, fb := range req.Breakpoints {
+		files[i] = fb
+		if files[i].Breakpoints, err = resolveLines(m.root, fb.Path, fmt.Sprintf("breakpoints[%d].breakpoints", i), fb.Breakpoints); err != nil {
+			return nil, err
+		}
+	}
+	req.Breakpoints = files
 	var spec Command
 	if d, ok := a.(dialer); ok && d.DialAddress(cfg) != "" {
 		spec = Command{Dial: d.DialAddress(cfg)}

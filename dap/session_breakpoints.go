@@ -53,12 +53,13 @@ func (s *Session) updateBreakpoint(nb Breakpoint) {
 }
 
 func (s *Session) setFileBreakpoints(ctx context.Context, c *Client, path string, bps []SourceBreakpoint) ([]Breakpoint, error) {
+	bps, err := resolveLines(s.root, path, "breakpoints", bps)
+	if err != nil {
+		return nil, err
+	}
 	path = absIn(s.root, path)
 	list := make([]map[string]any, 0, len(bps))
 	for _, b := range bps {
-		if b.Line <= 0 {
-			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "breakpoint line must be positive, got %d", b.Line)
-		}
 		m := map[string]any{"line": b.Line}
 		if b.Column > 0 {
 			m["column"] = b.Column
