@@ -11,8 +11,8 @@ import (
 
 // Adapter is one kind of debug adapter. Implementations are stateless. Each
 // adapter lives in its own file (adapter_lldb.go, adapter_debugpy.go,
-// adapter_delve.go): a new adapter is one more file set and one more value
-// in Adapters.
+// adapter_delve.go, adapter_node.go): a new adapter is one more file set
+// and one more value in Adapters.
 type Adapter interface {
 	// Name is the adapter's name in debug_adapters and session results.
 	Name() string
@@ -31,7 +31,7 @@ type Adapter interface {
 }
 
 // Adapters is the registry, in the order debug_adapters lists them.
-var Adapters = []Adapter{lldbDAP{}, debugpyAdapter{}, delveAdapter{}}
+var Adapters = []Adapter{lldbDAP{}, debugpyAdapter{}, delveAdapter{}, nodeAdapter{}}
 
 // adapterFor finds the adapter serving a launch.json type or a language.
 func adapterFor(typ, language string) (Adapter, error) {
@@ -49,8 +49,8 @@ func adapterFor(typ, language string) (Adapter, error) {
 		}
 	}
 	switch key {
-	case "node", "pwa-node", "node-terminal", "chrome", "pwa-chrome":
-		return nil, fmt.Errorf("the Node.js debug adapter is not supported by this bridge yet")
+	case "node-terminal", "chrome", "pwa-chrome", "msedge", "pwa-msedge", "extensionhost", "pwa-extensionhost":
+		return nil, fmt.Errorf("launch type %q is not supported by this bridge (it debugs node and pwa-node programs, not browsers or terminals)", typ)
 	}
 	if key != "" {
 		return nil, fmt.Errorf("no debug adapter serves launch type %q", typ)
@@ -96,6 +96,12 @@ type stopFixer interface {
 // ended.
 type pauseConfirmer interface {
 	confirmPause(ctx context.Context, s *Session, c *Client, thread, before int, wait time.Duration) error
+}
+
+// describer is an adapter served by one of several programs:
+// debug_adapters says which (implementation) and its version.
+type describer interface {
+	describe(env *Env) (implementation, version string)
 }
 
 func rename(m map[string]any, from, to string) {

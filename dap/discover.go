@@ -186,8 +186,8 @@ func (e *Env) output(path string, args ...string) (string, error) {
 }
 
 // NativeDebuggers gives the paths of the debuggers found, by name: lldb,
-// lldb_dap, gdb, dlv, python (the one with debugpy, else python3). Missing
-// ones are absent.
+// lldb_dap, gdb, dlv, python (the one with debugpy, else python3), node
+// (and node_version). Missing ones are absent.
 func (e *Env) NativeDebuggers() map[string]string {
 	out := map[string]string{}
 	set := func(k, v string) {
@@ -208,15 +208,31 @@ func (e *Env) NativeDebuggers() map[string]string {
 		py = e.look("python3")
 	}
 	set("python", py)
+	if n := e.lookVersioned("node"); n != "" {
+		set("node", n)
+		set("node_version", e.nodeVersion(n))
+	}
 	return out
+}
+
+// nodeVersion is `node --version` (v20.20.2), once per Env.
+func (e *Env) nodeVersion(node string) string {
+	v, _ := e.memo(e.cache, "node-version:"+node, func() (string, error) {
+		out, err := e.output(node, "--version")
+		return strings.TrimSpace(out), err
+	})
+	return v
 }
 
 // AdapterInfo describes an adapter that was found and answered initialize.
 type AdapterInfo struct {
-	Name    string   `json:"name"`
-	Types   []string `json:"types"`
-	Path    string   `json:"path"`
-	Version string   `json:"version,omitempty"`
+	Name  string   `json:"name"`
+	Types []string `json:"types"`
+	Path  string   `json:"path"`
+	// Implementation says which program serves the adapter when there is a
+	// choice (node: builtin-cdp, tether's own, or js-debug).
+	Implementation string `json:"implementation,omitempty"`
+	Version        string `json:"version,omitempty"`
 }
 
 // Probe reports whether a can really be launched: found on the path and
@@ -253,6 +269,9 @@ func (e *Env) Available(ctx context.Context) []AdapterInfo {
 			p, err := e.Probe(ctx, a)
 			if err == nil {
 				res[i] = AdapterInfo{Name: a.Name(), Types: a.Types(), Path: p}
+				if d, isDescriber := a.(describer); isDescriber {
+					res[i].Implementation, res[i].Version = d.describe(e)
+				}
 				ok[i] = true
 			}
 		})

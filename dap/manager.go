@@ -103,15 +103,7 @@ func (m *Manager) vars(file string) Vars {
 	return Vars{WorkspaceFolder: m.root, File: file, Env: m.getenv}
 }
 
-func (m *Manager) getenv(k string) string {
-	prefix := k + "="
-	for _, kv := range slices.Backward(m.env.Environ) {
-		if len(kv) > len(prefix) && kv[:len(prefix)] == prefix {
-			return kv[len(prefix):]
-		}
-	}
-	return ""
-}
+func (m *Manager) getenv(k string) string { return m.env.getenv(k) }
 
 func absIn(root, p string) string {
 	if p == "" || filepath.IsAbs(p) {
@@ -246,6 +238,11 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		spec = Command{Dial: d.DialAddress(cfg)}
 	} else if spec, err = a.Find(m.env); err != nil {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+	}
+	if p, ok := cfg["program"].(string); ok && cfg["request"] == "launch" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "program %s does not exist", p)
+		}
 	}
 
 	m.mu.Lock()

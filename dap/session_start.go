@@ -75,7 +75,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 			return nil, s.endedOrErr(fmt.Errorf("%s: %w", command, c.Err()))
 		}
 		if !launchResp.Success {
-			return nil, launchFailed(command, launchResp)
+			return nil, s.launchFailed(command, launchResp)
 		}
 		select {
 		case <-s.initialized:
@@ -130,7 +130,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 				return nil, s.endedOrErr(c.Err())
 			}
 			if !launchResp.Success {
-				return nil, launchFailed(command, launchResp)
+				return nil, s.launchFailed(command, launchResp)
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -152,8 +152,16 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	return res, nil
 }
 
-func launchFailed(command string, m *Message) error {
+// launchFailed is the answer to a failed launch or attach: session_ended
+// when the debuggee ended meanwhile (it crashed at start), else
+// invalid_payload with the adapter's message.
+func (s *Session) launchFailed(command string, m *Message) error {
 	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateEnded {
+		return protocol.Errorf(protocol.CodeSessionEnded, "%s; %v", s.endedMessageLocked(), re)
+	}
 	return protocol.Errorf(protocol.CodeInvalidPayload, "%v", re)
 }
 

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -79,7 +80,7 @@ func (s *Session) watch() {
 		case <-time.After(time.Second): // stderr may lag the pipe closing
 		}
 		// The adapter is gone; what it started is not.
-		killAll(s.proc.tree())
+		proctree.KillAll(s.proc.tree())
 		tail := strings.TrimSpace(s.proc.stderr.String())
 		if tail == "" {
 			tail = "(no stderr)"
@@ -98,11 +99,22 @@ func lastLines(s string, n int) string {
 
 // endedError is the session_ended answer for this session.
 func (s *Session) endedErrorLocked() error {
+	msg := s.endedMessageLocked()
+	if s.exitCode != nil && *s.exitCode != 0 {
+		// A crash says why in its last words.
+		if text, _, _ := s.out.read(0); strings.TrimSpace(text) != "" {
+			msg += "; its output ends with: " + lastLines(strings.TrimSpace(text), 10)
+		}
+	}
+	return protocol.Errorf(protocol.CodeSessionEnded, "%s", msg)
+}
+
+func (s *Session) endedMessageLocked() string {
 	msg := fmt.Sprintf("session %s has ended: %s", s.id, s.endReason)
 	if s.exitCode != nil {
 		msg += fmt.Sprintf(" (exit code %d)", *s.exitCode)
 	}
-	return protocol.Errorf(protocol.CodeSessionEnded, "%s", msg)
+	return msg
 }
 
 func (s *Session) endedError() error {
