@@ -33,10 +33,11 @@ type launchArgs struct {
 // attachArgs: an inspector by address and port, or a running process by
 // pid (sent SIGUSR1, which opens its inspector on 127.0.0.1:9229).
 type attachArgs struct {
-	Address    string `json:"address"`
-	Port       int    `json:"port"`
-	ProcessID  any    `json:"processId"`
-	SourceMaps *bool  `json:"sourceMaps"`
+	Address string `json:"address"`
+	Port    any    `json:"port"` // a number, or a string of one
+
+	ProcessID  any   `json:"processId"`
+	SourceMaps *bool `json:"sourceMaps"`
 }
 
 // startWait bounds a launch from node's start to its first line.
@@ -130,8 +131,11 @@ func (d *debugger) attach(ctx context.Context, raw json.RawMessage) error {
 	if host == "" || host == "localhost" {
 		host = "127.0.0.1"
 	}
-	port := a.Port
-	pid, err := pidOf(a.ProcessID)
+	port, err := numberOf("port", a.Port)
+	if err != nil {
+		return err
+	}
+	pid, err := numberOf("processId", a.ProcessID)
 	if err != nil {
 		return err
 	}
@@ -166,7 +170,8 @@ func (d *debugger) attach(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-func pidOf(v any) (int, error) {
+// numberOf reads a JSON number, or a string holding one, as an int.
+func numberOf(field string, v any) (int, error) {
 	switch p := v.(type) {
 	case nil:
 		return 0, nil
@@ -178,9 +183,9 @@ func pidOf(v any) (int, error) {
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil {
-			return 0, fmt.Errorf("processId %q is not a pid", p)
+			return 0, fmt.Errorf("%s %q is not a number", field, p)
 		}
 		return n, nil
 	}
-	return 0, fmt.Errorf("processId %v is not a pid", v)
+	return 0, fmt.Errorf("%s %v is not a number", field, v)
 }

@@ -87,7 +87,7 @@ func parseSourceMap(base string, data, gen []byte) (*sourceMap, error) {
 		last := ""
 		lastLine := -1
 		for col := 0; col <= len(line); col++ {
-			src, _, l, _, ok := c.Source(i+1, col)
+			src, l, ok := lookup(c, i+1, col)
 			if !ok || (src == last && l == lastLine) {
 				continue
 			}
@@ -112,12 +112,25 @@ func parseSourceMap(base string, data, gen []byte) (*sourceMap, error) {
 // original maps a generated 1-based line and 0-based column to the original
 // file path and 1-based line.
 func (m *sourceMap) original(line, col int) (string, int, bool) {
-	src, _, l, _, ok := m.c.Source(line, col)
+	src, l, ok := lookup(m.c, line, col)
 	if !ok {
 		return "", 0, false
 	}
 	p, ok := urlToPath(src)
 	return p, l, ok
+}
+
+// lookup asks the library for the original of a generated position. It
+// panics on a mapping that names a source or name index the map does not
+// list (found by FuzzSourceMap); such a position has no original.
+func lookup(c *sourcemap.Consumer, line, col int) (src string, origLine int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			src, origLine, ok = "", 0, false
+		}
+	}()
+	src, _, origLine, _, ok = c.Source(line, col)
+	return src, origLine, ok
 }
 
 // generated maps an original path and 1-based line to the earliest
