@@ -98,6 +98,15 @@ type pauseConfirmer interface {
 	confirmPause(ctx context.Context, s *Session, c *Client, thread, before int, wait time.Duration) error
 }
 
+// childSessions is an adapter that runs each debuggee in a child session
+// it asks for with the startDebugging reverse request (js-debug), when
+// started as spec. initialize then advertises startDebugging, and the
+// session opens the child on a second connection to the adapter
+// (session_children.go) and sends its requests there.
+type childSessions interface {
+	childSessions(spec Command) bool
+}
+
 // describer is an adapter served by one of several programs:
 // debug_adapters says which (implementation) and its version.
 type describer interface {

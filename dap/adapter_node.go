@@ -18,7 +18,14 @@ import (
 // startDebugging (childSessions).
 type nodeAdapter struct{}
 
-var _ describer = nodeAdapter{}
+var (
+	_ describer     = nodeAdapter{}
+	_ childSessions = nodeAdapter{}
+)
+
+// childSessions: js-debug (a TCP server) runs its targets as children; the
+// built-in adapter (in-process) does not.
+func (nodeAdapter) childSessions(spec Command) bool { return spec.Listen }
 
 func (nodeAdapter) Name() string { return "node" }
 func (nodeAdapter) Types() []string {

@@ -246,12 +246,12 @@ func (e *Env) Probe(ctx context.Context, a Adapter) (string, error) {
 		// The probe outlives no caller but is shared by all: bound it on its own.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		p, err := startAdapter(pctx, spec, "", e.Environ, nil)
+		p, err := startAdapter(pctx, spec, "", e.Environ, handlers{})
 		if err != nil {
 			return "", err
 		}
 		defer p.kill()
-		if err := p.client.Do(pctx, "initialize", initializeArgs(a), nil); err != nil {
+		if err := p.client.Do(pctx, "initialize", initializeArgs(a, false), nil); err != nil {
 			return "", err
 		}
 		return spec.Path, nil
@@ -286,7 +286,9 @@ func (e *Env) Available(ctx context.Context) []AdapterInfo {
 	return out
 }
 
-func initializeArgs(a Adapter) map[string]any {
+// initializeArgs are tether's initialize arguments; children advertises
+// startDebugging, for an adapter that runs child sessions.
+func initializeArgs(a Adapter, children bool) map[string]any {
 	return map[string]any{
 		"clientID":                      "tether",
 		"clientName":                    "tether",
@@ -298,7 +300,7 @@ func initializeArgs(a Adapter) map[string]any {
 		"supportsVariableType":          true,
 		"supportsVariablePaging":        false,
 		"supportsRunInTerminalRequest":  false,
-		"supportsStartDebuggingRequest": false,
+		"supportsStartDebuggingRequest": children,
 		"supportsProgressReporting":     false,
 		"supportsInvalidatedEvent":      false,
 		"supportsMemoryReferences":      false,

@@ -22,6 +22,7 @@ import (
 type adapterProc struct {
 	cmd    *exec.Cmd
 	conn   io.ReadWriteCloser // stdio pipes or the TCP connection
+	addr   string             // the TCP address of a listening or dialled adapter
 	client *Client
 	stderr *tailBuffer
 	exited chan struct{} // closed once cmd.Wait returned
@@ -86,12 +87,12 @@ var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\
 
 // startAdapter starts spec with its own process group, killed with the
 // bridge (Pdeathsig), and connects a Client to it.
-func startAdapter(ctx context.Context, spec Command, dir string, env []string, onEvent func(*Message)) (*adapterProc, error) {
+func startAdapter(ctx context.Context, spec Command, dir string, env []string, h handlers) (*adapterProc, error) {
 	if spec.Dial != "" {
-		return dialAdapter(ctx, spec.Dial, onEvent)
+		return dialAdapter(ctx, spec.Dial, h)
 	}
 	if spec.Serve != nil {
-		return serveAdapter(spec, dir, env, onEvent), nil
+		return serveAdapter(spec, dir, env, h), nil
 	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = dir
@@ -132,7 +133,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 		_ = stdin.Close()
 	} else {
 		p.conn = &stdioConn{r: stdout, w: stdin}
-		p.client = NewClient(stdout, stdin, onEvent)
+		p.client = newClient(stdout, stdin, h)
 		readers.Go(func() { <-p.client.Done() })
 	}
 	go func() {
@@ -159,21 +160,21 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 		p.kill()
 		return nil, fmt.Errorf("connecting to %s at %s: %w", spec.Path, addr, err)
 	}
-	p.conn = conn
-	p.client = NewClient(conn, conn, onEvent)
+	p.conn, p.addr = conn, addr
+	p.client = newClient(conn, conn, h)
 	return p, nil
 }
 
 // dialAdapter connects to an adapter that some other process runs; the
 // adapterProc has no process, and "exits" when the connection closes.
-func dialAdapter(ctx context.Context, addr string, onEvent func(*Message)) (*adapterProc, error) {
+func dialAdapter(ctx context.Context, addr string, h handlers) (*adapterProc, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the debug adapter at %s: %w", addr, err)
 	}
-	p := &adapterProc{conn: conn, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
-	p.client = NewClient(conn, conn, onEvent)
+	p := &adapterProc{conn: conn, addr: addr, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
+	p.client = newClient(conn, conn, h)
 	go func() {
 		<-p.client.Done()
 		close(p.exited)
@@ -183,10 +184,10 @@ func dialAdapter(ctx context.Context, addr string, onEvent func(*Message)) (*ada
 
 // serveAdapter runs an in-process adapter over a pipe; the adapterProc has
 // no process, and "exits" when Serve returns.
-func serveAdapter(spec Command, dir string, env []string, onEvent func(*Message)) *adapterProc {
+func serveAdapter(spec Command, dir string, env []string, h handlers) *adapterProc {
 	ours, theirs := net.Pipe()
 	p := &adapterProc{conn: ours, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
-	p.client = NewClient(ours, ours, onEvent)
+	p.client = newClient(ours, ours, h)
 	go func() {
 		defer close(p.exited)
 		spec.Serve(theirs, dir, env)

@@ -25,11 +25,17 @@ type Session struct {
 	caps      json.RawMessage
 	out       *outputBuffer
 	entryStop bool // stopOnEntry was asked: the first stop is "entry"
+	// childSessions: the adapter runs the debuggee in a child session
+	// (session_children.go); set before the adapter starts.
+	childSessions bool
 
 	initialized     chan struct{}
 	initializedOnce sync.Once
 	watcherDone     chan struct{}
 	stopOnce        sync.Once
+	stopCtx         context.Context // cancelled when Stop begins
+	stopCancel      context.CancelFunc
+	childWG         sync.WaitGroup // child sessions starting
 
 	mu          sync.Mutex
 	state       string
@@ -43,10 +49,18 @@ type Session struct {
 	pausing     bool                    // a pause was sent and no stop came yet
 	files       map[string][]Breakpoint // per-file results, by absolute path
 	funcs       []Breakpoint
+	// What was asked, to send again to a child session.
+	askedFiles   map[string][]SourceBreakpoint
+	askedFuncs   []FunctionBreakpoint
+	askedFilters []string
+	child        *childSession // the debuggee's session, once the adapter started one
 }
 
 func newSession(id string, a Adapter, root string) *Session {
+	stopCtx, stopCancel := context.WithCancel(context.Background())
 	return &Session{
+		stopCtx:     stopCtx,
+		stopCancel:  stopCancel,
 		id:          id,
 		adapter:     a,
 		root:        root,
@@ -57,6 +71,7 @@ func newSession(id string, a Adapter, root string) *Session {
 		state:       StateInitializing,
 		changed:     make(chan struct{}),
 		files:       map[string][]Breakpoint{},
+		askedFiles:  map[string][]SourceBreakpoint{},
 	}
 }
 
@@ -205,12 +220,16 @@ func (s *Session) stopIfStoppedLocked() *StopInfo {
 	return nil
 }
 
-// client returns the DAP client, or session_ended.
+// live returns the client of the debuggee (a child session's once there
+// is one), or session_ended.
 func (s *Session) live() (*Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateEnded {
 		return nil, s.endedErrorLocked()
+	}
+	if s.child != nil {
+		return s.child.client, nil
 	}
 	return s.proc.client, nil
 }

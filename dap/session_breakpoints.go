@@ -92,8 +92,10 @@ func (s *Session) setFileBreakpoints(ctx context.Context, c *Client, path string
 	s.mu.Lock()
 	if len(out) == 0 {
 		delete(s.files, path)
+		delete(s.askedFiles, path)
 	} else {
 		s.files[path] = out
+		s.askedFiles[path] = bps
 	}
 	s.mu.Unlock()
 	return out, nil
@@ -125,7 +127,7 @@ func (s *Session) setFunctionBreakpoints(ctx context.Context, c *Client, fbs []F
 		}
 	}
 	s.mu.Lock()
-	s.funcs = out
+	s.funcs, s.askedFuncs = out, fbs
 	s.mu.Unlock()
 	return out, nil
 }
@@ -137,6 +139,9 @@ func (s *Session) setExceptionFilters(ctx context.Context, c *Client, filters []
 	if err := c.Do(ctx, "setExceptionBreakpoints", map[string]any{"filters": filters}, nil); err != nil {
 		return s.adapterError(err)
 	}
+	s.mu.Lock()
+	s.askedFilters = filters
+	s.mu.Unlock()
 	return nil
 }
 

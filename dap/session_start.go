@@ -29,7 +29,10 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		dir = s.root
 	}
-	proc, err := startAdapter(ctx, spec, dir, environ, s.onEvent)
+	if cs, ok := a.(childSessions); ok && cs.childSessions(spec) {
+		s.childSessions = true
+	}
+	proc, err := startAdapter(ctx, spec, dir, environ, handlers{event: s.onEvent, request: s.onRequest})
 	if err != nil && spec.Dial != "" {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; is the debuggee listening (python -m debugpy --listen)?", a.Name(), err)
 	}
@@ -49,7 +52,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 		SupportsFunctionBps       bool `json:"supportsFunctionBreakpoints"`
 	}
 	var rawCaps json.RawMessage
-	if err := c.Do(ctx, "initialize", initializeArgs(a), &rawCaps); err != nil {
+	if err := c.Do(ctx, "initialize", initializeArgs(a, s.childSessions), &rawCaps); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}

@@ -32,6 +32,7 @@ func (s *Session) Stop(ctx context.Context, terminate *bool) *StopResult {
 	pid := s.debuggeePid
 	s.stopping = true
 	s.mu.Unlock()
+	s.stopCancel()
 	s.stopOnce.Do(func() {
 		if !ended {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disconnectTimeout)
@@ -39,6 +40,7 @@ func (s *Session) Stop(ctx context.Context, terminate *bool) *StopResult {
 			cancel()
 		}
 		s.proc.stop(exitGrace)
+		s.stopChildren()
 		if term && pid > 0 && s.request != "attach" {
 			// The debuggee may sit outside the adapter's group; it must not
 			// outlive the session.
