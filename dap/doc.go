@@ -1,6 +1,9 @@
 // Package dap runs debug sessions through real debug adapters speaking the
-// Debug Adapter Protocol: lldb-dap for C, C++ and Rust, debugpy for Python and
-// delve for Go. It knows nothing of tunnels; the bridge adapts it to routes.
+// Debug Adapter Protocol: lldb-dap for C, C++ and Rust, debugpy for Python,
+// delve for Go, and for Node.js (JavaScript, TypeScript through source maps)
+// js-debug when installed, else tether's own CDP adapter (package dap/node),
+// which needs only node. It knows nothing of tunnels; the bridge adapts it
+// to routes.
 //
 // # Pieces
 //
@@ -26,6 +29,9 @@
 //     ends them all, so no adapter or debuggee outlives it.
 //   - launchjson.go reads .vscode/launch.json (JSON with comments and
 //     trailing commas) and resolves ${workspaceFolder}, ${file}, ${env:X}.
+//   - breakpoint_lines.go resolves breakpoints given by their line's text
+//     (line_content); session_children.go runs the child sessions js-debug
+//     asks for.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
