@@ -9,12 +9,12 @@ import (
 	"github.com/tetherdev/tether/dap"
 )
 
-// nodeWorkspace copies testdata/node files into a temp root.
+// nodeWorkspace copies dap/node's test programs into a temp root.
 func nodeWorkspace(t *testing.T, names ...string) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join("testdata/node", n))
+		b, err := os.ReadFile(filepath.Join("node/testdata/programs", n))
 		if err != nil {
 			t.Fatal(err)
 		}

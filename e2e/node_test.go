@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -21,27 +20,17 @@ import (
 // Node.js debugging through real broker and bridge processes and a real
 // node, with tether's built-in CDP adapter (js-debug is not installed here).
 
-// Programs the Node tests run.
+// Programs the Node tests run. calc.js: lines 4-6 are mul's body (it
+// reads the closure variable k), line 13 calls add(total, mul(i, 2)), line
+// 9 is add's body. app.ts: line 9 is `return label;` in describe. throw.js:
+// an uncaught exception on line 4. They are shared with dap/node's tests.
+var (
+	nodeCalcJS  = mustReadFile("../dap/node/testdata/programs/calc.js")
+	nodeAppTS   = mustReadFile("../dap/node/testdata/programs/app.ts")
+	nodeThrowJS = mustReadFile("../dap/node/testdata/programs/throw.js")
+)
+
 const (
-	// calc.js: lines 4-6 are mul's body (it reads the closure variable k);
-	// line 13 calls add(total, mul(i, 2)); line 9 is add's body.
-	nodeCalcJS = `// calc.js
-const k = 10;
-function mul(p, q) {
-  const r = p * q + k;
-  const parts = [p, q];
-  return r;
-}
-function add(a, b) {
-  return a + b;
-}
-let total = 0;
-for (let i = 0; i < 4; i++) {
-  total = add(total, mul(i, 2));
-  console.log("step", i, total);
-}
-console.log("total", total);
-`
 	// main.mjs imports lib.mjs, whose line 3 is `return y;`.
 	nodeMainMJS = `import { square } from "./lib.mjs";
 const values = [2, 3].map(square);
@@ -51,33 +40,6 @@ console.log("squares", values.join(","));
   const y = x * x;
   return y;
 }
-`
-	// app.ts: line 9 is `return label;` in describe.
-	nodeAppTS = `interface Point {
-  x: number;
-  y: number;
-}
-
-function describe(p: Point, scale: number): string {
-  const scaled: Point = { x: p.x * scale, y: p.y * scale };
-  const label = "(" + scaled.x + ", " + scaled.y + ")";
-  return label;
-}
-
-const points: Point[] = [{ x: 1, y: 2 }, { x: 3, y: 4 }];
-for (const pt of points) {
-  console.log(describe(pt, 10));
-}
-`
-	// throw.js: an uncaught exception on line 4.
-	nodeThrowJS = `function check(n) {
-  if (n > 2) {
-    const err = new RangeError("n too large: " + n);
-    throw err;
-  }
-  return n;
-}
-for (let i = 0; i < 5; i++) check(i);
 `
 	// beat.js: work(n) (line 4 is `return sq;`) called forever; the counter
 	// is written to the file "beat".
@@ -473,10 +435,16 @@ func TestNodeKilledBridgeLeavesNoNode(t *testing.T) {
 		t.Fatalf("processes of the session %q, want its node", left)
 	}
 	d.bridge.stop(syscall.SIGKILL, 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(dbgProcessesIn(d.root)) > 0 {
+	waitNoProcessesIn(t, d.root, 5*time.Second)
+}
+
+// waitNoProcessesIn waits until no process of the workspace is left.
+func waitNoProcessesIn(t *testing.T, root string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for len(dbgProcessesIn(root)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("node outlived the killed bridge: %q", dbgProcessesIn(d.root))
+			t.Fatalf("processes left after %s: %q", within, dbgProcessesIn(root))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -516,38 +484,26 @@ func TestNodeBadInputAnswersAtOnce(t *testing.T) {
 			t.Errorf("crash at start: %q, want its stderr (SyntaxError) and exit code", r.resp.Message)
 		}
 	})
+	silentLaunch := map[string]any{"config": map[string]any{"type": "node", "request": "launch", "program": "calc.js",
+		"runtimeExecutable": filepath.Join(d.root, "silent-node")}}
 	t.Run("no inspector URL", func(t *testing.T) {
 		// A fake node (a shell script that prints nothing), since a real
 		// node always prints its URL.
-		body, _ := json.Marshal(map[string]any{"endpoint": "/api/debug/start-session", "timeout": 30,
-			"payload": map[string]any{"config": map[string]any{"type": "node", "request": "launch", "program": "calc.js",
-				"runtimeExecutable": filepath.Join(d.root, "silent-node")}}})
-		r := d.b.call(d.ws, d.tok, string(body))
-		if r.err != nil || r.resp.Success || !strings.Contains(r.resp.Message, "no inspector URL within 10s") {
-			t.Fatalf("silent node: %+v %v, want an error naming the missing inspector URL", r.resp, r.err)
+		r := d.call("/api/debug/start-session", silentLaunch, 30)
+		if r.resp.Success || !strings.Contains(r.resp.Message, "no inspector URL within 10s") {
+			t.Fatalf("silent node: %+v, want an error naming the missing inspector URL", r.resp)
 		}
 		if r.elapsed > 14*time.Second {
 			t.Errorf("answered after %s, want about 10s", r.elapsed)
 		}
-		if left := dbgProcessesIn(d.root); len(left) != 0 {
-			t.Fatalf("processes left: %q", left)
-		}
+		waitNoProcessesIn(t, d.root, time.Second)
 	})
 	t.Run("deadline", func(t *testing.T) {
-		body, _ := json.Marshal(map[string]any{"endpoint": "/api/debug/start-session", "timeout": 3,
-			"payload": map[string]any{"config": map[string]any{"type": "node", "request": "launch", "program": "calc.js",
-				"runtimeExecutable": filepath.Join(d.root, "silent-node")}}})
-		r := d.b.call(d.ws, d.tok, string(body))
-		if r.err != nil || r.resp.Success || r.elapsed > 4*time.Second {
-			t.Fatalf("start-session with a 3s deadline: %+v %v after %s, want a failure within it", r.resp, r.err, r.elapsed)
+		r := d.call("/api/debug/start-session", silentLaunch, 3)
+		if r.resp.Success || r.elapsed > 4*time.Second {
+			t.Fatalf("start-session with a 3s deadline: %+v after %s, want a failure within it", r.resp, r.elapsed)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for len(dbgProcessesIn(d.root)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("processes left: %q", dbgProcessesIn(d.root))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitNoProcessesIn(t, d.root, 5*time.Second)
 	})
 }
 

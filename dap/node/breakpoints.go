@@ -65,17 +65,8 @@ func (d *debugger) setBreakpoints(ctx context.Context, args godap.SetBreakpoints
 	d.mu.Lock()
 	old := d.files[path]
 	delete(d.files, path)
-	for _, bp := range old {
-		for _, id := range bp.cdpIDs {
-			delete(d.byCDP, id)
-		}
-	}
 	d.mu.Unlock()
-	for _, bp := range old {
-		for _, id := range bp.cdpIDs {
-			_, _ = cdp.Call(ctx, conn, cdpdebugger.RemoveBreakpoint, cdpdebugger.RemoveBreakpointParams{BreakpointID: id})
-		}
-	}
+	d.remove(ctx, conn, old)
 
 	mappedFile := !scriptExts[strings.ToLower(filepath.Ext(path))]
 	scripts := d.scriptsMapping(path)
@@ -126,6 +117,22 @@ func (d *debugger) setBreakpoints(ctx context.Context, args godap.SetBreakpoints
 	}
 	d.mu.Unlock()
 	return godap.SetBreakpointsResponseBody{Breakpoints: out}, nil
+}
+
+// remove forgets breakpoints replaced by a new set and clears them in V8.
+func (d *debugger) remove(ctx context.Context, conn *Conn, old []*breakpoint) {
+	d.mu.Lock()
+	for _, bp := range old {
+		for _, id := range bp.cdpIDs {
+			delete(d.byCDP, id)
+		}
+	}
+	d.mu.Unlock()
+	for _, bp := range old {
+		for _, id := range bp.cdpIDs {
+			_, _ = cdp.Call(ctx, conn, cdpdebugger.RemoveBreakpoint, cdpdebugger.RemoveBreakpointParams{BreakpointID: id})
+		}
+	}
 }
 
 func (d *debugger) newBreakpoint(path string, line int, cond, hit, logMsg string) *breakpoint {

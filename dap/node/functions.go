@@ -25,17 +25,8 @@ func (d *debugger) setFunctionBreakpoints(ctx context.Context, args godap.SetFun
 	d.mu.Lock()
 	old := d.funcs
 	d.funcs = nil
-	for _, bp := range old {
-		for _, id := range bp.cdpIDs {
-			delete(d.byCDP, id)
-		}
-	}
 	d.mu.Unlock()
-	for _, bp := range old {
-		for _, id := range bp.cdpIDs {
-			_, _ = cdp.Call(ctx, conn, cdpdebugger.RemoveBreakpoint, cdpdebugger.RemoveBreakpointParams{BreakpointID: id})
-		}
-	}
+	d.remove(ctx, conn, old)
 	bps := make([]*breakpoint, 0, len(args.Breakpoints))
 	for _, fb := range args.Breakpoints {
 		bp := d.newBreakpoint("", 0, fb.Condition, fb.HitCondition, "")

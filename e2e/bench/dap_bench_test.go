@@ -65,19 +65,8 @@ func BenchmarkDebugStartToSnapshot(b *testing.B) {
 	if out, err := gcc.CombinedOutput(); err != nil {
 		b.Fatalf("gcc: %v\n%s", err, out)
 	}
-	runs := 7
-	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
-		runs = v
-	}
-
-	brk, secret := startBroker(b, bin)
-	startDebugBridge(b, bin, brk, secret, "dap-bench", root)
-	tc := &tetherDebugClient{
-		client: controlClient(b),
-		url:    brk.url + "/api/v1/workspaces/dap-bench/calls",
-		token:  mintToken(b, secret, broker.RoleCaller, "dap-bench"),
-	}
-	tc.client.Timeout = 60 * time.Second
+	runs := benchRuns()
+	tc := startDebugBench(b, bin, "dap-bench", root)
 
 	// One untimed round each: page cache, the bridge's adapter lookup.
 	bareScenario(b, lldbDAP, root)
@@ -98,6 +87,29 @@ func BenchmarkDebugStartToSnapshot(b *testing.B) {
 	b.ReportMetric(median(bare), "bare-ms")
 	b.ReportMetric(median(through), "tether-ms")
 	b.ReportMetric(ratio, "ratio")
+}
+
+// benchRuns is how many timed rounds a debug benchmark makes: BENCH_RUNS,
+// default 7.
+func benchRuns() int {
+	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
+		return v
+	}
+	return 7
+}
+
+// startDebugBench starts a broker and a bridge serving root as workspace
+// ws, and returns a caller for it.
+func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
+	brk, secret := startBroker(b, bin)
+	startDebugBridge(b, bin, brk, secret, ws, root)
+	tc := &tetherDebugClient{
+		client: controlClient(b),
+		url:    brk.url + "/api/v1/workspaces/" + ws + "/calls",
+		token:  mintToken(b, secret, broker.RoleCaller, ws),
+	}
+	tc.client.Timeout = 60 * time.Second
+	return tc
 }
 
 // startDebugBridge starts `tether bridge` serving root and waits until the
@@ -156,32 +168,40 @@ func (c *tetherDebugClient) call(tb testing.TB, endpoint string, payload, out an
 	}
 }
 
-// scenario returns the time from start-session to a snapshot with locals.
+// scenario returns the time from start-session to a snapshot with locals,
+// for the C program.
 func (c *tetherDebugClient) scenario(tb testing.TB) time.Duration {
+	return c.startToSnapshot(tb, map[string]any{
+		"language": "c", "program": "add_numbers",
+		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line": 4}}}},
+	})
+}
+
+// startToSnapshot returns the time from start-session (with start, which
+// sets one breakpoint) to a snapshot with locals; the session is stopped
+// after, untimed.
+func (c *tetherDebugClient) startToSnapshot(tb testing.TB, start map[string]any) time.Duration {
 	tb.Helper()
 	began := time.Now()
-	var start struct {
+	var started struct {
 		SessionID   string `json:"session_id"`
 		Breakpoints []struct {
 			Verified bool `json:"verified"`
 		} `json:"breakpoints"`
 	}
-	c.call(tb, "/api/debug/start-session", map[string]any{
-		"language": "c", "program": "add_numbers",
-		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line": 4}}}},
-	}, &start)
-	if len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
-		tb.Fatalf("tether breakpoint not verified: %+v", start)
+	c.call(tb, "/api/debug/start-session", start, &started)
+	if len(started.Breakpoints) != 1 || !started.Breakpoints[0].Verified {
+		tb.Fatalf("tether breakpoint not verified: %+v", started)
 	}
 	var snap struct {
 		Locals []struct{ Name, Value string } `json:"locals"`
 	}
-	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": start.SessionID}, &snap)
+	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": started.SessionID}, &snap)
 	took := time.Since(began)
 	if len(snap.Locals) < 3 {
 		tb.Fatalf("tether snapshot locals: %+v", snap.Locals)
 	}
-	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": started.SessionID}, nil)
 	return took
 }
 
@@ -340,18 +360,8 @@ func BenchmarkDebugNodeStartToSnapshot(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(root, "calc.js"), debugBenchJS, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	runs := 7
-	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
-		runs = v
-	}
-	brk, secret := startBroker(b, bin)
-	startDebugBridge(b, bin, brk, secret, "node-bench", root)
-	tc := &tetherDebugClient{
-		client: controlClient(b),
-		url:    brk.url + "/api/v1/workspaces/node-bench/calls",
-		token:  mintToken(b, secret, broker.RoleCaller, "node-bench"),
-	}
-	tc.client.Timeout = 60 * time.Second
+	runs := benchRuns()
+	tc := startDebugBench(b, bin, "node-bench", root)
 
 	bareNodeScenario(b, nodePath, root) // untimed: page cache, the bridge's lookups
 	tc.nodeScenario(b)
@@ -384,31 +394,10 @@ func formatRatios(rs []float64) string {
 // nodeScenario returns the time from start-session to a snapshot with
 // locals, for the Node program.
 func (c *tetherDebugClient) nodeScenario(tb testing.TB) time.Duration {
-	tb.Helper()
-	began := time.Now()
-	var start struct {
-		SessionID   string `json:"session_id"`
-		Breakpoints []struct {
-			Verified bool `json:"verified"`
-		} `json:"breakpoints"`
-	}
-	c.call(tb, "/api/debug/start-session", map[string]any{
+	return c.startToSnapshot(tb, map[string]any{
 		"language": "javascript", "program": "calc.js",
 		"breakpoints": []map[string]any{{"path": "calc.js", "breakpoints": []map[string]any{{"line": 6}}}},
-	}, &start)
-	if len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
-		tb.Fatalf("tether breakpoint not verified: %+v", start)
-	}
-	var snap struct {
-		Locals []struct{ Name, Value string } `json:"locals"`
-	}
-	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": start.SessionID}, &snap)
-	took := time.Since(began)
-	if len(snap.Locals) < 3 {
-		tb.Fatalf("tether snapshot locals: %+v", snap.Locals)
-	}
-	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
-	return took
+	})
 }
 
 // bareNodeScenario is the baseline: the least a CDP client does to reach
