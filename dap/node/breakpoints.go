@@ -106,13 +106,25 @@ func (d *debugger) setBreakpoints(ctx context.Context, args godap.SetBreakpoints
 			}
 		}
 	}
-	out := make([]godap.Breakpoint, len(bps))
 	d.mu.Lock()
 	d.files[path] = bps
-	for i, bp := range bps {
+	for _, bp := range bps {
 		for _, id := range bp.cdpIDs {
 			d.byCDP[id] = bp
 		}
+	}
+	pending := len(d.pendingLocked()) > 0
+	d.mu.Unlock()
+	if pending && mappedFile {
+		// A script compiled from path may have been parsed meanwhile; one
+		// parsed from now on binds them as it is parsed (scriptParsed).
+		for _, sc := range d.scriptsMapping(path) {
+			d.bindPending(ctx, sc)
+		}
+	}
+	out := make([]godap.Breakpoint, len(bps))
+	d.mu.Lock()
+	for i, bp := range bps {
 		out[i] = bp.dap()
 	}
 	d.mu.Unlock()
@@ -233,12 +245,18 @@ func (d *debugger) afterInstrumentation(ctx context.Context, data jsonv2.Value) 
 		ScriptID cdp.ScriptID `json:"scriptId"`
 	}
 	_ = decode(data, &ev)
-	conn, err := d.live()
-	if err != nil {
-		return
-	}
 	d.mu.Lock()
 	sc := d.scripts[ev.ScriptID]
+	d.mu.Unlock()
+	d.bindPending(ctx, sc)
+	if conn, err := d.live(); err == nil {
+		_, _ = cdp.Call(ctx, conn, cdpdebugger.Resume, cdpdebugger.ResumeParams{})
+	}
+}
+
+// pendingLocked lists the breakpoints waiting for a script compiled from
+// their file.
+func (d *debugger) pendingLocked() []*breakpoint {
 	var pending []*breakpoint
 	for _, list := range d.files {
 		for _, bp := range list {
@@ -247,26 +265,37 @@ func (d *debugger) afterInstrumentation(ctx context.Context, data jsonv2.Value) 
 			}
 		}
 	}
-	d.mu.Unlock()
-	if sc != nil && len(pending) > 0 {
-		if sm := d.mapOf(sc); sm != nil {
-			for _, bp := range pending {
-				if !sm.has(bp.path) {
-					continue
-				}
-				if d.bindMapped(ctx, conn, bp, sc) == nil && bp.verified {
-					d.s.event("breakpoint", godap.BreakpointEventBody{Reason: "changed", Breakpoint: d.snapshotBp(bp)})
-				}
-			}
-		}
-	}
-	_, _ = cdp.Call(ctx, conn, cdpdebugger.Resume, cdpdebugger.ResumeParams{})
+	return pending
 }
 
-func (d *debugger) snapshotBp(bp *breakpoint) godap.Breakpoint {
+// bindPending binds the pending breakpoints whose file sc's source map
+// names, telling the client of each that bound.
+func (d *debugger) bindPending(ctx context.Context, sc *script) {
+	conn, err := d.live()
+	if err != nil || sc == nil {
+		return
+	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return bp.dap()
+	pending := d.pendingLocked()
+	d.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	sm := d.mapOf(sc)
+	if sm == nil {
+		return
+	}
+	for _, bp := range pending {
+		if !sm.has(bp.path) || d.bindMapped(ctx, conn, bp, sc) != nil {
+			continue
+		}
+		d.mu.Lock()
+		bound, out := bp.verified, bp.dap()
+		d.mu.Unlock()
+		if bound {
+			d.s.event("breakpoint", godap.BreakpointEventBody{Reason: "changed", Breakpoint: out})
+		}
+	}
 }
 
 // breakpointResolved: V8 bound a breakpoint in a script that loaded.

@@ -306,9 +306,15 @@ func (d *debugger) scriptParsed(ev *cdpdebugger.EventScriptParsed) {
 	d.mu.Lock()
 	d.scripts[ev.ScriptID] = sc
 	pendingFuncs := sc.path != "" && d.configured && d.hasPendingFuncsLocked()
+	pendingMapped := sc.path != "" && sc.mapURL != "" && d.sourceMap && len(d.pendingLocked()) > 0
 	d.mu.Unlock()
 	if pendingFuncs {
 		d.work.Go(func() { d.bindFunctions(d.s.ctx, []*script{sc}) })
+	}
+	if pendingMapped {
+		// Usually the instrumentation pause binds them before the script
+		// runs; this covers scripts parsed before it was set (an attach).
+		d.work.Go(func() { d.bindPending(d.s.ctx, sc) })
 	}
 }
 
