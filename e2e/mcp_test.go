@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -53,26 +52,11 @@ func TestMCPToolsListedWithValidSchemasAndUnknownArgumentsRefused(t *testing.T) 
 	})
 }
 
-// lineContentLanded reports whether dap breakpoints take line_content (the
-// dap work that adds it lands on main).
-func lineContentLanded() bool {
-	typ := reflect.TypeFor[dap.SourceBreakpoint]()
-	for i := range typ.NumField() {
-		if strings.HasPrefix(typ.Field(i).Tag.Get("json"), "line_content") {
-			return true
-		}
-	}
-	return false
-}
-
 // TestMCPDebugCScenarioInFiveToolCalls is the headline over MCP: compile
 // with terminal_run, then start with a breakpoint by the line's text,
 // continue (it waits and shows the stop with its locals), step out, stop,
 // and no process is left.
 func TestMCPDebugCScenarioInFiveToolCalls(t *testing.T) {
-	if !lineContentLanded() {
-		t.Skip("waiting for line_content breakpoints in dap.SourceBreakpoint (the dap work on main); merge main")
-	}
 	d := startDebugWorkspace(t, map[string]string{"add_numbers.c": dbgAddNumbersC}, nil)
 	overMCP(t, d.b, d.ws, d.tok, func(t *testing.T, c *mcpClient) {
 		var built terminal.ExecResult
@@ -119,6 +103,30 @@ func TestMCPDebugCScenarioInFiveToolCalls(t *testing.T) {
 	})
 }
 
+// TestMCPDebugRunToStopsThereAndLeavesNoBreakpoint: debug_run_to stops at
+// the line in a program that passes it forever, and the temporary
+// breakpoint is gone afterwards (the next continue runs on).
+func TestMCPDebugRunToStopsThereAndLeavesNoBreakpoint(t *testing.T) {
+	d := startDebugWorkspace(t, map[string]string{"loop.c": dbgLoopC}, nil)
+	overMCP(t, d.b, d.ws, d.tok, func(t *testing.T, c *mcpClient) {
+		c.ok("terminal_run", map[string]any{"command": "gcc -g -O0 -o loop loop.c"}, nil)
+		var started dap.StartResult
+		c.ok("debug_start", map[string]any{"language": "c", "program": "loop"}, &started)
+		text := c.ok("debug_run_to", map[string]any{"session_id": started.SessionID, "path": "loop.c", "line": 5}, nil)
+		if !strings.Contains(text, "in tick at loop.c:5") || !strings.Contains(text, "doubled = ") {
+			t.Fatalf("run to line 5:\n%s", text)
+		}
+		text = c.ok("debug_continue", map[string]any{"session_id": started.SessionID, "timeout_s": 1.5}, nil)
+		if !strings.Contains(text, "is running") {
+			t.Fatalf("continue after run-to stopped again (the temporary breakpoint was left):\n%s", text)
+		}
+		if text = c.ok("debug_pause", map[string]any{"session_id": started.SessionID}, nil); !strings.Contains(text, "Stopped") {
+			t.Errorf("pause:\n%s", text)
+		}
+		c.ok("debug_stop", map[string]any{"session_id": started.SessionID}, nil)
+	})
+}
+
 func TestMCPDebugPythonSession(t *testing.T) {
 	d := startDebugWorkspace(t, map[string]string{"calc.py": dbgCalcPy}, nil)
 	overMCP(t, d.b, d.ws, d.tok, func(t *testing.T, c *mcpClient) {
@@ -152,6 +160,35 @@ func TestMCPDebugPythonSession(t *testing.T) {
 			t.Errorf("snapshot of a stopped session: %q", text)
 		}
 		c.fails("debug_evaluate", map[string]any{"session_id": started.SessionID, "expression": "1"}, protocol.CodeSessionEnded)
+	})
+}
+
+func TestMCPDebugNodeSession(t *testing.T) {
+	nodeOrSkip(t)
+	d := startDebugWorkspace(t, map[string]string{"calc.js": nodeCalcJS}, nil)
+	overMCP(t, d.b, d.ws, d.tok, func(t *testing.T, c *mcpClient) {
+		var started dap.StartResult
+		c.ok("debug_start", map[string]any{"language": "javascript", "program": "calc.js",
+			"breakpoints": []any{map[string]any{"path": "calc.js", "line_content": "return r;"}}}, &started)
+		if len(started.Breakpoints) != 1 || started.Breakpoints[0].Line != 6 {
+			t.Fatalf("breakpoints %+v, want one at line 6", started.Breakpoints)
+		}
+		text := c.ok("debug_continue", map[string]any{"session_id": started.SessionID}, nil)
+		for _, want := range []string{"in mul at calc.js:6", "p = 0", "q = 2", "r = 10", "→     6    return r;"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("continue text lacks %q:\n%s", want, text)
+			}
+		}
+		text = c.ok("debug_step", map[string]any{"session_id": started.SessionID, "kind": "out"}, nil)
+		if !strings.Contains(text, "calc.js:13") {
+			t.Errorf("step out, want the loop at line 13:\n%s", text)
+		}
+		r := c.fails("debug_set_breakpoints", map[string]any{"session_id": started.SessionID, "path": "calc.js",
+			"breakpoints": []any{map[string]any{"line": 9, "line_content": "return a + b;"}}}, protocol.CodeInvalidPayload)
+		if !strings.Contains(r.Text, "not both") {
+			t.Errorf("both line and line_content: %q", r.Text)
+		}
+		c.ok("debug_stop", map[string]any{"session_id": started.SessionID}, nil)
 	})
 }
 

@@ -100,14 +100,14 @@ func TestArgumentsFailingTheSchemaAreRefused(t *testing.T) {
 	}
 }
 
-func TestBreakpointNeedsLineOrLineContent(t *testing.T) {
+func TestRunToNeedsLineOrLineContent(t *testing.T) {
 	ws := offline()
 	cs := client(t, ws, nil)
-	txt := fails(t, cs, "debug_set_breakpoints", map[string]any{"session_id": "s", "path": "a.c", "breakpoints": []any{map[string]any{"line": 3, "line_content": "x;"}}}, protocol.CodeInvalidRequest)
-	if !strings.Contains(txt, "line_content") {
-		t.Errorf("text %q does not name the fields", txt)
+	for _, args := range []map[string]any{{"session_id": "s", "path": "a.c"}, {"session_id": "s", "path": "a.c", "line": 3, "line_content": "x;"}} {
+		if txt := fails(t, cs, "debug_run_to", args, protocol.CodeInvalidRequest); !strings.Contains(txt, "line_content") {
+			t.Errorf("text %q does not name the arguments", txt)
+		}
 	}
-	fails(t, cs, "debug_run_to", map[string]any{"session_id": "s", "path": "a.c"}, protocol.CodeInvalidRequest)
 	if n := len(ws.called()); n != 0 {
 		t.Fatalf("%d tether calls made", n)
 	}

@@ -28,13 +28,6 @@ type fileBreakpoint struct {
 	lineBreakpoint
 }
 
-func (b lineBreakpoint) check() error {
-	if (b.Line > 0) == (b.LineContent != "") {
-		return failf(protocol.CodeInvalidRequest, "give each breakpoint line or line_content.", "a breakpoint needs exactly one of line and line_content (line %d, line_content %q)", b.Line, b.LineContent)
-	}
-	return nil
-}
-
 type startArgs struct {
 	Config      map[string]any    `json:"config,omitempty" jsonschema:"a whole launch.json-style configuration (type, request, program, …)"`
 	ConfigName  string            `json:"config_name,omitempty" jsonschema:"name of a configuration in the workspace's .vscode/launch.json (see debug_context)"`
@@ -267,9 +260,6 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	files := map[string][]lineBreakpoint{}
 	var order []string
 	for _, b := range in.Breakpoints {
-		if err := b.check(); err != nil {
-			return out, "", err
-		}
 		if _, seen := files[b.Path]; !seen {
 			order = append(order, b.Path)
 		}
@@ -328,11 +318,6 @@ func flatten(order []string, files map[string][]lineBreakpoint) []fileBreakpoint
 
 func setBreakpoints(ctx context.Context, tc *toolCall, in setBreakpointsArgs) (dap.SetBreakpointsResult, string, error) {
 	var out dap.SetBreakpointsResult
-	for _, b := range in.Breakpoints {
-		if err := b.check(); err != nil {
-			return out, "", err
-		}
-	}
 	payload := map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(in.Breakpoints)}
 	if err := tc.call(ctx, bridge.DebugBreakpointsEndpoint, payload, quickCall, &out); err != nil {
 		return out, "", err
@@ -430,10 +415,10 @@ func step(ctx context.Context, tc *toolCall, in stepArgs) (StopView, string, err
 // runTo adds a temporary breakpoint at the target, continues to the next
 // stop, and puts the file's breakpoints back as the tools last set them.
 func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, error) {
-	target := lineBreakpoint{Line: in.Line, LineContent: in.LineContent, Occurrence: in.Occurrence}
-	if err := target.check(); err != nil {
-		return StopView{SessionID: in.SessionID}, "", err
+	if (in.Line > 0) == (in.LineContent != "") {
+		return StopView{SessionID: in.SessionID}, "", failf(protocol.CodeInvalidRequest, "give debug_run_to line or line_content.", "debug_run_to needs exactly one of line and line_content")
 	}
+	target := lineBreakpoint{Line: in.Line, LineContent: in.LineContent, Occurrence: in.Occurrence}
 	tc.s.debug.takeFirstStop(in.SessionID) // it runs to the line, past any earlier stop
 	kept := tc.s.debug.breakpoints(in.SessionID, in.Path)
 	set := append(slices.Clone(kept), target)
@@ -448,10 +433,12 @@ func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, e
 	}
 	v, err := control(ctx, tc, bridge.DebugContinueEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
 	// Put the set back even when the client gave up meanwhile: a
-	// temporary breakpoint left behind would stop the program later.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), quickCall)
+	// temporary breakpoint left behind would stop the program later. It
+	// is one quick request; restoreWait bounds how far past the tool's
+	// deadline it may take.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreWait)
 	defer cancel()
-	restore := tc.call(rctx, bridge.DebugBreakpointsEndpoint, map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(kept)}, quickCall, nil)
+	restore := tc.call(rctx, bridge.DebugBreakpointsEndpoint, map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(kept)}, restoreWait, nil)
 	if err != nil {
 		return v, "", err
 	}
@@ -463,6 +450,9 @@ func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, e
 	}
 	return v, renderView(v, stoppedNext), nil
 }
+
+// restoreWait bounds putting a file's breakpoints back after debug_run_to.
+const restoreWait = time.Second
 
 func renderContext(c dap.DebugContext) string {
 	var b strings.Builder
