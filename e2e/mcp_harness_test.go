@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,16 +71,7 @@ func (tl mcpTools) names() []string {
 // event (connected or connect_error).
 func startMCPClient(t *testing.T, args ...string) (*mcpClient, map[string]any) {
 	t.Helper()
-	dir := mcpClientsDir(t)
-	cmd := exec.Command("node", append([]string{"mcp_client.mjs"}, args...)...)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting node: %v", err)
-	}
+	cmd, stdin, stdout := startNode(t, mcpClientsDir(t), append([]string{"mcp_client.mjs"}, args...)...)
 	c := &mcpClient{t: t, cmd: cmd, stdin: stdin, done: make(chan struct{}),
 		results: map[int]chan mcpResult{}, progress: map[int][]mcpProgress{}, tools: make(chan mcpTools, 8)}
 	first := make(chan map[string]any, 1)
@@ -325,15 +315,7 @@ func startMCPWorkspace(t *testing.T, files map[string]string, extra ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, root, files)
 	b := startBroker(t)
 	ws := "mcp-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(ws) > 60 {

@@ -84,22 +84,8 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	lat := map[string][]time.Duration{}
 	over := map[string][]float64{} // per run: p50 ms over the call API
 	for r := 1; r <= cfg.runs; r++ {
-		runLat := map[string][]time.Duration{}
-		start := time.Now()
-		from, until := start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.measure)
-		for now := start; now.Before(until); now = time.Now() {
-			for _, way := range mcpWays {
-				t0 := time.Now()
-				if err := run[way](); err != nil {
-					b.Fatalf("%s: %v\n%s", way, err, bridge.logTail())
-				}
-				if d := time.Since(t0); !now.Before(from) {
-					runLat[way] = append(runLat[way], d)
-				}
-			}
-		}
+		runLat, _ := interleave(b, cfg, mcpWays, run, bridge.logTail)
 		for _, way := range mcpWays {
-			slices.Sort(runLat[way])
 			lat[way] = append(lat[way], runLat[way]...)
 		}
 		base := quantile(runLat["call"], .5)
