@@ -292,10 +292,16 @@ func mcpTransports(b *brokerProc, ws, tok string) map[string][]string {
 }
 
 // overMCP runs f as a subtest per transport, each with its own client.
+// The client lists the tools first, so the TypeScript SDK checks every
+// structured result against its tool's output schema.
 func overMCP(t *testing.T, b *brokerProc, ws, tok string, f func(t *testing.T, c *mcpClient)) {
 	for _, name := range []string{"stdio", "http"} {
 		args := mcpTransports(b, ws, tok)[name]
-		t.Run(name, func(t *testing.T) { f(t, connectMCP(t, args...)) })
+		t.Run(name, func(t *testing.T) {
+			c := connectMCP(t, args...)
+			c.list()
+			f(t, c)
+		})
 	}
 }
 

@@ -47,9 +47,12 @@ func samePattern(a, b string) bool {
 	return true
 }
 
-// capabilities asks the workspace what it serves; nil when it cannot tell.
+// capabilities asks the workspace what it serves; nil when it cannot tell
+// (the route is not served, or answers no routes).
 // It remembers the workspace's root for stop views (root).
 func (s *Server) capabilities(ctx context.Context) *bridge.CapabilitiesResult {
+	ctx, cancel := context.WithTimeout(ctx, capabilitiesWait)
+	defer cancel()
 	tc := &toolCall{s: s, name: "capabilities"}
 	var caps bridge.CapabilitiesResult
 	if err := tc.call(ctx, bridge.WorkspaceCapabilitiesEndpoint, struct{}{}, capabilitiesWait, &caps); err != nil {
@@ -58,6 +61,9 @@ func (s *Server) capabilities(ctx context.Context) *bridge.CapabilitiesResult {
 	}
 	if caps.Root != "" {
 		s.root.Store(&caps.Root)
+	}
+	if len(caps.Routes) == 0 {
+		return nil // not an answer a bridge gives: every bridge serves some route
 	}
 	return &caps
 }
@@ -77,8 +83,9 @@ func (s *Server) workspaceRoot(ctx context.Context) string {
 // rootCache holds the workspace's root as the bridge last reported it.
 type rootCache = atomic.Pointer[string]
 
-// listServed is a receiving middleware: it filters the result of
-// tools/list by the workspace's capabilities.
+// listServed is a receiving middleware on tools/list: it leaves out the
+// tools the workspace does not serve, and gives each tool its output schema
+// (see add).
 func (s *Server) listServed(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
@@ -87,13 +94,17 @@ func (s *Server) listServed(next sdk.MethodHandler) sdk.MethodHandler {
 			return res, err
 		}
 		caps := s.capabilities(ctx)
-		if caps == nil {
-			return res, nil
-		}
 		shown := make([]*sdk.Tool, 0, len(list.Tools))
 		for _, t := range list.Tools {
-			if sp, known := s.specs[t.Name]; !known || served(sp, caps.Routes) {
+			sp, known := s.specs[t.Name]
+			if !known {
 				shown = append(shown, t)
+				continue
+			}
+			if caps == nil || served(sp, caps.Routes) {
+				withOutput := *t
+				withOutput.OutputSchema = sp.output
+				shown = append(shown, &withOutput)
 			}
 		}
 		out := *list

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -76,6 +77,12 @@ func (b *inprocBridge) Call(ctx context.Context, req caller.Request) protocol.To
 	return b.br.Dispatch(ctx, protocol.ToolCall{CorrelationID: "c", Endpoint: req.Endpoint, Payload: req.Payload, Timeout: req.Timeout.Seconds()})
 }
 
+func (b *inprocBridge) reset() {
+	b.mu.Lock()
+	b.calls = nil
+	b.mu.Unlock()
+}
+
 func (b *inprocBridge) endpoints() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,6 +104,12 @@ func (f *fakeWorkspace) Call(ctx context.Context, req caller.Request) protocol.T
 	f.calls = append(f.calls, req)
 	f.mu.Unlock()
 	return f.answer(ctx, req)
+}
+
+func (f *fakeWorkspace) reset() {
+	f.mu.Lock()
+	f.calls = nil
+	f.mu.Unlock()
 }
 
 func (f *fakeWorkspace) called() []caller.Request {
@@ -127,9 +140,33 @@ func client(t testing.TB, c mcp.Caller, opts *sdk.ClientOptions) *sdk.ClientSess
 		_ = cs.Close()
 		_ = ss.Wait()
 		_ = ss.Close()
+		outputSchemas.Delete(cs)
 	})
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tool := range list.Tools {
+		raw, _ := json.Marshal(tool.OutputSchema)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("%s: output schema %s: %v", tool.Name, raw, err)
+		}
+		if schemas[tool.Name], err = s.Resolve(nil); err != nil {
+			t.Fatalf("%s: output schema does not resolve: %v", tool.Name, err)
+		}
+	}
+	outputSchemas.Store(cs, schemas)
+	if r, ok := c.(interface{ reset() }); ok {
+		r.reset() // the tests count the calls their tool calls make
+	}
 	return cs
 }
+
+// outputSchemas holds each test session's listed output schemas, by tool:
+// ok checks every structured result against its tool's.
+var outputSchemas sync.Map // *sdk.ClientSession -> map[string]*jsonschema.Resolved
 
 // callTool calls a tool with args and returns the result and its text.
 func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any) (*sdk.CallToolResult, string) {
@@ -160,6 +197,16 @@ func ok(t *testing.T, cs *sdk.ClientSession, name string, args, out any) string 
 	res, txt := callTool(t, cs, name, args)
 	if res.IsError {
 		t.Fatalf("%s %v: isError: %s", name, args, txt)
+	}
+	if schemas, ok := outputSchemas.Load(cs); ok {
+		raw, _ := json.Marshal(res.StructuredContent)
+		var v any
+		_ = json.Unmarshal(raw, &v)
+		if s := schemas.(map[string]*jsonschema.Resolved)[name]; s == nil || v == nil {
+			t.Fatalf("%s: no output schema listed, or no structured result (%s)", name, raw)
+		} else if err := s.Validate(&v); err != nil {
+			t.Fatalf("%s: structured result %s does not match the output schema: %v", name, raw, err)
+		}
 	}
 	if out != nil {
 		raw, err := json.Marshal(res.StructuredContent)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
@@ -120,6 +121,8 @@ type spec struct {
 	routes []string
 	// Annotations for the client.
 	readOnly, destructive, idempotent bool
+	// output is the output schema, from the result type (see add).
+	output *jsonschema.Schema
 }
 
 // handler runs a tool: the structured result and the text a model reads.
@@ -137,7 +140,14 @@ const (
 	quickCall      = 5 * time.Second // a tether call that does not wait for the program
 )
 
-// add registers a tool on s.
+// add registers a tool on s. The SDK decodes and checks the arguments
+// against the input schema before h runs. The output schema, reflected from
+// Out like the input's, is published with the tool in tools/list
+// (listServed) rather than given to AddTool: the SDK would decode every
+// structured result again (a fresh 32 KB buffer a decode) to check it
+// against the schema, which costs a third of a tool call's time in the SDK,
+// for results that are values of Out, the type the schema describes.
+// Clients still check them (the TypeScript SDK does; so do the tests).
 func add[In, Out any](s *Server, sp spec, h handler[In, Out]) {
 	in, err := inputSchema(reflect.TypeFor[In]())
 	if err != nil {
@@ -148,11 +158,10 @@ func add[In, Out any](s *Server, sp spec, h handler[In, Out]) {
 		panic("mcp: output schema of " + sp.name + ": " + err.Error())
 	}
 	tool := &sdk.Tool{
-		Name:         sp.name,
-		Title:        sp.title,
-		Description:  sp.description,
-		InputSchema:  in,
-		OutputSchema: out,
+		Name:        sp.name,
+		Title:       sp.title,
+		Description: sp.description,
+		InputSchema: in,
 		Annotations: &sdk.ToolAnnotations{
 			Title:           sp.title,
 			ReadOnlyHint:    sp.readOnly,
@@ -161,8 +170,9 @@ func add[In, Out any](s *Server, sp spec, h handler[In, Out]) {
 			OpenWorldHint:   new(false),
 		},
 	}
+	sp.output = out
 	s.specs[sp.name] = sp
-	sdk.AddTool(s.sdk, tool, func(ctx context.Context, req *sdk.CallToolRequest, args In) (*sdk.CallToolResult, Out, error) {
+	sdk.AddTool(s.sdk, tool, func(ctx context.Context, req *sdk.CallToolRequest, args In) (*sdk.CallToolResult, any, error) {
 		timeout := defaultTimeout
 		if t, ok := any(args).(timed); ok {
 			timeout = t.timeout()
@@ -175,10 +185,9 @@ func add[In, Out any](s *Server, sp spec, h handler[In, Out]) {
 		stop()
 		tc.log(err)
 		if err != nil {
-			var zero Out
-			return nil, zero, asToolError(ctx, err)
+			return nil, nil, asToolError(ctx, err)
 		}
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, result, nil
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: result}, nil, nil
 	})
 }
 

@@ -148,6 +148,9 @@ func TestUnreadableResultIsAnErrorNotAProtocolFailure(t *testing.T) {
 func blocking() (*fakeWorkspace, <-chan error) {
 	ended := make(chan error, 16)
 	return &fakeWorkspace{answer: func(ctx context.Context, req caller.Request) protocol.ToolResponse {
+		if req.Endpoint == bridge.WorkspaceCapabilitiesEndpoint {
+			return protocol.Failure("c", protocol.CodeUnknownRoute, "no route")
+		}
 		<-ctx.Done()
 		ended <- ctx.Err()
 		return protocol.Failure("c", protocol.CodeCancelled, "caller gave up")

@@ -153,6 +153,7 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 	d := &debugScript{running: true}
 	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+	d.calls = nil // the capabilities tools/list asked for: the root is known
 	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
 	for _, want := range []string{"Stopped (breakpoint) in add_numbers at add_numbers.c:4", "#1 main at add_numbers.c:8", "a = 2 (int)", "b = 3 (int)", "sum = 5 (int)",
 		"→     4      return sum;", "      5  }", `evil = \x1b[2J\nfake`, "Next: debug_step"} {
@@ -160,7 +161,7 @@ func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
 		}
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceCapabilitiesEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s", got)
 	}
 }
@@ -168,12 +169,13 @@ func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing.T) {
 	d := &debugScript{running: false} // it reached the breakpoint before continue came
 	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+	d.calls = nil
 	ok(t, cs, "debug_start", map[string]any{"language": "c", "program": "add_numbers", "breakpoints": []any{map[string]any{"path": "add_numbers.c", "line": 4}}}, nil)
 	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
 	if !strings.Contains(txt, "sum = 5") {
 		t.Errorf("text:\n%s", txt)
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceCapabilitiesEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s: want no continue before the first stop was shown", got)
 	}
 	// The next continue resumes.
