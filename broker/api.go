@@ -38,6 +38,7 @@ func (b *Broker) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.POST("/api/v1/workspaces/:id/calls", b.handleCall)
 	r.GET("/api/v1/workspaces", b.handleList)
+	r.Any("/api/v1/workspaces/:id/mcp", b.handleMCP)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": b.cfg.InstanceID}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		if err := b.Ready(c.Request.Context()); err != nil {
@@ -117,9 +118,16 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
 		return
 	}
+	b.finish(c, start, b.route(c.Request.Context(), ws, req))
+}
+
+// route sends an authorised, valid call to workspace ws and returns its one
+// answer: to the holder in this process on the in-memory bus, else through
+// the bus. ctx ending cancels the call (the client gets tool_cancel). The
+// HTTP call API and the MCP endpoint (mcp.go) both call through here.
+func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
 	if b.isDraining() {
-		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
-		return
+		return protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down")
 	}
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
@@ -131,14 +139,14 @@ func (b *Broker) handleCall(c *gin.Context) {
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
 		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
-		resp = b.callLocal(c.Request.Context(), ws, req)
+		resp = b.callLocal(ctx, ws, req)
 	} else {
-		resp = b.callBus(c, ws, req)
+		resp = b.callBus(ctx, ws, req)
 	}
 	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
 	}
-	b.finish(c, start, resp)
+	return resp
 }
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
@@ -154,8 +162,8 @@ func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	return call, nil
 }
 
-func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
-	return b.caller.Call(c.Request.Context(), caller.Request{
+func (b *Broker) callBus(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+	return b.caller.Call(ctx, caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
@@ -166,14 +174,19 @@ func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) proto
 }
 
 func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {
+	b.observe(start, resp)
+	// Results come out of validating decoders: copied, not parsed again.
+	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
+}
+
+// observe counts a call's outcome and its latency since start.
+func (b *Broker) observe(start time.Time, resp protocol.ToolResponse) {
 	outcome := "success"
 	if !resp.Success {
 		outcome = resp.Error
 	}
 	b.metrics.calls.WithLabelValues(outcome).Inc()
 	b.metrics.latency.Observe(time.Since(start).Seconds())
-	// Results come out of validating decoders: copied, not parsed again.
-	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }
 
 func (b *Broker) handleList(c *gin.Context) {

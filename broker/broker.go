@@ -113,6 +113,7 @@ type Broker struct {
 	apiCalls    sync.WaitGroup // HTTP calls in progress
 	apiInFlight atomic.Int64
 	wg          sync.WaitGroup // writers, closers, reply publishers
+	mcp         mcpEndpoint    // the MCP servers of /api/v1/workspaces/{id}/mcp (mcp.go)
 }
 
 // New returns a broker. It subscribes the API's caller inbox on the bus.
@@ -379,6 +380,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	unsubCancel()
 	err := b.caller.Close()
 	waitCtx(ctx, &b.apiCalls)
+	b.mcp.close()
 	waitCtx(ctx, &b.wg)
 	if b.ownBus {
 		_ = b.bus.Close()
