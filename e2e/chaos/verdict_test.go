@@ -1,0 +1,179 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// The invariants, checked once the run is over:
+//
+//  1. Exactly one answer per call. Each caller returns one answer per call
+//     (checked as it arrives: one per Call, carrying the call's own
+//     correlation id); no call reaches a socket.io client twice; and no
+//     call has two answers published to a caller's inbox (the spy, a
+//     pattern subscription to every inbox, counts them).
+//  2. Every answer no later than the call's deadline plus lateBound (1 s).
+//  3. An answer's correlation id and payload belong to its call: the echo
+//     carries the call's nonce, and the workspace that answered is the one
+//     called (a client names itself, a bridge's command prints its root).
+//  4. A call no fault touched succeeded.
+//  5. No answer came from another workspace (3), no call was delivered to
+//     another client than the one called, and no forged answer (a client
+//     answering a call it was not given) reached a caller.
+//  6. Every disconnection of a workspace was caused by a fault on its path,
+//     every fault healed within recoverWait, and a killed bridge left no
+//     process running.
+//
+// When a fault touches a call. A call's path is its workspace, the broker
+// that owns the workspace, the broker it entered by (HTTP calls), and
+// Redis, which every call crosses. A fault has a scope (a workspace, a
+// broker, everything, or nothing) and a window, from its injection to its
+// observed recovery plus settle. A fault touches a call when its scope is
+// on the call's path and its window overlaps the call's time, from sent to
+// answered. A call whose act is to answer late or never is touched by its
+// own act. Every other call is clean and must succeed.
+
+// settle is how long after a fault's observed recovery it may still touch
+// a call: the recovery is observed by polling, and what it started (a
+// resubscription, a reannouncement) may take a moment to finish on the
+// other instances.
+const settle = time.Second
+
+// span is a call's place and time, as touching needs them.
+type span struct {
+	ws, owner, entry int // entry -1: not through a broker's API
+	from, to         time.Time
+}
+
+// touches reports whether f touches a call over s.
+func (f *fault) touches(s span) bool {
+	if s.to.Before(f.start) || s.from.After(f.end.Add(settle)) {
+		return false
+	}
+	switch f.scope {
+	case scopeAll:
+		return true
+	case scopeWorkspace:
+		return f.idx == s.ws
+	case scopeBroker:
+		return f.idx == s.owner || f.idx == s.entry
+	}
+	return false
+}
+
+// explains reports whether f accounts for workspace ws (owned by owner)
+// losing its connection at at.
+func (f *fault) explains(ws, owner int, at time.Time) bool {
+	if at.Before(f.start) || at.After(f.end.Add(settle)) {
+		return false
+	}
+	return (f.scope == scopeWorkspace && f.idx == ws) || (f.scope == scopeBroker && f.idx == owner)
+}
+
+// faultIndex finds the faults that may overlap a time range.
+type faultIndex struct {
+	faults  []*fault // by start
+	longest time.Duration
+}
+
+func newFaultIndex(faults []*fault) faultIndex {
+	fs := slices.Clone(faults)
+	sort.Slice(fs, func(i, j int) bool { return fs[i].start.Before(fs[j].start) })
+	ix := faultIndex{faults: fs}
+	for _, f := range fs {
+		ix.longest = max(ix.longest, f.end.Sub(f.start)+settle)
+	}
+	return ix
+}
+
+// touching returns the faults that touch s.
+func (ix faultIndex) touching(s span) []*fault {
+	// Faults starting after s ends cannot touch it; those starting more
+	// than the longest window before it neither.
+	hi := sort.Search(len(ix.faults), func(i int) bool { return ix.faults[i].start.After(s.to) })
+	var out []*fault
+	for i := hi - 1; i >= 0 && !ix.faults[i].start.Before(s.from.Add(-ix.longest)); i-- {
+		if ix.faults[i].touches(s) {
+			out = append(out, ix.faults[i])
+		}
+	}
+	return out
+}
+
+// verdict is what the final checks found, for the summary.
+type verdict struct {
+	clean, cleanFailed, touched int
+	maxLate                     time.Duration
+	delivered, replies          int
+	disconnects                 int
+}
+
+// check runs the final checks over the records, the fault log, the
+// deliveries, the spy's counts and the connection logs, adding what
+// breaks an invariant to r.violations.
+func (r *run) check(stopped time.Time) verdict {
+	faults := r.faults.all()
+	ix := newFaultIndex(faults)
+	var v verdict
+	for _, f := range faults {
+		if f.failed != "" {
+			r.violate(violation{kind: "no_recovery", at: f.end, detail: fmt.Sprintf("%s on %s (started %s) did not heal: %s", f.kind, f.target, f.start.Format("15:04:05.000"), f.failed)})
+		}
+	}
+	r.mu.Lock()
+	records := r.records
+	delivered, replies := r.delivered, r.replies
+	r.mu.Unlock()
+	for seq, rec := range records {
+		if !rec.finished {
+			r.violate(violation{kind: "no_answer", seq: uint64(seq), hasSeq: true, detail: "the call never returned"})
+			continue
+		}
+		v.maxLate = max(v.maxLate, rec.done-rec.sent-rec.timeout)
+		w := r.topo.spaces[rec.ws]
+		s := span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
+		if rec.act.misbehaves() || len(ix.touching(s)) > 0 {
+			v.touched++
+			continue
+		}
+		v.clean++
+		if rec.outcome != 0 {
+			v.cleanFailed++
+			r.violate(violation{kind: "clean_call_failed", seq: uint64(seq), hasSeq: true, at: s.to,
+				detail: fmt.Sprintf("no fault touched it, yet it ended %s (%s call to %s, owner %s, timeout %s, after %s)",
+					r.outcomes[rec.outcome], rec.way, w.id, r.topo.brokers[w.owner].name, rec.timeout, (rec.done - rec.sent).Round(time.Millisecond))})
+		}
+	}
+	for seq, ws := range delivered {
+		v.delivered++
+		if seq < uint64(len(records)) && records[seq].finished && records[seq].ws != ws {
+			r.violate(violation{kind: "delivered_elsewhere", seq: seq, hasSeq: true,
+				detail: fmt.Sprintf("the call to %s reached client %s", r.topo.spaces[records[seq].ws].id, r.topo.spaces[ws].id)})
+		}
+	}
+	for seq, n := range replies {
+		v.replies += int(n)
+		if n > 1 {
+			r.violate(violation{kind: "answered_twice", seq: seq, hasSeq: true, detail: fmt.Sprintf("%d answers were published to the caller's inbox", n)})
+		}
+	}
+	for _, w := range r.topo.spaces {
+		for _, ev := range w.conns.snapshot() {
+			if ev.up || ev.at.Before(r.start) || ev.at.After(stopped) {
+				continue
+			}
+			v.disconnects++
+			explained := false
+			for _, f := range faults {
+				explained = explained || f.explains(w.idx, w.owner, ev.at)
+			}
+			if !explained {
+				r.violate(violation{kind: "unexplained_disconnect", at: ev.at,
+					detail: fmt.Sprintf("workspace %s lost its connection at %s (%s) with no fault on it or its broker", w.id, ev.at.Format("15:04:05.000"), ev.reason)})
+			}
+		}
+	}
+	return v
+}

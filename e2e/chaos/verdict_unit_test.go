@@ -1,0 +1,180 @@
+package chaos
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The checker's own tests: a checker that cannot fail proves nothing.
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func TestFaultTouchesOnlyCallsOnItsPathWithinItsWindowAndSettle(t *testing.T) {
+	ws := &fault{scope: scopeWorkspace, idx: 3, start: at(1000), end: at(2000)}
+	brk := &fault{scope: scopeBroker, idx: 1, start: at(1000), end: at(2000)}
+	all := &fault{scope: scopeAll, start: at(1000), end: at(2000)}
+	none := &fault{scope: scopeNone, start: at(1000), end: at(1000)}
+	call := func(ws, owner, entry, from, to int) span {
+		return span{ws: ws, owner: owner, entry: entry, from: at(from), to: at(to)}
+	}
+	cases := []struct {
+		name string
+		f    *fault
+		s    span
+		want bool
+	}{
+		{"its workspace, inside", ws, call(3, 0, -1, 1200, 1300), true},
+		{"its workspace, ending as it starts", ws, call(3, 0, -1, 500, 1000), true},
+		{"its workspace, before", ws, call(3, 0, -1, 500, 999), false},
+		{"its workspace, within settle", ws, call(3, 0, -1, 2000+int(settle/time.Millisecond)-1, 4000), true},
+		{"its workspace, after settle", ws, call(3, 0, -1, 2000+int(settle/time.Millisecond)+1, 4000), false},
+		{"another workspace", ws, call(4, 0, -1, 1200, 1300), false},
+		{"the broker owns the workspace", brk, call(4, 1, -1, 1200, 1300), true},
+		{"the call entered by the broker", brk, call(4, 0, 1, 1200, 1300), true},
+		{"a bus call to another broker's workspace", brk, call(4, 0, -1, 1200, 1300), false},
+		{"redis touches every call", all, call(9, 2, 0, 1900, 2100), true},
+		{"an answer the broker drops touches none", none, call(3, 1, 1, 900, 1100), false},
+	}
+	for _, c := range cases {
+		if got := c.f.touches(c.s); got != c.want {
+			t.Errorf("%s: touches = %v, want %v", c.name, got, c.want)
+		}
+	}
+	ix := newFaultIndex([]*fault{ws, brk, all, none})
+	if got := ix.touching(call(3, 1, -1, 1500, 1600)); len(got) != 3 {
+		t.Errorf("index: %d faults touch a call on every path, want 3", len(got))
+	}
+	if got := ix.touching(call(3, 1, -1, 5000, 5100)); len(got) != 0 {
+		t.Errorf("index: %d faults touch a call long after them, want 0", len(got))
+	}
+}
+
+func TestDisconnectIsExplainedOnlyByAFaultOnTheWorkspaceOrItsBroker(t *testing.T) {
+	ws := &fault{scope: scopeWorkspace, idx: 3, start: at(1000), end: at(2000)}
+	brk := &fault{scope: scopeBroker, idx: 1, start: at(1000), end: at(2000)}
+	all := &fault{scope: scopeAll, start: at(1000), end: at(2000)}
+	if !ws.explains(3, 0, at(1500)) || ws.explains(4, 0, at(1500)) || ws.explains(3, 0, at(999)) {
+		t.Error("a workspace fault explains only its workspace's disconnections within its window")
+	}
+	if !brk.explains(7, 1, at(1500)) || brk.explains(7, 2, at(1500)) {
+		t.Error("a broker fault explains the disconnections of the workspaces it owns only")
+	}
+	if all.explains(3, 0, at(1500)) {
+		t.Error("a Redis fault must not explain a disconnection: the sockets do not cross Redis")
+	}
+}
+
+// testRun is a run with n workspaces (the first bridges) and no processes.
+func testRun(bridges, clients int) *run {
+	r := newRun(config{seed: 7}, nil)
+	r.topo = &topology{brokers: []*brokerNode{{name: "b0"}, {idx: 1, name: "b1"}}}
+	for i := range bridges + clients {
+		w := &workspace{idx: i, id: "w" + string(rune('a'+i)), owner: i % 2, conns: &connLog{}, root: "/roots/w" + string(rune('a'+i))}
+		if i >= bridges {
+			w.client = &nodeClient{}
+		}
+		r.topo.spaces = append(r.topo.spaces, w)
+	}
+	r.start = t0
+	return r
+}
+
+func TestJudgeRefusesAnAnswerThatIsNotThisCallsFromThisWorkspace(t *testing.T) {
+	r := testRun(1, 2)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var bridgeCall, clientCall *call
+	for seq := uint64(0); bridgeCall == nil || clientCall == nil || clientCall.act.misbehaves(); seq++ {
+		c := r.plan(rng, seq)
+		if c.ws.bridge() && c.act == actPing {
+			bridgeCall = c
+		} else if !c.ws.bridge() && c.ws.idx == 1 {
+			clientCall = c
+		}
+	}
+	echo := func(c *call, ws string, payload json.RawMessage) protocol.ToolResponse {
+		res, _ := json.Marshal(map[string]any{"workspace": ws, "echo": payload})
+		return protocol.ToolResponse{CorrelationID: c.cid, Success: true, Result: res}
+	}
+	cases := []struct {
+		name, want string
+		c          *call
+		resp       protocol.ToolResponse
+	}{
+		{"a bridge's echo", outcomeOK, bridgeCall, protocol.ToolResponse{CorrelationID: bridgeCall.cid, Success: true, Result: bridgeCall.payload}},
+		{"a client's echo", outcomeOK, clientCall, echo(clientCall, clientCall.ws.id, clientCall.payload)},
+		{"a failure with its code", protocol.CodeTimeout, clientCall, protocol.Failure(clientCall.cid, protocol.CodeTimeout, "")},
+		{"another call's correlation id", "wrong_correlation_id", bridgeCall, protocol.ToolResponse{CorrelationID: clientCall.cid, Success: true, Result: bridgeCall.payload}},
+		{"another call's echo", "wrong_result", bridgeCall, protocol.ToolResponse{CorrelationID: bridgeCall.cid, Success: true, Result: clientCall.payload}},
+		{"another workspace's answer", "wrong_workspace", clientCall, echo(clientCall, "wc", clientCall.payload)},
+		{"a forged answer", "forged_answer", clientCall, protocol.ToolResponse{CorrelationID: clientCall.cid, Success: true, Result: json.RawMessage(`{"workspace":"wc","forged":true}`)}},
+		{"a failure without a code", "no_error_code", clientCall, protocol.ToolResponse{CorrelationID: clientCall.cid}},
+	}
+	for _, c := range cases {
+		got, bad := r.judge(c.c, c.resp)
+		if got != c.want || (got == outcomeOK || got == protocol.CodeTimeout) != (bad == "") {
+			t.Errorf("%s: judge = %q (%q), want %q", c.name, got, bad, c.want)
+		}
+	}
+	late := *clientCall
+	late.act = actLate
+	if got, _ := r.judge(&late, echo(&late, late.ws.id, late.payload)); got != "accepted_after_deadline" {
+		t.Errorf("a success for a call answered only after its deadline: judge = %q, want accepted_after_deadline", got)
+	}
+	term := &call{cid: "x", nonce: "n1", ws: r.topo.spaces[0], act: actTerminal}
+	res := func(out string) protocol.ToolResponse {
+		b, _ := json.Marshal(map[string]any{"success": true, "output": out})
+		return protocol.ToolResponse{CorrelationID: "x", Success: true, Result: b}
+	}
+	if got, _ := r.judge(term, res("n1 /roots/wa\n")); got != outcomeOK {
+		t.Errorf("a command run in its own root: judge = %q, want ok", got)
+	}
+	if got, _ := r.judge(term, res("n1 /roots/wb\n")); got != "wrong_workspace" {
+		t.Errorf("a command run in another bridge's root: judge = %q, want wrong_workspace", got)
+	}
+}
+
+func TestCheckFlagsCleanFailuresDoubleAnswersMisdeliveriesAndUnexplainedDisconnects(t *testing.T) {
+	r := testRun(1, 2)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r.outcomes = append(r.outcomes, protocol.CodeTimeout)
+	r.records = []record{
+		{ws: 0, entry: -1, way: wayBus, act: actPing, timeout: time.Second, sent: ms(100), done: ms(200), finished: true},                // 0: clean, ok
+		{ws: 0, entry: -1, way: wayBus, act: actPing, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true},   // 1: clean, failed
+		{ws: 1, entry: 0, way: wayHTTP, act: actAck, outcome: 1, timeout: time.Second, sent: ms(5000), done: ms(6500), finished: true},   // 2: touched by the broker fault
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true}, // 3: its own act
+		{ws: 2, entry: -1, way: wayBus, act: actAck, finished: false},                                                                    // 4: never returned
+	}
+	r.faults.add(&fault{kind: "broker_kill", target: "b1", scope: scopeBroker, idx: 1, start: at(5500), end: at(6000)}) // owns workspace 1
+	r.delivered = map[uint64]int16{2: 2}                                                                                // the call to client 1 reached client 2
+	r.replies = map[uint64]uint8{0: 1, 1: 2}                                                                            // two answers for call 1
+	r.topo.spaces[1].conns.add(at(5800), false, "transport close")                                                      // explained by the broker fault
+	r.topo.spaces[2].conns.add(at(3000), false, "ping timeout")                                                         // explained by nothing
+	v := r.check(at(10000))
+	got := map[string]int{}
+	for _, x := range r.violations {
+		got[x.kind]++
+	}
+	want := map[string]int{"clean_call_failed": 1, "no_answer": 1, "delivered_elsewhere": 1, "answered_twice": 1, "unexplained_disconnect": 1}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: %d violations, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	if len(r.violations) != 5 {
+		var all []string
+		for _, x := range r.violations {
+			all = append(all, x.kind+": "+x.detail)
+		}
+		t.Errorf("violations:\n%s\nwant exactly the five above", strings.Join(all, "\n"))
+	}
+	if v.clean != 2 || v.cleanFailed != 1 || v.touched != 2 {
+		t.Errorf("verdict = %+v, want 2 clean (1 failed) and 2 touched", v)
+	}
+}
