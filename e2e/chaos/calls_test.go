@@ -43,16 +43,18 @@ const (
 	actTwice               // client: answer twice (event, then ack)
 	actLate                // client: answer after the call's timeout
 	actSilent              // client: never answer
+	actCancel              // client: answer after 1.5 s; the caller gives up before
 	acts
 )
 
-var actNames = [acts]string{"ping", "terminal", "ack", "event", "twice", "late", "silent"}
+var actNames = [acts]string{"ping", "terminal", "ack", "event", "twice", "late", "silent", "cancel"}
 
 func (a act) String() string { return actNames[a] }
 
 // misbehaves reports whether the act itself keeps the call from
-// succeeding: the workspace answers too late or never.
-func (a act) misbehaves() bool { return a == actLate || a == actSilent }
+// succeeding: the workspace answers too late or never, or the caller
+// gives up first.
+func (a act) misbehaves() bool { return a == actLate || a == actSilent || a == actCancel }
 
 // call is one call being made.
 type call struct {
@@ -64,6 +66,11 @@ type call struct {
 	way      way
 	act      act
 	timeout  time.Duration
+	// wait: the call waits for an offline workspace (wait_for_workspace_ms)
+	// instead of answering workspace_offline.
+	wait bool
+	// giveUp, for actCancel: when the caller stops waiting.
+	giveUp   time.Duration
 	endpoint string
 	payload  json.RawMessage
 }
@@ -76,6 +83,7 @@ type record struct {
 	way        way
 	act        act
 	outcome    uint16 // index in the run's outcome names; 0 is "ok"
+	wait       bool
 	timeout    time.Duration
 	sent, done time.Duration
 	finished   bool
@@ -103,6 +111,7 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	// many of them.
 	c.timeout = time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	c.timeout = c.timeout.Truncate(time.Millisecond)
+	c.wait = rng.IntN(10) == 0
 	if c.ws.bridge() {
 		c.act = actPing
 		if rng.IntN(100) < 3 {
@@ -116,10 +125,13 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 			c.act = actEvent
 		case n < 980:
 			c.act = actTwice
-		case n < 990:
+		case n < 985:
 			c.act = actLate
-		default:
+		case n < 990:
 			c.act = actSilent
+		default:
+			c.act = actCancel
+			c.giveUp = 100*time.Millisecond + time.Duration(rng.Int64N(int64(400*time.Millisecond)))
 		}
 	}
 	switch c.act {
@@ -131,8 +143,12 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 		c.payload = fmt.Appendf(nil, `{"command":"sleep 0.2; echo %s \"$PWD\"","hidden":true}`, c.nonce)
 	default:
 		// Delays up to 150 ms, well inside the shortest timeout.
+		delay := rng.IntN(150)
+		if c.act == actCancel {
+			delay = 1500
+		}
 		c.endpoint = "/api/ping"
-		c.payload = fmt.Appendf(nil, `{"nonce":%q,"ws":%q,"delay_ms":%d,"act":%q}`, c.nonce, c.ws.id, rng.IntN(150), c.act)
+		c.payload = fmt.Appendf(nil, `{"nonce":%q,"ws":%q,"delay_ms":%d,"act":%q}`, c.nonce, c.ws.id, delay, c.act)
 	}
 	return c
 }
@@ -153,9 +169,13 @@ func (r *run) seqOf(cid string) (uint64, bool) {
 func (r *run) send(c *call) protocol.ToolResponse {
 	// A margin past the timeout so that the run always ends, even if
 	// tether never answered: the lateness check reports such a call.
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout+5*time.Second)
+	limit := c.timeout + 5*time.Second
+	if c.act == actCancel {
+		limit = c.giveUp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	req := caller.Request{WorkspaceID: c.ws.id, Endpoint: c.endpoint, Payload: c.payload, Timeout: c.timeout, CorrelationID: c.cid}
+	req := caller.Request{WorkspaceID: c.ws.id, Endpoint: c.endpoint, Payload: c.payload, Timeout: c.timeout, CorrelationID: c.cid, WaitForWorkspace: c.wait}
 	switch c.way {
 	case wayHTTP:
 		return r.http[c.entry].Call(ctx, req)

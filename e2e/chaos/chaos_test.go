@@ -53,7 +53,7 @@ func TestChaos(t *testing.T) {
 
 	redisSrv := redistest.Start(t)
 	r := newRun(cfg, nil)
-	topo, err := newTopology(cfg, bin, dir, clients, redisSrv, r.onDelivered)
+	topo, err := newTopology(cfg, bin, dir, clients, redisSrv, r)
 	if topo != nil {
 		t.Cleanup(func() {
 			if err := topo.stopAll(); err != nil {

@@ -64,6 +64,8 @@ var faultKinds = []faultKind{
 	{"socket_cut", 12, (*run).socketCut},
 	{"partition", 6, (*run).partition},
 	{"broker_kill", 5, (*run).brokerKill},
+	{"broker_restart", 2, (*run).brokerRestart},
+	{"takeover", 6, (*run).takeover},
 	{"redis_restart", 2, (*run).redisRestart},
 	{"redis_pause", 3, (*run).redisPause},
 	{"client_stall", 8, (*run).clientStall},
@@ -293,15 +295,76 @@ func (r *run) brokerKill(rng *rand.Rand, f *fault) error {
 	if err := b.start(); err != nil {
 		return err
 	}
-	var owned []*workspace
-	for _, w := range r.topo.spaces {
-		if w.owner == b.idx {
-			owned = append(owned, w)
-		}
+	ctx, cancel := r.recoverCtx()
+	defer cancel()
+	return r.topo.waitHeld(ctx, restart, r.owned(b)...)
+}
+
+// brokerRestart stops a broker as an operator would (SIGTERM: it drains
+// its calls for up to 2 s, answers the rest broker_shutdown and tells
+// every client why it disconnects) and starts it again at once.
+func (r *run) brokerRestart(rng *rand.Rand, f *fault) error {
+	if !r.faults.claim("brokers") {
+		return errNoTarget
+	}
+	defer r.faults.release("brokers")
+	b := r.topo.brokers[rng.IntN(len(r.topo.brokers))]
+	f.target, f.scope, f.idx = b.name, scopeBroker, b.idx
+	f.start = time.Now()
+	if err := b.stop(); err != nil {
+		r.violate(violation{kind: "bad_shutdown", at: time.Now(), detail: fmt.Sprintf("broker %s on SIGTERM: %v", b.name, err)})
+	}
+	restart := time.Now()
+	if err := b.start(); err != nil {
+		return err
 	}
 	ctx, cancel := r.recoverCtx()
 	defer cancel()
-	return r.topo.waitHeld(ctx, restart, owned...)
+	return r.topo.waitHeld(ctx, restart, r.owned(b)...)
+}
+
+// owned lists the workspaces broker b owns.
+func (r *run) owned(b *brokerNode) []*workspace {
+	var out []*workspace
+	for _, w := range r.topo.spaces {
+		if w.owner == b.idx {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// takeover connects a second socket.io client for a client's workspace to
+// another broker for 1 to 3 s. Each connection replaces the other on
+// connecting, and each takes the workspace back 200 to 500 ms after it was
+// replaced, so the workspace moves between the two brokers several times;
+// then the second client leaves and the first takes the workspace back for
+// good. Every call must still reach one client at most, and be answered
+// once.
+func (r *run) takeover(rng *rand.Rand, f *fault) error {
+	w := r.pick(rng, false)
+	if w == nil {
+		return errNoTarget
+	}
+	defer r.faults.release("ws:" + w.id)
+	f.on(w)
+	other := r.topo.brokers[(w.owner+1+rng.IntN(len(r.topo.brokers)-1))%len(r.topo.brokers)]
+	d := time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+	f.note = fmt.Sprintf("from %s for %s", other.name, d.Round(time.Millisecond))
+	f.start = time.Now()
+	c, err := w.startClient(other, "takeover "+w.id)
+	if err != nil {
+		return err
+	}
+	time.Sleep(d)
+	if err := c.stop(); err != nil {
+		r.violate(violation{kind: "bad_exit", at: time.Now(), detail: err.Error()})
+	}
+	// Held by its own broker again: by the first client (the second was on
+	// another), whether or not it was the one holding when the second left.
+	ctx, cancel := r.recoverCtx()
+	defer cancel()
+	return r.topo.waitHeld(ctx, time.Time{}, w)
 }
 
 // redisRestart stops redis-server, starts it again (empty) after up to a

@@ -44,6 +44,7 @@ type run struct {
 	outcomeIdx map[string]uint16
 	inflight   map[uint64]*call
 	delivered  map[uint64]int16 // seq -> the client that reported the call
+	cancels    map[uint64]bool  // seq -> a client reported its tool_cancel
 	replies    map[uint64]uint8 // seq -> answers published to an inbox (the spy)
 	violations []violation
 
@@ -74,6 +75,7 @@ func newRun(cfg config, topo *topology) *run {
 		outcomeIdx: map[string]uint16{outcomeOK: 0},
 		inflight:   map[uint64]*call{},
 		delivered:  map[uint64]int16{},
+		cancels:    map[uint64]bool{},
 		replies:    map[uint64]uint8{},
 		faults:     faultLog{busy: map[string]bool{}},
 	}
@@ -162,6 +164,15 @@ func (r *run) onDelivered(cid string, ws int) {
 	}
 }
 
+// onCancelled is told by the socket.io clients of every tool_cancel.
+func (r *run) onCancelled(cid string) {
+	if seq, ok := r.seqOf(cid); ok {
+		r.mu.Lock()
+		r.cancels[seq] = true
+		r.mu.Unlock()
+	}
+}
+
 // callLoop sends calls from cfg.workers goroutines at up to cfg.rate per
 // second until the duration or the call bound is reached.
 func (r *run) callLoop() {
@@ -208,7 +219,7 @@ func (r *run) one(rng *rand.Rand) {
 	r.records = append(r.records, record{})
 	r.mu.Unlock()
 	c := r.plan(rng, seq)
-	rec := record{ws: int16(c.ws.idx), entry: int8(c.entry), way: c.way, act: c.act, timeout: c.timeout}
+	rec := record{ws: int16(c.ws.idx), entry: int8(c.entry), way: c.way, act: c.act, wait: c.wait, timeout: c.timeout}
 	r.mu.Lock()
 	r.inflight[seq] = c
 	r.mu.Unlock()
@@ -242,9 +253,9 @@ const lateBound = time.Second
 
 // newTopology starts Redis, the brokers, the bridges (each behind its
 // proxy) and the clients, and waits until every workspace is held.
-func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, onCall func(string, int)) (*topology, error) {
+func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, events clientEvents) (*topology, error) {
 	t := &topology{
-		cfg: cfg, bin: bin, dir: dir, redis: redisSrv,
+		cfg: cfg, bin: bin, dir: dir, redis: redisSrv, clientsDir: clientsDir, events: events,
 		secret:  fmt.Sprintf("chaos-secret-%d", cfg.seed),
 		prefix:  fmt.Sprintf("chaos:%d:", cfg.seed),
 		control: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}},
@@ -289,7 +300,7 @@ func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, 
 		}
 		t.spaces = append(t.spaces, w)
 		if i >= cfg.bridges {
-			if err := w.startClient(clientsDir, onCall); err != nil {
+			if w.client, err = w.startClient(t.brokers[w.owner], "client "+w.id); err != nil {
 				return t, err
 			}
 			continue

@@ -47,6 +47,16 @@ type topology struct {
 
 	control *http.Client // listing, readiness: not the callers' client
 	caller  string       // caller token, any workspace
+
+	clientsDir string // chaos_client.js and its node_modules
+	events     clientEvents
+}
+
+// clientEvents is told what the socket.io clients report. Its methods are
+// called from the clients' reading goroutines and must not block.
+type clientEvents interface {
+	onDelivered(cid string, ws int)
+	onCancelled(cid string)
 }
 
 // redisServer is what the run needs of redistest.Server.
@@ -310,30 +320,32 @@ type nodeClient struct {
 	stdin io.WriteCloser
 	mu    sync.Mutex // serialises stdin writes
 	read  sync.WaitGroup
-	// connected is signalled on every "connected" event.
-	connected chan struct{}
 }
 
-// startClient starts the workspace's socket.io client against its owner.
-// onCall is told of every tool_call the client reports.
-func (w *workspace) startClient(clientsDir string, onCall func(cid string, ws int)) error {
+// startClient starts a socket.io client for the workspace against broker
+// b, named name; every fourth workspace's clients start on HTTP
+// long-polling and upgrade.
+func (w *workspace) startClient(b *brokerNode, name string) (*nodeClient, error) {
 	t := w.t
-	cmd := exec.Command("node", "chaos_client.js", "--url", t.brokers[w.owner].url, "--token", w.token, "--workspace", w.id)
-	cmd.Dir = clientsDir
+	transports := "websocket"
+	if w.idx%4 == 3 {
+		transports = "default"
+	}
+	cmd := exec.Command("node", "chaos_client.js", "--url", b.url, "--token", w.token, "--workspace", w.id, "--transports", transports)
+	cmd.Dir = t.clientsDir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := testproc.Start("client "+w.id, cmd, filepath.Join(t.dir, w.id+".log"))
+	p, err := testproc.Start(name, cmd, filepath.Join(t.dir, w.id+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := &nodeClient{w: w, proc: p, stdin: stdin, connected: make(chan struct{}, 1)}
-	w.client = c
+	c := &nodeClient{w: w, proc: p, stdin: stdin}
 	c.read.Go(func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -348,19 +360,17 @@ func (w *workspace) startClient(clientsDir string, onCall func(cid string, ws in
 			}
 			switch ev.E {
 			case "call":
-				onCall(ev.ID, w.idx)
+				t.events.onDelivered(ev.ID, w.idx)
+			case "cancel":
+				t.events.onCancelled(ev.ID)
 			case "connected":
-				w.conns.add(time.Now(), true, "")
-				select {
-				case c.connected <- struct{}{}:
-				default:
-				}
+				w.conns.add(time.Now(), true, name)
 			case "disconnect":
-				w.conns.add(time.Now(), false, ev.Reason)
+				w.conns.add(time.Now(), false, name+": "+ev.Reason)
 			}
 		}
 	})
-	return nil
+	return c, nil
 }
 
 func (c *nodeClient) send(cmd any) error {

@@ -25,6 +25,9 @@ import (
 //  6. Every disconnection of a workspace was caused by a fault on its path,
 //     every fault healed within recoverWait, and a killed bridge left no
 //     process running.
+//  7. A call delivered to a client and then given up (its deadline passed,
+//     or its caller cancelled it) brought the client a tool_cancel, unless
+//     a fault touched it.
 //
 // When a fault touches a call. A call's path is its workspace, the broker
 // that owns the workspace, the broker it entered by (HTTP calls), and
@@ -108,6 +111,7 @@ type verdict struct {
 	maxLate                     time.Duration
 	delivered, replies          int
 	disconnects                 int
+	cancelsDue, cancelsSeen     int
 }
 
 // check runs the final checks over the records, the fault log, the
@@ -124,7 +128,7 @@ func (r *run) check(stopped time.Time) verdict {
 	}
 	r.mu.Lock()
 	records := r.records
-	delivered, replies := r.delivered, r.replies
+	delivered, replies, cancels := r.delivered, r.replies, r.cancels
 	r.mu.Unlock()
 	for seq, rec := range records {
 		if !rec.finished {
@@ -134,7 +138,17 @@ func (r *run) check(stopped time.Time) verdict {
 		v.maxLate = max(v.maxLate, rec.done-rec.sent-rec.timeout)
 		w := r.topo.spaces[rec.ws]
 		s := span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
-		if rec.act.misbehaves() || len(ix.touching(s)) > 0 {
+		touched := len(ix.touching(s)) > 0
+		if _, reached := delivered[uint64(seq)]; reached && !touched && (rec.act.misbehaves() || r.outcomes[rec.outcome] == "timeout") {
+			v.cancelsDue++
+			if cancels[uint64(seq)] {
+				v.cancelsSeen++
+			} else {
+				r.violate(violation{kind: "no_tool_cancel", seq: uint64(seq), hasSeq: true, at: s.to,
+					detail: fmt.Sprintf("the call reached client %s and ended %s (%s), but the client got no tool_cancel", w.id, r.outcomes[rec.outcome], rec.act)})
+			}
+		}
+		if rec.act.misbehaves() || touched {
 			v.touched++
 			continue
 		}

@@ -7,8 +7,12 @@
 //
 // Usage:
 //   node chaos_client.js --url http://127.0.0.1:PORT --token T --workspace W
+//     [--transports websocket|default]
 //
-// It reconnects by itself (socket.io-client's reconnection, 100 ms to 1 s).
+// It reconnects by itself (socket.io-client's reconnection, 100 ms to 1 s),
+// and also, after 200 to 500 ms, when the broker disconnects it (another
+// connection took the workspace: an IDE extension takes it back). With
+// --transports default it starts on HTTP long-polling and upgrades.
 //
 // A call's payload is {"nonce": N, "delay_ms": D, "act": A, ...}; the answer
 // comes D ms after the call arrived, through the ack, as
@@ -35,6 +39,7 @@
 //   {"e":"connected"} {"e":"disconnect","reason":R}
 //   {"e":"call","id":C}       a tool_call arrived (every one: the run checks
 //                             that no call is delivered twice)
+//   {"e":"cancel","id":C}     a tool_cancel arrived
 //   {"e":"stalled"} {"e":"resumed"} {"e":"dropped"}
 //   {"e":"error","message":M} a command it could not carry out
 'use strict';
@@ -51,7 +56,8 @@ function usage(msg) {
 const opts = {};
 {
   const argv = process.argv.slice(2);
-  const names = { '--url': 'url', '--token': 'token', '--workspace': 'workspace' };
+  opts.transports = 'websocket';
+  const names = { '--url': 'url', '--token': 'token', '--workspace': 'workspace', '--transports': 'transports' };
   for (let i = 0; i < argv.length; i += 2) {
     if (!(argv[i] in names) || i + 1 >= argv.length) usage(`bad argument ${argv[i]}`);
     opts[names[argv[i]]] = argv[i + 1];
@@ -64,7 +70,7 @@ function say(obj) {
 }
 
 const socket = io(opts.url, {
-  transports: ['websocket'],
+  ...(opts.transports === 'default' ? {} : { transports: opts.transports.split(',') }),
   auth: { workspace_id: opts.workspace, token: opts.token },
   reconnection: true,
   reconnectionDelay: 100,
@@ -73,7 +79,12 @@ const socket = io(opts.url, {
 });
 
 socket.on('connect', () => say({ e: 'connected' }));
-socket.on('disconnect', (reason) => say({ e: 'disconnect', reason }));
+socket.on('disconnect', (reason) => {
+  say({ e: 'disconnect', reason });
+  // socket.io-client does not reconnect after a disconnect the server
+  // decided; an IDE extension whose workspace was taken takes it back.
+  if (reason === 'io server disconnect' && !exiting) later(200 + Math.floor(Math.random() * 300), () => socket.connect());
+});
 socket.on('connect_error', (err) => say({ e: 'connect_error', message: String(err && err.message) }));
 
 // Timers of answers still to send, so that exit does not wait for them.
@@ -82,6 +93,8 @@ function later(ms, fn) {
   const t = setTimeout(() => { timers.delete(t); fn(); }, ms);
   timers.add(t);
 }
+
+socket.on('tool_cancel', (m) => say({ e: 'cancel', id: m && m.correlation_id }));
 
 socket.on('tool_call', (call, ack) => {
   const c = call && typeof call === 'object' ? call : {};
