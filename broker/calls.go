@@ -75,8 +75,8 @@ type callTable struct {
 	inFlight   prometheus.Gauge   // calls in the table, across connections
 	duplicates prometheus.Counter // answers that found no call
 
-	byID    map[string]*pending // by correlation id
-	byAck   map[int64]string    // ack id -> correlation id
+	byID  map[string]*pending // by correlation id
+	byAck map[int64]string    // ack id -> correlation id
 	// nextAck is the last ack id given out. It starts at a random point
 	// (firstAckSpan), not at 0: a client's ack outlives its connection.
 	// socket.io-client reconnects the same Socket, and an ack its handler

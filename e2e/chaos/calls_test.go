@@ -58,14 +58,14 @@ func (a act) misbehaves() bool { return a == actLate || a == actSilent || a == a
 
 // call is one call being made.
 type call struct {
-	seq      uint64
-	cid      string
-	nonce    string
-	ws       *workspace
-	entry    int // entry broker of an HTTP call; -1 for the bus
-	way      way
-	act      act
-	timeout  time.Duration
+	seq     uint64
+	cid     string
+	nonce   string
+	ws      *workspace
+	entry   int // entry broker of an HTTP call; -1 for the bus
+	way     way
+	act     act
+	timeout time.Duration
 	// wait: the call waits for an offline workspace (wait_for_workspace_ms)
 	// instead of answering workspace_offline.
 	wait bool
@@ -207,11 +207,17 @@ func (r *run) judge(c *call, resp protocol.ToolResponse) (outcome string, bad st
 		}
 	case actTerminal:
 		var res struct {
-			Success bool
-			Output  string
+			Success  bool
+			TimedOut bool `json:"timed_out"`
+			Output   string
 		}
 		if err := json.Unmarshal(resp.Result, &res); err != nil {
 			return "wrong_result", fmt.Sprintf("the result %.200s is not a terminal result: %v", resp.Result, err)
+		}
+		if res.TimedOut {
+			// Delivered with less time left than the command takes (it
+			// waited for its workspace): it ran, and was ended in time.
+			return "command_timed_out", ""
 		}
 		want := c.nonce + " " + c.ws.root
 		if strings.TrimSpace(res.Output) != want {
