@@ -5,9 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,8 +32,8 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := tetherBin(t)
-	clients := clientsDir(t)
+	bin := testproc.TetherBin(t)
+	clients := testproc.NodeClients(t)
 	dir := cfg.out
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "tether-chaos-"); err != nil {
@@ -79,7 +78,10 @@ func TestChaos(t *testing.T) {
 	injected := make(chan struct{})
 	go func() {
 		defer close(injected)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.watchHost(stop) })
 		r.injectFaults(stop)
+		wg.Wait()
 	}()
 	r.callLoop()
 	stopped := time.Now()
@@ -119,41 +121,4 @@ func loadAverage() string {
 		return "?"
 	}
 	return string(bytes.Join(f[:3], []byte(" ")))
-}
-
-// tetherBin returns $TETHER_BIN, or builds the binary for this run.
-func tetherBin(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("TETHER_BIN"); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			t.Fatalf("TETHER_BIN: %v", err)
-		}
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "tether")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/tetherdev/tether/cmd/tether")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building tether: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// clientsDir is where chaos_client.js and its node_modules are; the test
-// skips without them (fails with CI set).
-func clientsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("TETHER_E2E_CLIENTS")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "clients")
-	}
-	_, errNode := exec.LookPath("node")
-	_, errMod := os.Stat(filepath.Join(dir, "node_modules", "socket.io-client"))
-	if errNode != nil || errMod != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node or socket.io-client missing (%v, %v): make deps installs them", errNode, errMod)
-		}
-		t.Skipf("node or socket.io-client missing (%v, %v): run make deps", errNode, errMod)
-	}
-	return dir
 }

@@ -33,6 +33,10 @@ const (
 	scopeWorkspace
 	scopeBroker
 	scopeAll
+	// scopeHost: the machine stopped running the run's processes for a
+	// while (observed, not injected: see watchHost). It touches every call
+	// and may end any connection (a heartbeat not answered in time).
+	scopeHost
 )
 
 // fault is one injected fault, as the fault log keeps it.
@@ -182,6 +186,33 @@ func (r *run) pick(rng *rand.Rand, bridges bool) *workspace {
 		}
 	}
 	return nil
+}
+
+// stallGap is how late the host watcher's 50 ms tick must be to count as
+// a host stall.
+const stallGap = 250 * time.Millisecond
+
+// watchHost records every stretch of time in which this process was not
+// scheduled for longer than stallGap, as a host_stall fault: on a shared
+// machine whose CPUs are all busy (the run's own processes and others'),
+// every process may stop for seconds, and no deadline can hold through
+// that. The summary counts them, so a run that they dominate shows it.
+func (r *run) watchHost(stop <-chan struct{}) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			if gap := now.Sub(last); gap > stallGap {
+				r.faults.add(&fault{kind: "host_stall", target: "host", scope: scopeHost, start: last, end: now,
+					note: "not scheduled for " + gap.Round(time.Millisecond).String()})
+			}
+			last = now
+		}
+	}
 }
 
 func (r *run) recoverCtx() (context.Context, context.CancelFunc) {

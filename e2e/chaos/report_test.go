@@ -43,10 +43,20 @@ func (r *run) report(w io.Writer, v verdict, took time.Duration) {
 	fmt.Fprintf(w, "  tool_cancel due to clients for calls given up on a clean path: %d, received %d\n", v.cancelsDue, v.cancelsSeen)
 	faults := r.faults.all()
 	kinds := map[string]int{}
+	var stalls int
+	var stalled, longest time.Duration
 	for _, f := range faults {
+		if f.scope == scopeHost {
+			stalls++
+			stalled += f.end.Sub(f.start)
+			longest = max(longest, f.end.Sub(f.start))
+			continue
+		}
 		kinds[f.kind]++
 	}
-	fmt.Fprintf(w, "  faults: %d: %s\n", len(faults), counts(kinds))
+	fmt.Fprintf(w, "  faults injected: %d: %s\n", len(faults)-stalls, counts(kinds))
+	fmt.Fprintf(w, "  host stalls observed (this process not scheduled for over %s): %d, %s in all, the longest %s\n",
+		stallGap, stalls, stalled.Round(time.Millisecond), longest.Round(time.Millisecond))
 	byKind := map[string]int{}
 	for _, x := range violations {
 		byKind[x.kind]++

@@ -37,6 +37,11 @@ import (
 // on the call's path and its window overlaps the call's time, from sent to
 // answered. A call whose act is to answer late or never is touched by its
 // own act. Every other call is clean and must succeed.
+//
+// A host stall (the test process not scheduled for more than stallGap) is
+// recorded as a fault that touches every call and may explain any
+// disconnection: no process can keep a deadline while the machine does not
+// run it.
 
 // settle is how long after a fault's observed recovery it may still touch
 // a call: the recovery is observed by polling, and what it started (a
@@ -56,7 +61,7 @@ func (f *fault) touches(s span) bool {
 		return false
 	}
 	switch f.scope {
-	case scopeAll:
+	case scopeAll, scopeHost:
 		return true
 	case scopeWorkspace:
 		return f.idx == s.ws
@@ -72,7 +77,7 @@ func (f *fault) explains(ws, owner int, at time.Time) bool {
 	if at.Before(f.start) || at.After(f.end.Add(settle)) {
 		return false
 	}
-	return (f.scope == scopeWorkspace && f.idx == ws) || (f.scope == scopeBroker && f.idx == owner)
+	return f.scope == scopeHost || (f.scope == scopeWorkspace && f.idx == ws) || (f.scope == scopeBroker && f.idx == owner)
 }
 
 // faultIndex finds the faults that may overlap a time range.

@@ -69,6 +69,10 @@ func TestDisconnectIsExplainedOnlyByAFaultOnTheWorkspaceOrItsBroker(t *testing.T
 	if all.explains(3, 0, at(1500)) {
 		t.Error("a Redis fault must not explain a disconnection: the sockets do not cross Redis")
 	}
+	stall := &fault{scope: scopeHost, start: at(1000), end: at(2000)}
+	if !stall.explains(3, 0, at(1500)) || !stall.touches(span{ws: 9, owner: 2, entry: -1, from: at(1900), to: at(2100)}) {
+		t.Error("a host stall touches every call and explains any disconnection within its window")
+	}
 }
 
 // testRun is a run with n workspaces (the first bridges) and no processes.

@@ -18,10 +18,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -378,4 +381,60 @@ func OnInterrupt(what string, cleanup func()) (remove func()) {
 		close(quit)
 		wg.Wait()
 	}
+}
+
+// TetherBin returns $TETHER_BIN (make sets it to bin/tether), or builds the
+// binary into a temporary directory of tb's.
+func TetherBin(tb testing.TB) string {
+	tb.Helper()
+	if bin := os.Getenv("TETHER_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			tb.Fatalf("TETHER_BIN: %v", err)
+		}
+		return bin
+	}
+	bin := filepath.Join(tb.TempDir(), "tether")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/tetherdev/tether/cmd/tether")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building tether: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// NodeClients returns the directory of the e2e node clients
+// ($TETHER_E2E_CLIENTS, else e2e/clients of this checkout) once node and
+// their node_modules are there; it skips tb without them, or fails it when
+// the environment variable CI is set.
+func NodeClients(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("TETHER_E2E_CLIENTS")
+	if dir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "..", "..", "e2e", "clients")
+	}
+	_, errNode := exec.LookPath("node")
+	_, errMod := os.Stat(filepath.Join(dir, "node_modules", "socket.io-client"))
+	if errNode != nil || errMod != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("node or socket.io-client missing (%v, %v): make deps installs them", errNode, errMod)
+		}
+		tb.Skipf("node or socket.io-client missing (%v, %v): run make deps", errNode, errMod)
+	}
+	return dir
+}
+
+// RaiseFileLimit raises this process's soft RLIMIT_NOFILE to its hard
+// limit (children inherit it) and returns the limit now in force.
+func RaiseFileLimit() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("reading RLIMIT_NOFILE: %w", err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			return 0, fmt.Errorf("raising RLIMIT_NOFILE: %w", err)
+		}
+	}
+	return lim.Cur, nil
 }
