@@ -50,6 +50,8 @@ type fault struct {
 	note   string
 	// failed says why the system did not recover, if it did not.
 	failed string
+	// stall is a host stall's length (its window reaches further).
+	stall time.Duration
 }
 
 type faultKind struct {
@@ -207,7 +209,15 @@ func (r *run) watchHost(stop <-chan struct{}) {
 			return
 		case now := <-tick.C:
 			if gap := now.Sub(last); gap > stallGap {
-				r.faults.add(&fault{kind: "host_stall", target: "host", scope: scopeHost, start: last, end: now,
+				// A stall of a second or more can outlast a heartbeat's
+				// slack: its consequences (a connection closed for a pong
+				// that came late, and its reconnection) play out within a
+				// heartbeat's whole timeout after it.
+				end := now
+				if gap >= time.Second {
+					end = now.Add(r.cfg.pingInterval + r.cfg.pingTimeout)
+				}
+				r.faults.add(&fault{kind: "host_stall", target: "host", scope: scopeHost, start: last, end: end, stall: gap,
 					note: "not scheduled for " + gap.Round(time.Millisecond).String()})
 			}
 			last = now

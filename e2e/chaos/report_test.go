@@ -48,8 +48,8 @@ func (r *run) report(w io.Writer, v verdict, took time.Duration) {
 	for _, f := range faults {
 		if f.scope == scopeHost {
 			stalls++
-			stalled += f.end.Sub(f.start)
-			longest = max(longest, f.end.Sub(f.start))
+			stalled += f.stall
+			longest = max(longest, f.stall)
 			continue
 		}
 		kinds[f.kind]++
