@@ -38,7 +38,7 @@ func (r *run) report(w io.Writer, v verdict, took time.Duration) {
 	}
 	fmt.Fprintf(w, "\n  outcomes: %s\n", counts(outcomes))
 	fmt.Fprintf(w, "  clean calls (no fault on their path): %d, failed %d; touched by a fault or their own act: %d\n", v.clean, v.cleanFailed, v.touched)
-	fmt.Fprintf(w, "  latest answer past its deadline: %s (bound %s)\n", v.maxLate.Round(time.Millisecond), lateBound)
+	fmt.Fprintf(w, "  latest answer past its deadline: %s (bound %s); later ones while the host stalled: %d\n", v.maxLate.Round(time.Millisecond), lateBound, v.lateExcused)
 	fmt.Fprintf(w, "  calls delivered to clients (reported by them): %d; answers published to inboxes (spy): %d; disconnections: %d\n", v.delivered, v.replies, v.disconnects)
 	fmt.Fprintf(w, "  tool_cancel due to clients for calls given up on a clean path: %d, received %d\n", v.cancelsDue, v.cancelsSeen)
 	faults := r.faults.all()

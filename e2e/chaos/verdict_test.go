@@ -14,7 +14,8 @@ import (
 //     correlation id); no call reaches a socket.io client twice; and no
 //     call has two answers published to a caller's inbox (the spy, a
 //     pattern subscription to every inbox, counts them).
-//  2. Every answer no later than the call's deadline plus lateBound (1 s).
+//  2. Every answer no later than the call's deadline plus lateBound (1 s),
+//     unless the host stalled between the deadline and the answer.
 //  3. An answer's correlation id and payload belong to its call: the echo
 //     carries the call's nonce, and the workspace that answered is the one
 //     called (a client names itself, a bridge's command prints its root).
@@ -110,6 +111,16 @@ func (ix faultIndex) touching(s span) []*fault {
 	return out
 }
 
+// stalled reports whether a host stall overlaps [from, to].
+func (ix faultIndex) stalled(from, to time.Time) bool {
+	for _, f := range ix.touching(span{ws: -1, owner: -1, entry: -1, from: from, to: to}) {
+		if f.scope == scopeHost && !f.start.After(to) && !f.start.Add(f.stall).Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
 // verdict is what the final checks found, for the summary.
 type verdict struct {
 	clean, cleanFailed, touched int
@@ -117,6 +128,7 @@ type verdict struct {
 	delivered, replies          int
 	disconnects                 int
 	cancelsDue, cancelsSeen     int
+	lateExcused                 int // late answers the host's stalls account for
 }
 
 // check runs the final checks over the records, the fault log, the
@@ -140,9 +152,18 @@ func (r *run) check(stopped time.Time) verdict {
 			r.violate(violation{kind: "no_answer", seq: uint64(seq), hasSeq: true, detail: "the call never returned"})
 			continue
 		}
-		v.maxLate = max(v.maxLate, rec.done-rec.sent-rec.timeout)
 		w := r.topo.spaces[rec.ws]
 		s := span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
+		if late := rec.done - rec.sent - rec.timeout; late > lateBound {
+			if ix.stalled(s.from.Add(rec.timeout), s.to) {
+				v.lateExcused++
+			} else {
+				r.violate(violation{kind: "late_answer", seq: uint64(seq), hasSeq: true, at: s.to,
+					detail: fmt.Sprintf("answered %s after its %s deadline (%s)", late.Round(time.Millisecond), rec.timeout, r.outcomes[rec.outcome])})
+			}
+		} else {
+			v.maxLate = max(v.maxLate, late)
+		}
 		touched := len(ix.touching(s)) > 0
 		if _, reached := delivered[uint64(seq)]; reached && !touched && (rec.act.misbehaves() || r.outcomes[rec.outcome] == "timeout") {
 			v.cancelsDue++

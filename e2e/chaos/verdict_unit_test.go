@@ -149,12 +149,15 @@ func TestCheckFlagsCleanFailuresDoubleAnswersMisdeliveriesAndUnexplainedDisconne
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	r.outcomes = append(r.outcomes, protocol.CodeTimeout)
 	r.records = []record{
-		{ws: 0, entry: -1, way: wayBus, act: actPing, timeout: time.Second, sent: ms(100), done: ms(200), finished: true},                // 0: clean, ok
-		{ws: 0, entry: -1, way: wayBus, act: actPing, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true},   // 1: clean, failed
-		{ws: 1, entry: 0, way: wayHTTP, act: actAck, outcome: 1, timeout: time.Second, sent: ms(5000), done: ms(6500), finished: true},   // 2: touched by the broker fault
-		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true}, // 3: its own act
-		{ws: 2, entry: -1, way: wayBus, act: actAck, finished: false},                                                                    // 4: never returned
+		{ws: 0, entry: -1, way: wayBus, act: actPing, timeout: time.Second, sent: ms(100), done: ms(200), finished: true},                 // 0: clean, ok
+		{ws: 0, entry: -1, way: wayBus, act: actPing, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true},    // 1: clean, failed
+		{ws: 1, entry: 0, way: wayHTTP, act: actAck, outcome: 1, timeout: time.Second, sent: ms(5000), done: ms(6500), finished: true},    // 2: touched by the broker fault
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1600), finished: true},  // 3: its own act
+		{ws: 2, entry: -1, way: wayBus, act: actAck, finished: false},                                                                     // 4: never returned
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(2200), finished: true},  // 5: late
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(7000), done: ms(9200), finished: true}, // 6: late while the host stalled
 	}
+	r.faults.add(&fault{kind: "host_stall", scope: scopeHost, start: at(8500), end: at(8900), stall: 400 * time.Millisecond})
 	r.faults.add(&fault{kind: "broker_kill", target: "b1", scope: scopeBroker, idx: 1, start: at(5500), end: at(6000)}) // owns workspace 1
 	r.delivered = map[uint64]int16{2: 2}                                                                                // the call to client 1 reached client 2
 	r.replies = map[uint64]uint8{0: 1, 1: 2}                                                                            // two answers for call 1
@@ -165,20 +168,20 @@ func TestCheckFlagsCleanFailuresDoubleAnswersMisdeliveriesAndUnexplainedDisconne
 	for _, x := range r.violations {
 		got[x.kind]++
 	}
-	want := map[string]int{"clean_call_failed": 1, "no_answer": 1, "delivered_elsewhere": 1, "answered_twice": 1, "unexplained_disconnect": 1}
+	want := map[string]int{"clean_call_failed": 1, "no_answer": 1, "delivered_elsewhere": 1, "answered_twice": 1, "unexplained_disconnect": 1, "late_answer": 1}
 	for k, n := range want {
 		if got[k] != n {
 			t.Errorf("%s: %d violations, want %d (all: %v)", k, got[k], n, got)
 		}
 	}
-	if len(r.violations) != 5 {
+	if len(r.violations) != 6 {
 		var all []string
 		for _, x := range r.violations {
 			all = append(all, x.kind+": "+x.detail)
 		}
-		t.Errorf("violations:\n%s\nwant exactly the five above", strings.Join(all, "\n"))
+		t.Errorf("violations:\n%s\nwant exactly the six above", strings.Join(all, "\n"))
 	}
-	if v.clean != 2 || v.cleanFailed != 1 || v.touched != 2 {
-		t.Errorf("verdict = %+v, want 2 clean (1 failed) and 2 touched", v)
+	if v.clean != 2 || v.cleanFailed != 1 || v.touched != 4 || v.lateExcused != 1 {
+		t.Errorf("verdict = %+v, want 2 clean (1 failed), 4 touched, 1 late answer excused by the host's stall", v)
 	}
 }
