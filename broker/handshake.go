@@ -63,6 +63,9 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError("/", refusal.Message, refusal.Error)
 		return "CONNECT refused"
 	}
+	// The token is good: no longer an anonymous handshake, whatever
+	// registering brings.
+	c.hs.release()
 	if err := c.b.hold(c, ws); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
 		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)

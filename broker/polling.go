@@ -173,11 +173,16 @@ func (b *Broker) handlePolling(w http.ResponseWriter, r *http.Request, sid strin
 }
 
 func (b *Broker) pollHandshake(w http.ResponseWriter, r *http.Request) {
-	c := b.newConn(r)
+	hs, ok := b.admitSession(w, r)
+	if !ok {
+		return
+	}
+	c := b.newConn(r, hs)
 	t := newPollTransport(b, c.id)
 	t.c = c
 	c.tr = t
 	if !b.track(c) {
+		hs.release()
 		writeEIOError(w, http.StatusServiceUnavailable, 4, "Broker shutting down")
 		c.cancel()
 		return
