@@ -36,6 +36,11 @@ const (
 // back to a full bucket with nothing pending.
 const limitSweepEvery = time.Minute
 
+// burstQuiet is how long an address must go without a refusal for its
+// burst of refusals to end: a flood above the rate has a connection
+// admitted now and then, which does not end it.
+const burstQuiet = 10 * time.Second
+
 // connLimiter holds the limits' state per remote address. All methods are
 // safe for concurrent use; none blocks.
 type connLimiter struct {
@@ -53,13 +58,15 @@ type connLimiter struct {
 }
 
 // peerLimit is one address's bucket and handshakes. A burst of refusals is
-// logged when it starts and summed up when it ends.
+// logged when it starts and summed up when it ends, burstQuiet after its
+// last refusal (at the next admission or sweep).
 type peerLimit struct {
-	tokens   float64
-	last     time.Time // when tokens was computed
-	pending  int
-	refusing bool
-	refused  int // in the current burst of refusals
+	tokens      float64
+	last        time.Time // when tokens was computed
+	pending     int
+	refusing    bool
+	refused     int       // in the current burst of refusals
+	lastRefusal time.Time // of the current burst
 }
 
 func newConnLimiter(cfg *Config, log zerolog.Logger, refused func(reason string)) *connLimiter {
@@ -149,10 +156,11 @@ func (l *connLimiter) admit(remote string) (h *handshake, reason string, retry t
 				Msg("refusing new connections from this address (HTTP 429) until it slows down; logged once per burst")
 		}
 		p.refused++
+		p.lastRefusal = now
 		l.refused(reason)
 		return nil, reason, max(retry, time.Second)
 	}
-	l.endBurstLocked(key, p)
+	l.endBurstLocked(key, p, now)
 	if l.rate > 0 {
 		p.tokens--
 	}
@@ -167,10 +175,10 @@ func (l *connLimiter) refillLocked(p *peerLimit, now time.Time) {
 	p.last = now
 }
 
-// endBurstLocked logs the end of a burst of refusals: the address was
-// admitted again, or its state is being dropped.
-func (l *connLimiter) endBurstLocked(key netip.Addr, p *peerLimit) {
-	if p.refusing {
+// endBurstLocked ends the address's burst of refusals, if it had one and
+// the last refusal is burstQuiet old, and logs how many there were.
+func (l *connLimiter) endBurstLocked(key netip.Addr, p *peerLimit, now time.Time) {
+	if p.refusing && now.Sub(p.lastRefusal) >= burstQuiet {
 		l.log.Info().Str("remote_ip", key.String()).Int("refused", p.refused).Msg("admitting new connections from this address again")
 		p.refusing, p.refused = false, 0
 	}
@@ -185,8 +193,8 @@ func (l *connLimiter) sweepLocked(now time.Time) {
 	l.lastSweep = now
 	for key, p := range l.peers {
 		l.refillLocked(p, now)
-		if p.pending == 0 && (l.rate <= 0 || p.tokens >= l.burst) {
-			l.endBurstLocked(key, p)
+		l.endBurstLocked(key, p, now)
+		if p.pending == 0 && !p.refusing && (l.rate <= 0 || p.tokens >= l.burst) {
 			delete(l.peers, key)
 		}
 	}

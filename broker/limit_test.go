@@ -129,18 +129,24 @@ func TestConnLimiterOff(t *testing.T) {
 func TestConnLimiterLogsOncePerBurst(t *testing.T) {
 	e := newLimiterEnv(Config{ConnRate: 1, ConnBurst: 1, MaxHandshakesPerIP: -1})
 	for burst := range 2 {
-		e.admitN("192.0.2.1:1", 50) // 49 refused, then 50
-		e.now = e.now.Add(2 * time.Second)
+		// A flood above the rate: a connection admitted now and then
+		// does not end the burst.
+		for range 5 {
+			e.admitN("192.0.2.1:1", 10)
+			e.now = e.now.Add(time.Second)
+		}
+		// Quiet long enough: the next admission ends it.
+		e.now = e.now.Add(burstQuiet)
 		if n, _ := e.admitN("192.0.2.1:1", 1); n != 1 {
-			t.Fatalf("burst %d: not admitted after the refill", burst)
+			t.Fatalf("burst %d: not admitted after the quiet", burst)
 		}
 	}
 	logs := e.logs.String()
 	if n := strings.Count(logs, "refusing new connections from this address"); n != 2 {
 		t.Errorf("%d refusal lines for 2 bursts, want 2:\n%s", n, logs)
 	}
-	if !strings.Contains(logs, `"refused":49`) || !strings.Contains(logs, `"refused":50`) {
-		t.Errorf("want end-of-burst lines counting 49 and 50 refusals:\n%s", logs)
+	if n := strings.Count(logs, "admitting new connections from this address again"); n != 2 || !strings.Contains(logs, `"refused":45`) {
+		t.Errorf("want 2 end-of-burst lines counting 45 refusals each:\n%s", logs)
 	}
 	if !strings.Contains(logs, `"remote_ip":"192.0.2.1"`) {
 		t.Errorf("lines do not name the address:\n%s", logs)
