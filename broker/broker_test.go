@@ -296,7 +296,8 @@ func TestMalformedPacketsCloseOnlyThatConnection(t *testing.T) {
 	e := newEnv(t)
 	good := e.connect("good", e.token(broker.RoleBridge, "good"))
 	caller := e.token(broker.RoleCaller, "*")
-	for i, frame := range []string{"9", "4", "49", `42["tool_response"`, `42{"a":1}`, `42[1,2]`, `43x[]`, `451-["x",{"_placeholder":true,"num":0}]`, `59007199254740991-["x",{"_placeholder":true,"num":0}]`} {
+	for i, frame := range []string{"9", "4", "49", `42["tool_response"`, `42{"a":1}`, `42[1,2]`, `43x[]`, `451-["x",{"_placeholder":true,"num":0}]`, `59007199254740991-["x",{"_placeholder":true,"num":0}]`,
+		"42[\"tool_response\",{\"correlation_id\":\"c\",\"success\":true,\"result\":\"\xff\"}]", "3\xc3"} {
 		bad := e.connect(fmt.Sprintf("bad%d", i), e.token(broker.RoleBridge, fmt.Sprintf("bad%d", i)))
 		bad.send(frame)
 		if frame == `451-["x",{"_placeholder":true,"num":0}]` {
