@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// callerBody is what a caller may send, for encoding/json's strict decoder
+// callerBody is what a caller may send, for encoding/json's strict decoding
 // to hold DecodeCallRequest to.
 type callerBody struct {
 	CorrelationID      string          `json:"correlation_id"`
@@ -22,9 +21,9 @@ type callerBody struct {
 	WaitForWorkspaceMS int64           `json:"wait_for_workspace_ms,omitempty"`
 }
 
-// checkDecodeCallRequest asserts DecodeCallRequest agrees with a
-// json.Decoder with DisallowUnknownFields over callerBody: both refuse, or
-// both accept with the same fields.
+// checkDecodeCallRequest asserts DecodeCallRequest agrees with
+// encoding/json's strict decoding (DisallowUnknownFields, nothing after the
+// value) into callerBody: both refuse, or both accept with the same fields.
 func checkDecodeCallRequest(t *testing.T, b []byte) (protocol.ToolCall, error) {
 	t.Helper()
 	in := bytes.Clone(b)
@@ -34,14 +33,7 @@ func checkDecodeCallRequest(t *testing.T, b []byte) (protocol.ToolCall, error) {
 		t.Fatalf("DecodeCallRequest changed its input %q to %q", in, b)
 	}
 	want := callerBody{Timeout: 7}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	wantErr := dec.Decode(&want)
-	if wantErr == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			wantErr = errors.New("data after the object")
-		}
-	}
+	wantErr := strictjson.Decode(b, &want) // encoding/json's strict decoding (fuzzed against it there)
 	if isNull(b) {
 		if err == nil {
 			t.Errorf("DecodeCallRequest(%q) accepted null", b)

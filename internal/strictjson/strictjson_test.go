@@ -45,7 +45,8 @@ type request struct {
 	Count       uint8             `json:"count,omitempty"`
 	Quoted      int               `json:"quoted,omitempty,string"`
 	Ignored     string            `json:"-"`
-	hidden      string
+	//lint:ignore U1000 an unexported field, which is no JSON field, is the point
+	hidden string
 }
 
 func TestDecodeAcceptsWhatFits(t *testing.T) {
