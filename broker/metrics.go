@@ -17,6 +17,9 @@ type metrics struct {
 	duplicates prometheus.Counter // answers for calls already answered or never sent to that connection
 	dropped    prometheus.Counter // replies that reached no caller
 	badPackets prometheus.Counter
+	// connRefused counts new sessions refused by the connection limits
+	// (limit.go), by which limit.
+	connRefused *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -51,8 +54,12 @@ func newMetrics() *metrics {
 			Name: "tether_malformed_packets_total",
 			Help: "Connections closed for sending a malformed packet.",
 		}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_connections_refused_total",
+			Help: "New Engine.IO sessions refused with HTTP 429 by the per-address connection limits, by limit.",
+		}, []string{"limit"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets,
+	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
