@@ -25,10 +25,14 @@ type way uint8
 const (
 	wayHTTP way = iota // caller.HTTP to an entry broker
 	wayBus             // caller.BusCaller on the run's own Redis connection
+	wayMCP             // an MCP tool call through an entry broker's MCP endpoint (mcp_test.go)
+	// Async submit/wait callers (POST …/calls with "async": true, then GET
+	// /api/v1/calls/{id}?wait=) come here once async calls are on main,
+	// with their invariant: exactly one final outcome per call.
 	ways
 )
 
-var wayNames = [ways]string{"http", "bus"}
+var wayNames = [ways]string{"http", "bus", "mcp"}
 
 func (w way) String() string { return wayNames[w] }
 
@@ -44,10 +48,11 @@ const (
 	actLate                // client: answer after the call's timeout
 	actSilent              // client: never answer
 	actCancel              // client: answer after 1.5 s; the caller gives up before
+	actRead                // bridge, over MCP: file_read of whoami.txt
 	acts
 )
 
-var actNames = [acts]string{"ping", "terminal", "ack", "event", "twice", "late", "silent", "cancel"}
+var actNames = [acts]string{"ping", "terminal", "ack", "event", "twice", "late", "silent", "cancel", "read"}
 
 func (a act) String() string { return actNames[a] }
 
@@ -102,8 +107,15 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	}
 	c.nonce = hex.EncodeToString(nonce[:])
 	c.ws = r.topo.spaces[rng.IntN(len(r.topo.spaces))]
-	c.way = way(rng.IntN(int(ways)))
-	if c.way == wayHTTP {
+	switch n := rng.IntN(40); {
+	case n < 2 && c.ws.bridge():
+		c.way = wayMCP
+	case n < 21:
+		c.way = wayHTTP
+	default:
+		c.way = wayBus
+	}
+	if c.way != wayBus {
 		c.entry = rng.IntN(len(r.topo.brokers))
 	}
 	// Timeouts from 1 s to 4 s: long enough that a healthy path always
@@ -111,8 +123,10 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	// many of them.
 	c.timeout = time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	c.timeout = c.timeout.Truncate(time.Millisecond)
-	c.wait = rng.IntN(10) == 0
-	if c.ws.bridge() {
+	c.wait = c.way != wayMCP && rng.IntN(10) == 0
+	if c.way == wayMCP {
+		c.act = actRead
+	} else if c.ws.bridge() {
 		c.act = actPing
 		if rng.IntN(100) < 3 {
 			c.act = actTerminal
@@ -135,6 +149,8 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 		}
 	}
 	switch c.act {
+	case actRead:
+		c.endpoint = "mcp file_read"
 	case actPing:
 		c.endpoint = "/api/ping"
 		c.payload = fmt.Appendf(nil, `{"nonce":%q,"ws":%q}`, c.nonce, c.ws.id)

@@ -224,9 +224,13 @@ func (r *run) one(rng *rand.Rand) {
 	r.inflight[seq] = c
 	r.mu.Unlock()
 	sent := time.Now()
-	resp := r.send(c)
+	var outcome, bad string
+	if c.way == wayMCP {
+		outcome, bad = r.mcpCall(c)
+	} else {
+		outcome, bad = r.judge(c, r.send(c))
+	}
 	done := time.Now()
-	outcome, bad := r.judge(c, resp)
 	rec.sent, rec.done, rec.finished = sent.Sub(r.start), done.Sub(r.start), true
 	if bad != "" {
 		r.violate(violation{kind: outcome, seq: seq, hasSeq: true, detail: bad, at: done})
@@ -303,6 +307,9 @@ func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, 
 		}
 		w.root = filepath.Join(dir, "roots", w.id)
 		if err := os.MkdirAll(w.root, 0o755); err != nil {
+			return t, err
+		}
+		if err := os.WriteFile(filepath.Join(w.root, whoamiFile), []byte(whoami(w.id)+"\n"), 0o644); err != nil {
 			return t, err
 		}
 		addr, err := freeAddr()
