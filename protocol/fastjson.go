@@ -639,6 +639,10 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 		err = d.int(&c.DeadlineMS)
 	case keyIs(key, "wait_for_workspace_ms"):
 		err = d.int(&c.WaitForWorkspaceMS)
+	case keyIs(key, "async"):
+		err = d.boolean(&c.Async)
+	case keyIs(key, "idempotency_key"):
+		err = d.str(&c.IdempotencyKey)
 	default:
 		return false, nil
 	}
@@ -868,6 +872,13 @@ func appendToolCallFields(dst []byte, c *ToolCall) []byte {
 	if c.WaitForWorkspaceMS != 0 {
 		dst = append(dst, `,"wait_for_workspace_ms":`...)
 		dst = strconv.AppendInt(dst, c.WaitForWorkspaceMS, 10)
+	}
+	if c.Async {
+		dst = append(dst, `,"async":true`...)
+	}
+	if c.IdempotencyKey != "" {
+		dst = append(dst, `,"idempotency_key":`...)
+		dst = appendString(dst, c.IdempotencyKey)
 	}
 	return dst
 }
