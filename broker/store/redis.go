@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// RedisConfig configures NewRedis. Exactly one of URL and ClusterAddrs must
+// be set: the same Redis as the brokers' bus.
+type RedisConfig struct {
+	// URL of a single Redis server (redis://, rediss://).
+	URL string
+	// ClusterAddrs are seed addresses of a Redis Cluster. Every key of the
+	// store carries one hash tag, so all records live in one slot: one
+	// shard serves the store.
+	ClusterAddrs []string
+	// Prefix starts every key and the outcome channel; the bus's
+	// bus.DefaultRedisPrefix when empty.
+	Prefix string
+	Options
+	Logger zerolog.Logger
+}
+
+// Redis is the Store shared by broker instances on one Redis: a hash per
+// call, a list per workspace for its queue, one sorted set of the times
+// Sweep acts at, and a key per idempotency key; every step that must be
+// atomic is a Lua script (redis_scripts.go). Outcomes are announced on one
+// pub/sub channel that every instance's store subscribes, for Watch.
+//
+// Commands are never retried by the client: a script whose reply was lost
+// may have run, and running Create twice would answer the retry ErrExists.
+// All methods are safe for concurrent use.
+type Redis struct {
+	client redis.UniversalClient
+	opts   Options
+	log    zerolog.Logger
+	k      redisKeys
+	ps     *redis.PubSub
+	watch  watchers
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+var _ Store = (*Redis)(nil)
+
+// redisKeys names the store's keys. The "{calls}" hash tag keeps them in
+// one cluster slot (a prefix with a tag of its own does the same).
+type redisKeys struct {
+	record  string // + correlation id: the call's hash
+	queue   string // + workspace id: its list of queued correlation ids
+	idem    string // + workspace id NUL key: the correlation id
+	due     string // sorted set: correlation id by the unix ms Sweep acts at
+	channel string // pub/sub: the correlation id of each call that got its outcome
+}
+
+func newRedisKeys(prefix string) redisKeys {
+	base := prefix + "{calls}:"
+	return redisKeys{
+		record:  base + "call:",
+		queue:   base + "queue:",
+		idem:    base + "idem:",
+		due:     base + "due",
+		channel: prefix + "calls:done",
+	}
+}
+
+// NewRedis connects to Redis and subscribes the outcome channel. It fails if
+// Redis does not answer within ctx. Close releases it.
+func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+	if (cfg.URL == "") == (len(cfg.ClusterAddrs) == 0) {
+		return nil, errors.New("creating redis call store: set exactly one of URL and ClusterAddrs")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = bus.DefaultRedisPrefix
+	}
+	cfg.Options.setDefaults()
+	var client redis.UniversalClient
+	if cfg.URL != "" {
+		opts, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis URL: %w", err)
+		}
+		opts.MaxRetries = -1 // see Redis
+		opts.ContextTimeoutEnabled = true
+		client = redis.NewClient(opts)
+	} else {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+	}
+	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(), k: newRedisKeys(cfg.Prefix)}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("connecting call store to redis: %w", err)
+	}
+	r.ps = client.Subscribe(ctx, r.k.channel)
+	if _, err := r.ps.Receive(ctx); err != nil {
+		_ = r.ps.Close()
+		_ = client.Close()
+		return nil, fmt.Errorf("subscribing call outcomes: %w", err)
+	}
+	msgs := r.ps.Channel() // go-redis resubscribes after a lost connection
+	r.wg.Go(func() {
+		for m := range msgs {
+			r.watch.notify(m.Payload)
+		}
+	})
+	return r, nil
+}
+
+// unavailable wraps a Redis failure.
+func unavailable(doing string, err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// Create implements Store.
+func (r *Redis) Create(ctx context.Context, rec Record) (Record, bool, error) {
+	if r.closed.Load() {
+		return Record{}, false, ErrClosed
+	}
+	rec, err := checkNew(rec)
+	if err != nil {
+		return Record{}, false, err
+	}
+	expire := rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli()
+	idemKey, hasIdem := r.k.record+rec.CorrelationID, "0"
+	if rec.IdempotencyKey != "" {
+		idemKey, hasIdem = r.k.idem+idemScope(rec.WorkspaceID, rec.IdempotencyKey), "1"
+	}
+	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
+		rec.Deadline.Add(r.opts.Grace).UnixMilli()}
+	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
+	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
+	if err != nil {
+		return Record{}, false, unavailable("recording call", err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 0:
+		return rec, false, nil
+	case 1:
+		existing, err := parseRecord(res[1])
+		return existing, err == nil, err
+	}
+	return Record{}, false, ErrExists
+}
+
+// fields are the hash fields of a new record.
+func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
+	f := []any{
+		"correlation_id", rec.CorrelationID,
+		"workspace_id", rec.WorkspaceID,
+		"endpoint", rec.Endpoint,
+		"status", rec.Status,
+		"created_at", rec.CreatedAt.UnixMilli(),
+		"deadline", rec.Deadline.UnixMilli(),
+		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
+		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
+	}
+	if !rec.OfflineAt.IsZero() {
+		f = append(f, "offline_at", rec.OfflineAt.UnixMilli())
+	}
+	if len(rec.Payload) > 0 {
+		f = append(f, "payload", []byte(rec.Payload))
+	}
+	if hasIdem {
+		f = append(f, "idempotency_key", rec.IdempotencyKey, "idem_ref", idemKey)
+	}
+	if rec.Fingerprint != "" {
+		f = append(f, "fingerprint", rec.Fingerprint)
+	}
+	return f
+}
+
+// parseRecord reads a record from a script's HGETALL reply.
+func parseRecord(v any) (Record, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return Record{}, fmt.Errorf("reading call record: unexpected reply %T", v)
+	}
+	var rec Record
+	for i := 0; i < len(list); i += 2 {
+		k, _ := list[i].(string)
+		val, _ := list[i+1].(string)
+		if err := rec.setField(k, val); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, rec.complete()
+}
+
+// setField sets the record field named k of a Redis hash to v.
+func (rec *Record) setField(k, v string) error {
+	msTime := func() (time.Time, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return fromMS(n), err
+	}
+	var err error
+	switch k {
+	case "correlation_id":
+		rec.CorrelationID = v
+	case "workspace_id":
+		rec.WorkspaceID = v
+	case "endpoint":
+		rec.Endpoint = v
+	case "status":
+		rec.Status = v
+	case "created_at":
+		rec.CreatedAt, err = msTime()
+	case "deadline":
+		rec.Deadline, err = msTime()
+	case "offline_at":
+		rec.OfflineAt, err = msTime()
+	case "delivered_at":
+		var t time.Time
+		t, err = msTime()
+		rec.DeliveredAt = &t
+	case "finished_at":
+		var t time.Time
+		t, err = msTime()
+		rec.FinishedAt = &t
+	case "timeout":
+		rec.Timeout, err = strconv.ParseFloat(v, 64)
+	case "payload":
+		rec.Payload = json.RawMessage(v)
+	case "response":
+		rec.Response = new(protocol.ToolResponse)
+		err = json.Unmarshal([]byte(v), rec.Response)
+	case "idempotency_key":
+		rec.IdempotencyKey = v
+	case "fingerprint":
+		rec.Fingerprint = v
+	}
+	if err != nil {
+		return fmt.Errorf("reading call record field %s: %w", k, err)
+	}
+	return nil
+}
+
+// complete checks a record read field by field; the response carries the
+// record's correlation id (a sweep wrote it through Lua's JSON encoder).
+func (rec *Record) complete() error {
+	if rec.CorrelationID == "" {
+		return errors.New("reading call record: no correlation_id")
+	}
+	if rec.Response != nil {
+		rec.Response.CorrelationID = rec.CorrelationID
+	}
+	return nil
+}
+
+// Get implements Store.
+func (r *Redis) Get(ctx context.Context, cid string) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	m, err := r.client.HGetAll(ctx, r.k.record+cid).Result()
+	if err != nil {
+		return Record{}, unavailable("reading call record", err)
+	}
+	if len(m) == 0 {
+		return Record{}, ErrNotFound
+	}
+	var rec Record
+	for k, v := range m {
+		if err := rec.setField(k, v); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, rec.complete()
+}
+
+// Claim implements Store.
+func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([]Record, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	res, err := claimScript.Run(ctx, r.client, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("claiming queued calls", err)
+	}
+	out := make([]Record, 0, len(res))
+	for _, v := range res {
+		rec, err := parseRecord(v)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Finish implements Store.
+func (r *Redis) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	if r.closed.Load() {
+		return Outcome{}, ErrClosed
+	}
+	resp.CorrelationID = cid
+	body := protocol.AppendToolResponse(nil, &resp)
+	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
+		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel).Slice()
+	if err != nil {
+		return Outcome{}, unavailable("recording call outcome", err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		was, _ := res[1].(string)
+		rec, err := parseRecord(res[2])
+		return Outcome{Record: rec, Won: true, Was: was}, err
+	case 2:
+		rec, err := parseRecord(res[1])
+		return Outcome{Record: rec}, err
+	}
+	return Outcome{}, ErrNotFound
+}
+
+// Sweep implements Store. Redis forgets records itself (their TTL).
+func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	n, err := sweepScript.Run(ctx, r.client, []string{r.k.due},
+		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
+		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner).Int()
+	if err != nil {
+		return 0, unavailable("sweeping call deadlines", err)
+	}
+	return n, nil
+}
+
+// Watch implements Store.
+func (r *Redis) Watch(cid string) (<-chan struct{}, func()) { return r.watch.add(cid) }
+
+// Close implements Store: it ends the subscription and the client.
+func (r *Redis) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := r.ps.Close()
+	r.wg.Wait()
+	if cerr := r.client.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
