@@ -26,8 +26,9 @@ type CallRequest struct {
 	Timeout *float64 `json:"timeout"`
 	// CorrelationID is generated when absent.
 	CorrelationID string `json:"correlation_id"`
-	// WaitForWorkspaceMS > 0 holds the call while the workspace is offline
-	// (up to the call's deadline) instead of answering workspace_offline.
+	// WaitForWorkspaceMS > 0 holds the call while the workspace is offline,
+	// for that long at most, instead of answering workspace_offline at once
+	// (caller.Request.WaitForWorkspace).
 	WaitForWorkspaceMS int64 `json:"wait_for_workspace_ms"`
 }
 
@@ -117,6 +118,11 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
 		return
 	}
+	if req.WaitForWorkspaceMS < 0 {
+		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "wait_for_workspace_ms must not be negative")
+		return
+	}
 	if b.isDraining() {
 		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
 		return
@@ -160,7 +166,7 @@ func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) proto
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
 		Timeout:          req.TimeoutDuration(),
-		WaitForWorkspace: req.WaitForWorkspaceMS > 0,
+		WaitForWorkspace: time.Duration(req.WaitForWorkspaceMS) * time.Millisecond,
 		CorrelationID:    req.CorrelationID,
 	})
 }

@@ -501,6 +501,23 @@ func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 	}
 }
 
+// TestCallWaitingForWorkspaceGivesUpAfterItsWait: wait_for_workspace_ms is
+// the longest wait for the workspace, not a wait until the deadline: a call
+// with a 6s timeout that may wait 300ms is answered workspace_offline after
+// 300ms.
+func TestCallWaitingForWorkspaceGivesUpAfterItsWait(t *testing.T) {
+	e := newEnv(t)
+	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":6,"wait_for_workspace_ms":300}`)
+	got := awaitResult(t, res, 3*time.Second)
+	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
+		t.Fatalf("got %+v after %s, want workspace_offline after the 300ms wait", got.resp, got.elapsed)
+	}
+	status, resp := e.httpCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","wait_for_workspace_ms":-1}`)
+	if status != http.StatusBadRequest || resp.Error != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, "wait_for_workspace_ms") {
+		t.Fatalf("negative wait: %d %+v", status, resp)
+	}
+}
+
 func TestClientWithoutConnectClosedAfterConnectTimeout(t *testing.T) {
 	e := newEnv(t, func(c *broker.Config) { c.ConnectTimeout = 200 * time.Millisecond })
 	c := e.dialRaw()

@@ -47,8 +47,8 @@ func (h *HTTP) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	if len(req.Payload) > 0 {
 		body["payload"] = req.Payload
 	}
-	if req.WaitForWorkspace {
-		body["wait_for_workspace_ms"] = timeout.Milliseconds()
+	if req.WaitForWorkspace > 0 {
+		body["wait_for_workspace_ms"] = req.WaitForWorkspace.Milliseconds()
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {

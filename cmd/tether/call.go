@@ -21,6 +21,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id")
 	timeout := fs.Float64("timeout", 30, "seconds the call may take, 0.1 to 600")
 	wait := fs.Bool("wait", false, "if the workspace is offline, wait for it (up to the timeout)")
+	waitFor := fs.Duration("wait-for", 0, "if the workspace is offline, wait this long at most for it (as wait_for_workspace_ms)")
 	compact := fs.Bool("compact", false, "print the response on one line")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tether call [flags] ENDPOINT [PAYLOAD_JSON | -]")
@@ -59,13 +60,17 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token}
-	resp := c.Call(ctx, caller.Request{
-		WorkspaceID:      *workspace,
-		Endpoint:         fs.Arg(0),
-		Payload:          payload,
-		Timeout:          time.Duration(*timeout * float64(time.Second)),
-		WaitForWorkspace: *wait,
-	})
+	req := caller.Request{
+		WorkspaceID: *workspace,
+		Endpoint:    fs.Arg(0),
+		Payload:     payload,
+		Timeout:     time.Duration(*timeout * float64(time.Second)),
+	}
+	req.WaitForWorkspace = *waitFor
+	if *wait {
+		req.WaitForWorkspace = req.Timeout
+	}
+	resp := c.Call(ctx, req)
 	var out []byte
 	if *compact {
 		out, _ = json.Marshal(resp)
