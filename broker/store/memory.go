@@ -137,6 +137,16 @@ func (m *Memory) Claim(ctx context.Context, ws string, now time.Time, max int) (
 
 // Finish implements Store.
 func (m *Memory) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return m.end(cid, resp, now, false)
+}
+
+// Withdraw implements Store.
+func (m *Memory) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return m.end(cid, resp, now, true)
+}
+
+// end is Finish, or Withdraw when queuedOnly is set.
+func (m *Memory) end(cid string, resp protocol.ToolResponse, now time.Time, queuedOnly bool) (Outcome, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -147,7 +157,7 @@ func (m *Memory) Finish(ctx context.Context, cid string, resp protocol.ToolRespo
 		m.mu.Unlock()
 		return Outcome{}, ErrNotFound
 	}
-	if IsFinal(r.rec.Status) {
+	if IsFinal(r.rec.Status) || (queuedOnly && r.rec.Status != Queued) {
 		out := Outcome{Record: r.rec.clone()}
 		m.mu.Unlock()
 		return out, nil

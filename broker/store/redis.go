@@ -304,13 +304,23 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 
 // Finish implements Store.
 func (r *Redis) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return r.end(ctx, cid, resp, now, "0")
+}
+
+// Withdraw implements Store.
+func (r *Redis) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return r.end(ctx, cid, resp, now, "1")
+}
+
+// end is Finish, or Withdraw when withdraw is "1".
+func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw string) (Outcome, error) {
 	if r.closed.Load() {
 		return Outcome{}, ErrClosed
 	}
 	resp.CorrelationID = cid
 	body := protocol.AppendToolResponse(nil, &resp)
 	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
-		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel).Slice()
+		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw).Slice()
 	if err != nil {
 		return Outcome{}, unavailable("recording call outcome", err)
 	}

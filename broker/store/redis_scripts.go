@@ -64,18 +64,21 @@ end
 return out
 `)
 
-// finishScript writes a call's outcome unless it has one, and announces it
-// on the outcome channel.
+// finishScript writes a call's outcome unless it has one (or, withdrawing,
+// unless it left the queue), and announces it on the outcome channel.
 //
 // KEYS: record, due. ARGV: correlation id, final status, now (unix ms),
-// response JSON, record expiry (unix ms), outcome channel.
+// response JSON, record expiry (unix ms), outcome channel, "1" to
+// withdraw.
 //
 // Returns {0} no such call, {1, previous status, fields} written,
-// {2, fields} the call already had its outcome.
+// {2, fields} left as it was.
 var finishScript = redis.NewScript(`
 local was = redis.call('HGET', KEYS[1], 'status')
 if not was then return {0} end
-if was ~= 'queued' and was ~= 'delivered' then return {2, redis.call('HGETALL', KEYS[1])} end
+if was ~= 'queued' and (ARGV[7] == '1' or was ~= 'delivered') then
+  return {2, redis.call('HGETALL', KEYS[1])}
+end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'finished_at', ARGV[3], 'response', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
 redis.call('ZREM', KEYS[2], ARGV[1])

@@ -136,6 +136,12 @@ type Store interface {
 	// Finish gives a call not yet final the outcome resp (its status from
 	// StatusOf) at now. It returns ErrNotFound for a call not recorded.
 	Finish(ctx context.Context, correlationID string, resp protocol.ToolResponse, now time.Time) (Outcome, error)
+	// Withdraw is Finish for a call still queued only: one that a holder
+	// claimed meanwhile is left to its outcome (Won false, the record
+	// delivered). A submit that finds nobody to serve its call withdraws it
+	// this way, so that a holder connecting at that moment cannot run a
+	// call recorded as never delivered.
+	Withdraw(ctx context.Context, correlationID string, resp protocol.ToolResponse, now time.Time) (Outcome, error)
 	// Sweep ends up to max calls whose time passed at now (see the package
 	// doc) and forgets records past their retention. It returns how many
 	// calls it ended.

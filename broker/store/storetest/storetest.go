@@ -346,6 +346,27 @@ func Run(t *testing.T, pair Pair) {
 			t.Fatalf("claimed %v", got)
 		}
 	})
+	t.Run("WithdrawEndsOnlyAQueuedCall", func(t *testing.T) {
+		a, b := pair(t, store.Options{})
+		offline := protocol.Failure("", protocol.CodeWorkspaceOffline, "nobody")
+		queued := create(t, a, newCall("ws-wd", time.Minute))
+		out, err := b.Withdraw(ctx(t), queued.CorrelationID, offline, time.Now())
+		if err != nil || !out.Won || out.Was != store.Queued || out.Record.Status != store.Failed {
+			t.Fatalf("withdrawing a queued call: %+v, %v", out, err)
+		}
+		claimed := create(t, a, newCall("ws-wd", time.Minute))
+		claim(t, a, "ws-wd", time.Now(), 10)
+		out, err = b.Withdraw(ctx(t), claimed.CorrelationID, offline, time.Now())
+		if err != nil || out.Won || out.Record.Status != store.Delivered {
+			t.Fatalf("withdrawing a claimed call: %+v, %v; want it left delivered", out, err)
+		}
+		if out := finish(t, a, claimed.CorrelationID, ok("", "1")); !out.Won {
+			t.Fatalf("the claimed call's own outcome lost: %+v", out)
+		}
+		if _, err := b.Withdraw(ctx(t), "never-made", offline, time.Now()); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Withdraw of an unknown call = %v", err)
+		}
+	})
 	t.Run("SweepEndsDeliveredCallsAtDeadlinePlusGrace", func(t *testing.T) {
 		a, b := pair(t, store.Options{Grace: time.Second})
 		rec := create(t, a, newCall("ws-d", 10*time.Second))
