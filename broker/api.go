@@ -30,6 +30,15 @@ type CallRequest struct {
 	// for that long at most, instead of answering workspace_offline at once
 	// (caller.Request.WaitForWorkspace).
 	WaitForWorkspaceMS int64 `json:"wait_for_workspace_ms"`
+	// Async asks for an async call (also: the header Prefer:
+	// respond-async): the answer is 202 with the call's record at once,
+	// and the call is read and ended under /api/v1/calls/{correlation_id}
+	// (docs/async-calls.md).
+	Async bool `json:"async"`
+	// IdempotencyKey (also: the header Idempotency-Key), for an async call:
+	// a submit with a key already used in the workspace, within the
+	// retention, returns that call.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 func (b *Broker) routes() http.Handler {
@@ -39,6 +48,8 @@ func (b *Broker) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.POST("/api/v1/workspaces/:id/calls", b.handleCall)
 	r.GET("/api/v1/workspaces", b.handleList)
+	r.GET("/api/v1/calls/:cid", b.handleCallStatus)
+	r.POST("/api/v1/calls/:cid/cancel", b.handleCallCancel)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": b.cfg.InstanceID}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		if err := b.Ready(c.Request.Context()); err != nil {
@@ -123,8 +134,29 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "wait_for_workspace_ms must not be negative")
 		return
 	}
+	if key := c.GetHeader("Idempotency-Key"); key != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
+			apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "the Idempotency-Key header and the idempotency_key field differ")
+			return
+		}
+		req.IdempotencyKey = key
+	}
+	viaPrefer := prefersAsync(c.Request.Header)
+	async := req.Async || viaPrefer
+	if req.IdempotencyKey != "" && !async {
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
+		return
+	}
 	if b.isDraining() {
+		if async {
+			apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
+			return
+		}
 		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
+		return
+	}
+	if async {
+		b.submit(c, ws, req, viaPrefer)
 		return
 	}
 	b.apiCalls.Add(1)
@@ -150,7 +182,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
 // decoder: its fields are a ToolCall's, and a timeout left out or null is
 // protocol.DefaultTimeout. Fields a caller may not set (reply_to,
-// deadline_ms) are dropped.
+// deadline_ms) are dropped; async and idempotency_key stay for handleCall.
 func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	call := protocol.ToolCall{Timeout: protocol.DefaultTimeout}
 	if err := protocol.DecodeToolCall(body, &call); err != nil {

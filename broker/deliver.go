@@ -27,7 +27,11 @@ func (c *conn) onBusMessage(msg []byte) {
 		}
 		c.deliver(m.ToolCall, nil)
 	case protocol.BusCancel:
-		c.calls.cancel(m.CorrelationID, m.Reason)
+		if !c.calls.cancel(m.CorrelationID, m.Reason) {
+			c.cancelClaiming(m.CorrelationID, m.Reason)
+		}
+	case protocol.BusDrain:
+		c.kickQueue()
 	case protocol.BusTakeover:
 		c.takeover(m)
 	default:
@@ -37,9 +41,10 @@ func (c *conn) onBusMessage(msg []byte) {
 
 // deliver registers a call and queues it for the client, or answers it at
 // once when it cannot be delivered. The answer goes to waiter when it is set,
-// else to call.ReplyTo.
+// else to the store for an async call (claimed from it, async.go), else to
+// call.ReplyTo.
 func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse) {
-	if call.ReplyTo == "" && waiter == nil {
+	if call.ReplyTo == "" && waiter == nil && !call.Async {
 		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
 	}
@@ -68,7 +73,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	})
 
 	c.mu.Lock()
-	if c.replaced && waiter == nil {
+	if c.replaced && waiter == nil && !call.Async {
 		c.mu.Unlock()
 		return // the new holder also received it from the bus and answers
 	}

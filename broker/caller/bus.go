@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -29,6 +30,11 @@ type BusCallerOptions struct {
 	// OnUnmatched is called for each reply that found no waiter (it came
 	// after the caller gave up). Optional; for metrics.
 	OnUnmatched func()
+	// Store keeps the records of async calls (Submit, Status, Wait,
+	// Cancel): the brokers' store (store.NewRedis on the same Redis and
+	// prefix as the bus). Without it those methods fail invalid_request.
+	// The caller does not close it.
+	Store store.Store
 }
 
 // BusCaller is a Caller that travels over a bus.Bus (HTTP is the other

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/store"
 )
 
 type brokerFlags struct {
@@ -29,6 +30,7 @@ type brokerFlags struct {
 	maxInFlight  int
 	drain        time.Duration
 	instanceID   string
+	retention    time.Duration
 }
 
 func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
@@ -40,18 +42,20 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
+	fs.DurationVar(&f.retention, "call-retention", store.DefaultRetention, "how long an async call's record is kept after its outcome")
 }
 
 func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 	return broker.Config{
-		Secret:       []byte(f.secret),
-		InstanceID:   f.instanceID,
-		Logger:       log,
-		PingInterval: f.pingInterval,
-		PingTimeout:  f.pingTimeout,
-		MaxPayload:   f.maxPayload,
-		MaxInFlight:  f.maxInFlight,
-		DrainTimeout: f.drain,
+		Secret:        []byte(f.secret),
+		InstanceID:    f.instanceID,
+		Logger:        log,
+		PingInterval:  f.pingInterval,
+		PingTimeout:   f.pingTimeout,
+		MaxPayload:    f.maxPayload,
+		MaxInFlight:   f.maxInFlight,
+		DrainTimeout:  f.drain,
+		CallRetention: f.retention,
 	}
 }
 
@@ -80,18 +84,34 @@ func (f *redisFlags) open(instanceID string, log zerolog.Logger, onReconnect fun
 	if f.url != "" && f.cluster != "" {
 		return nil, usagef("--redis and --redis-cluster exclude each other")
 	}
-	cfg := bus.RedisConfig{URL: f.url, Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
-	for _, addr := range strings.Split(f.cluster, ",") {
-		if addr = strings.TrimSpace(addr); addr != "" {
-			cfg.ClusterAddrs = append(cfg.ClusterAddrs, addr)
-		}
-	}
+	cfg := bus.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
 	if f.cluster != "" && len(cfg.ClusterAddrs) == 0 {
 		return nil, usagef("--redis-cluster needs at least one host:port")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return bus.NewRedis(ctx, cfg)
+}
+
+// clusterAddrs are the --redis-cluster seeds.
+func (f *redisFlags) clusterAddrs() []string {
+	var addrs []string
+	for _, addr := range strings.Split(f.cluster, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs
+}
+
+// openStore connects the store of async call records on the Redis the
+// flags select, with the bus's prefix: every broker on that Redis reads and
+// ends every async call. Call it after open succeeded.
+func (f *redisFlags) openStore(retention time.Duration, log zerolog.Logger) (*store.Redis, error) {
+	cfg := store.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, Options: store.Options{Retention: retention}, Logger: log}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return store.NewRedis(ctx, cfg)
 }
 
 // isLoopback reports whether addr (host:port) only listens on loopback.
@@ -147,7 +167,13 @@ func runBroker(args []string, stderr io.Writer) error {
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus
-		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Msg("routing through redis")
+		st, err := rf.openStore(f.retention, log)
+		if err != nil {
+			return err
+		}
+		cfg.Store = st
+		defer st.Close() // after the broker's Shutdown: its last outcomes go there
+		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Dur("call_retention", f.retention).Msg("routing through redis")
 	}
 	b, err := broker.New(cfg)
 	if err != nil {
