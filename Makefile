@@ -23,12 +23,23 @@ STATICCHECK_VERSION := v0.8.2
 DELVE_VERSION := v1.27.2
 
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
-# bubblewrap and ripgrep for terminal/sandbox, gcc for -race.
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests
+# bubblewrap and ripgrep for terminal/sandbox, gcc for -race; python3-aiohttp
+# (with python3-socketio and python3-redis) for the python peer of bench-peers.
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp
 
 CLIENTS := e2e/clients
+# The servers bench-peers compares tether with (their npm packages are not
+# part of deps: only bench-peers needs them).
+PEERS := e2e/bench/peers
+# bench-peers: BASELINE=old.json flags figures worse than that run's;
+# UPDATE_DOCS=1 fills the results section of docs/benchmarks.md and its chart;
+# RENDER=run.json writes the report of that earlier run again, measuring nothing.
+BASELINE ?=
+UPDATE_DOCS ?=
+RENDER ?=
+BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 
-.PHONY: help deps deps-apt deps-node deps-tools build test fuzz fmt lint bench bench-go bench-e2e run clean
+.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers run clean
 
 help:
 	@echo 'make deps       install Debian packages, e2e node clients, staticcheck and delve (idempotent)'
@@ -39,6 +50,10 @@ help:
 	@echo 'make lint       gofmt -l, go mod tidy -diff, go vet, staticcheck'
 	@echo 'make bench      Go benchmarks, then bench-e2e'
 	@echo 'make bench-e2e  e2e load benchmarks against bin/tether'
+	@echo 'make bench-peers  tether side by side with node socket.io and python-socketio (minutes;'
+	@echo '                 BASELINE=old.json flags regressions, UPDATE_DOCS=1 fills docs/benchmarks.md,'
+	@echo '                 RENDER=run.json redoes the report of an earlier run;'
+	@echo '                 knobs: see docs/benchmarks.md)'
 	@echo 'make run        build and run bin/tether up --root .'
 
 deps: deps-apt deps-node deps-tools
@@ -48,10 +63,12 @@ deps-apt:
 
 deps-node: $(CLIENTS)/node_modules/.package-lock.json
 
+deps-peers: $(PEERS)/node_modules/.package-lock.json
+
 # npm ci writes node_modules/.package-lock.json, so this reruns only when the
 # committed lockfile or package.json is newer than the installed tree.
-$(CLIENTS)/node_modules/.package-lock.json: $(CLIENTS)/package-lock.json $(CLIENTS)/package.json | deps-apt
-	cd $(CLIENTS) && npm ci --no-audit --no-fund --loglevel=error
+%/node_modules/.package-lock.json: %/package-lock.json %/package.json | deps-apt
+	cd $* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION)
@@ -98,6 +115,16 @@ bench-go: deps build
 bench-e2e: deps build
 	@if [ -z "$$($(GO) list -e ./e2e/... 2>/dev/null)" ]; then echo "bench-e2e: no Go packages under e2e/ yet"; exit 0; fi; \
 	set -x; $(GO) test -run '^$$' -bench . -benchtime 1x ./e2e/...
+
+# tether against node socket.io and python-socketio, every system driven by
+# the same echo client and load generator (docs/benchmarks.md). First checks
+# that an interrupt stops every process the benchmark starts.
+bench-peers: deps deps-peers build
+	TETHER_BENCH_PEERS=1 BENCH_PEERS_OUT='$(BENCH_PEERS_OUT)' BENCH_PEERS_BASELINE='$(if $(BASELINE),$(abspath $(BASELINE)))' \
+	BENCH_PEERS_DOC='$(if $(UPDATE_DOCS),$(CURDIR)/docs/benchmarks.md)' \
+	BENCH_PEERS_COMMAND='make bench-peers$(if $(BASELINE), BASELINE=$(BASELINE))$(if $(UPDATE_DOCS), UPDATE_DOCS=$(UPDATE_DOCS))' \
+	BENCH_PEERS_RENDER='$(if $(RENDER),$(abspath $(RENDER)))' \
+	$(GO) test -count=1 -timeout 2h -run '$(if $(RENDER),^$$,^TestPeersInterruptStopsEveryChild$$)' -bench '^BenchmarkPeers$$' -benchtime 1x ./e2e/bench/
 
 run: build
 	$(TETHER_BIN) up --root $(CURDIR)

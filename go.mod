@@ -3,9 +3,11 @@ module github.com/tetherdev/tether
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.160.3
 	github.com/coder/websocket v1.8.15
 	github.com/creack/pty v1.1.24
 	github.com/gin-gonic/gin v1.12.0
+	github.com/go-sourcemap/sourcemap v2.1.4+incompatible
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-dap v0.12.0
 	github.com/google/uuid v1.6.0
@@ -26,6 +28,7 @@ require (
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect

@@ -14,7 +14,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -66,6 +68,17 @@ type Config struct {
 	// sandbox). Empty leaves them unmounted.
 	SandboxDir string
 
+	// ReadOnly (tether bridge --read-only) serves only the routes that
+	// neither write a file nor run a program: reading, listing, searching
+	// and git status/diff of the root, debug-context, ping and
+	// capabilities. Every other route, the terminal's, the debugger's, the
+	// sandbox's, the file writes and any route mounted with Handle,
+	// answers forbidden naming the flag, and `tether attach` is refused.
+	ReadOnly bool
+	// Disable (tether bridge --disable) lists route groups (Groups()) that
+	// answer forbidden naming the flag. An unknown name fails New.
+	Disable []string
+
 	// MaxInFlight bounds the handlers running at once, over all transports;
 	// beyond it calls are answered overloaded. Default DefaultMaxInFlight.
 	MaxInFlight int
@@ -107,10 +120,11 @@ type Bridge struct {
 	d      *dispatcher
 	wsURL  string
 	root   string
-	header http.Header // upgrade headers, read-only after New
-	term   *terminalHost
-	sbx    *sandboxHost
-	debug  *debugHost
+	header http.Header   // upgrade headers, read-only after New
+	tree   *sandbox.Tree // the root, for the workspace routes
+	term   *lazy[*terminal.Manager]
+	sbx    *lazy[*sandbox.Service] // nil without Config.SandboxDir
+	debug  *lazy[*dap.Manager]
 
 	running atomic.Bool
 
@@ -168,9 +182,16 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("bridge: root %s is not a directory", root)
 	}
 	b.root = root
+	if b.tree, err = sandbox.NewTree(root, sandbox.TreeOptions{}); err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	pol, err := newPolicy(cfg.ReadOnly, cfg.Disable)
+	if err != nil {
+		return nil, err
+	}
 
 	b.log = cfg.Logger.With().Str("workspace_id", cfg.WorkspaceID).Logger()
-	b.router = newRouter()
+	b.router = newRouter(pol)
 	b.d = newDispatcher(b.router, &b.log, cfg.WorkspaceID, cfg.MaxInFlight)
 	mountRoutes(b.router, b)
 	return b, nil

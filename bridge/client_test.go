@@ -133,34 +133,33 @@ func TestClientAnswersPingWithPong(t *testing.T) {
 	}
 }
 
-func TestClientAnswersToolCallByAck(t *testing.T) {
+// pingThroughFake sends a bridge connected to a fake broker a ping call
+// with ack id ack, checks that the answer carries its correlation id and
+// echo, and returns the ack id the answer came with.
+func pingThroughFake(t *testing.T, ack int64, corr string) int64 {
+	t.Helper()
 	f := newFakeBroker(t, protocol.OpenInfo{})
 	brokerBridge(t, f, bridge.Config{}, nil)
 	c := f.accept(t)
-	c.call(t, 17, pingCall("corr-1"))
-	ack, resp := c.response(t)
-	if ack != 17 {
+	c.call(t, ack, pingCall(corr))
+	got, resp := c.response(t)
+	if resp.CorrelationID != corr {
+		t.Errorf("correlation_id = %q, want %s", resp.CorrelationID, corr)
+	}
+	wantSuccess(t, resp, `{"id":"`+corr+`"}`)
+	return got
+}
+
+func TestClientAnswersToolCallByAck(t *testing.T) {
+	if ack := pingThroughFake(t, 17, "corr-1"); ack != 17 {
 		t.Errorf("ack id = %d, want 17", ack)
 	}
-	if resp.CorrelationID != "corr-1" {
-		t.Errorf("correlation_id = %q, want corr-1", resp.CorrelationID)
-	}
-	wantSuccess(t, resp, `{"id":"corr-1"}`)
 }
 
 func TestClientAnswersToolCallWithoutAckByEvent(t *testing.T) {
-	f := newFakeBroker(t, protocol.OpenInfo{})
-	brokerBridge(t, f, bridge.Config{}, nil)
-	c := f.accept(t)
-	c.call(t, protocol.NoAck, pingCall("corr-ev"))
-	ack, resp := c.response(t)
-	if ack != protocol.NoAck {
+	if ack := pingThroughFake(t, protocol.NoAck, "corr-ev"); ack != protocol.NoAck {
 		t.Errorf("answered by ack %d, want a tool_response event", ack)
 	}
-	if resp.CorrelationID != "corr-ev" {
-		t.Errorf("correlation_id = %q, want corr-ev", resp.CorrelationID)
-	}
-	wantSuccess(t, resp, `{"id":"corr-ev"}`)
 }
 
 func TestClientAnswersBinaryToolCall(t *testing.T) {
@@ -209,6 +208,24 @@ func TestClientReconnectsWhenPingsStop(t *testing.T) {
 	logs.waitFor(t, "no ping from broker")
 }
 
+// authBackoff is the Config.AuthBackoff of the refused-credentials tests.
+const authBackoff = 400 * time.Millisecond
+
+// wantAuthBackoff runs a bridge with authBackoff against f, which refuses
+// its first attempt (refusal names how, for the message), and checks that
+// the retry waited the auth backoff. It returns the bridge's logs.
+func wantAuthBackoff(t *testing.T, f *fakeBrokerForTest, refusal string) *logSink {
+	t.Helper()
+	_, logs := brokerBridge(t, f, bridge.Config{AuthBackoff: authBackoff}, nil)
+	first := recv(t, f.attempts, "the first attempt")
+	second := recv(t, f.attempts, "the second attempt")
+	f.accept(t)
+	if gap := second.at.Sub(first.at); gap < authBackoff/2 {
+		t.Errorf("retried %v after %s, want at least %v", gap, refusal, authBackoff/2)
+	}
+	return logs
+}
+
 func TestClientConnectErrorUnauthorizedBacksOffLong(t *testing.T) {
 	f := newFakeBroker(t, protocol.OpenInfo{})
 	f.answer = func(n int) string {
@@ -217,14 +234,7 @@ func TestClientConnectErrorUnauthorizedBacksOffLong(t *testing.T) {
 		}
 		return ""
 	}
-	const authBackoff = 400 * time.Millisecond
-	_, logs := brokerBridge(t, f, bridge.Config{AuthBackoff: authBackoff}, nil)
-	first := recv(t, f.attempts, "the first attempt")
-	second := recv(t, f.attempts, "the second attempt")
-	f.accept(t)
-	if gap := second.at.Sub(first.at); gap < authBackoff/2 {
-		t.Errorf("retried %v after unauthorized, want at least %v", gap, authBackoff/2)
-	}
+	logs := wantAuthBackoff(t, f, "unauthorized")
 	logs.waitFor(t, `"code":"unauthorized"`)
 	logs.waitFor(t, "check the token")
 }
@@ -237,14 +247,7 @@ func TestClientUpgradeRefusedWith403BacksOffLong(t *testing.T) {
 		}
 		return 0
 	}
-	const authBackoff = 400 * time.Millisecond
-	_, logs := brokerBridge(t, f, bridge.Config{AuthBackoff: authBackoff}, nil)
-	first := recv(t, f.attempts, "the first attempt")
-	second := recv(t, f.attempts, "the second attempt")
-	f.accept(t)
-	if gap := second.at.Sub(first.at); gap < authBackoff/2 {
-		t.Errorf("retried %v after 403, want at least %v", gap, authBackoff/2)
-	}
+	logs := wantAuthBackoff(t, f, "403")
 	logs.waitFor(t, `"code":"forbidden"`)
 }
 
@@ -263,16 +266,24 @@ func TestClientConnectErrorOtherCodeRetriesWithNormalBackoff(t *testing.T) {
 	logs.waitFor(t, "try later")
 }
 
-func TestClientReplacedDisconnectReconnectsAfterBackoff(t *testing.T) {
+// replacedBackoff is the Config.ReplacedBackoff of the replaced tests.
+const replacedBackoff = 400 * time.Millisecond
+
+// replacedSetup connects a bridge with replacedBackoff to a fake broker
+// and returns the broker's side of the first connection.
+func replacedSetup(t *testing.T) (*fakeBrokerForTest, *logSink, *fakeConnForTest) {
+	t.Helper()
 	f := newFakeBroker(t, protocol.OpenInfo{})
-	const replacedBackoff = 400 * time.Millisecond
 	_, logs := brokerBridge(t, f, bridge.Config{ReplacedBackoff: replacedBackoff}, nil)
 	c1 := f.accept(t)
 	recv(t, f.attempts, "the first attempt")
-	c1.send(t, "41")
-	gone := time.Now()
-	_ = c1.ws.Close(websocket.StatusNormalClosure, "replaced")
+	return f, logs, c1
+}
 
+// wantReplacedBackoff checks that the bridge replaced at gone waited the
+// replaced backoff before it reconnected, and said why.
+func wantReplacedBackoff(t *testing.T, f *fakeBrokerForTest, logs *logSink, gone time.Time) {
+	t.Helper()
 	second := recv(t, f.attempts, "the reconnect")
 	f.accept(t)
 	if gap := second.at.Sub(gone); gap < replacedBackoff/2 {
@@ -281,44 +292,35 @@ func TestClientReplacedDisconnectReconnectsAfterBackoff(t *testing.T) {
 	logs.waitFor(t, "took over this workspace")
 }
 
+func TestClientReplacedDisconnectReconnectsAfterBackoff(t *testing.T) {
+	f, logs, c1 := replacedSetup(t)
+	c1.send(t, "41")
+	gone := time.Now()
+	_ = c1.ws.Close(websocket.StatusNormalClosure, "replaced")
+
+	wantReplacedBackoff(t, f, logs, gone)
+}
+
 func TestClientReplacedReasonInDisconnectPacket(t *testing.T) {
-	f := newFakeBroker(t, protocol.OpenInfo{})
-	const replacedBackoff = 400 * time.Millisecond
-	_, logs := brokerBridge(t, f, bridge.Config{ReplacedBackoff: replacedBackoff}, nil)
-	c1 := f.accept(t)
-	recv(t, f.attempts, "the first attempt")
+	f, logs, c1 := replacedSetup(t)
 	// Not standard Socket.IO (DISCONNECT has no payload), tolerated because
 	// it is the obvious way for a broker to say why. The fake keeps the
 	// socket open: the bridge must close it itself.
 	c1.send(t, `41{"reason":"replaced"}`)
 	gone := time.Now()
 	c1.waitClosed(t)
-	second := recv(t, f.attempts, "the reconnect")
-	f.accept(t)
-	if gap := second.at.Sub(gone); gap < replacedBackoff/2 {
-		t.Errorf("reconnected %v after being replaced, want at least %v", gap, replacedBackoff/2)
-	}
-	logs.waitFor(t, "took over this workspace")
+	wantReplacedBackoff(t, f, logs, gone)
 }
 
 func TestClientReplacedAnnouncedByDisconnectReasonEvent(t *testing.T) {
-	f := newFakeBroker(t, protocol.OpenInfo{})
-	const replacedBackoff = 400 * time.Millisecond
-	_, logs := brokerBridge(t, f, bridge.Config{ReplacedBackoff: replacedBackoff}, nil)
-	c1 := f.accept(t)
-	recv(t, f.attempts, "the first attempt")
+	f, logs, c1 := replacedSetup(t)
 	// What the tether broker sends: the reason as an event, then a bare
 	// DISCONNECT, then a close frame that says nothing.
 	c1.send(t, `42["disconnect_reason",{"reason":"replaced"}]`)
 	c1.send(t, "41")
 	gone := time.Now()
 	_ = c1.ws.Close(websocket.StatusNormalClosure, "")
-	second := recv(t, f.attempts, "the reconnect")
-	f.accept(t)
-	if gap := second.at.Sub(gone); gap < replacedBackoff/2 {
-		t.Errorf("reconnected %v after being replaced, want at least %v", gap, replacedBackoff/2)
-	}
-	logs.waitFor(t, "took over this workspace")
+	wantReplacedBackoff(t, f, logs, gone)
 }
 
 func TestClientPlainDisconnectReconnects(t *testing.T) {
@@ -334,18 +336,24 @@ func TestClientPlainDisconnectReconnects(t *testing.T) {
 	logs.waitFor(t, "broker sent DISCONNECT")
 }
 
-func TestClientToolCancelCancelsHandler(t *testing.T) {
-	f := newFakeBroker(t, protocol.OpenInfo{})
-	started := make(chan struct{})
-	cause := make(chan error, 1)
-	brokerBridge(t, f, bridge.Config{}, func(r *bridge.Router) {
+// waitRoute returns a mount for /api/test/wait, a handler that closes
+// started, waits for its ctx to end and sends ctx's error on cause.
+func waitRoute() (mount func(*bridge.Router), started chan struct{}, cause chan error) {
+	started, cause = make(chan struct{}), make(chan error, 1)
+	return func(r *bridge.Router) {
 		bridge.Handle(r, "/api/test/wait", func(ctx context.Context, _ *bridge.Call, _ struct{}) (struct{}, error) {
 			close(started)
 			<-ctx.Done()
 			cause <- ctx.Err()
 			return struct{}{}, ctx.Err()
 		})
-	})
+	}, started, cause
+}
+
+func TestClientToolCancelCancelsHandler(t *testing.T) {
+	f := newFakeBroker(t, protocol.OpenInfo{})
+	mount, started, cause := waitRoute()
+	brokerBridge(t, f, bridge.Config{}, mount)
 	c := f.accept(t)
 	c.call(t, 4, protocol.ToolCall{CorrelationID: "to-cancel", Endpoint: "/api/test/wait", Timeout: 30})
 	recv(t, started, "the handler to start")
@@ -399,16 +407,8 @@ func TestClientHandlerTimeoutArrivesBeforeBrokerDeadline(t *testing.T) {
 
 func TestClientCancelsHandlersAndDropsResponsesWhenConnectionDrops(t *testing.T) {
 	f := newFakeBroker(t, protocol.OpenInfo{})
-	started := make(chan struct{})
-	cause := make(chan error, 1)
-	_, logs := brokerBridge(t, f, bridge.Config{}, func(r *bridge.Router) {
-		bridge.Handle(r, "/api/test/wait", func(ctx context.Context, _ *bridge.Call, _ struct{}) (struct{}, error) {
-			close(started)
-			<-ctx.Done()
-			cause <- ctx.Err()
-			return struct{}{}, ctx.Err()
-		})
-	})
+	mount, started, cause := waitRoute()
+	_, logs := brokerBridge(t, f, bridge.Config{}, mount)
 	c1 := f.accept(t)
 	c1.call(t, 1, protocol.ToolCall{CorrelationID: "orphan", Endpoint: "/api/test/wait", Timeout: 30})
 	recv(t, started, "the handler to start")
@@ -426,18 +426,25 @@ func TestClientCancelsHandlersAndDropsResponsesWhenConnectionDrops(t *testing.T)
 	}
 }
 
-func TestClientOverloadedOverSocket(t *testing.T) {
-	f := newFakeBroker(t, protocol.OpenInfo{})
-	g := newGate()
-	defer g.open()
-	started := make(chan struct{})
-	brokerBridge(t, f, bridge.Config{MaxInFlight: 1}, func(r *bridge.Router) {
+// blockRoute returns a mount for /api/test/block, a handler that closes
+// started and returns once g opens.
+func blockRoute(g *gate) (mount func(*bridge.Router), started chan struct{}) {
+	started = make(chan struct{})
+	return func(r *bridge.Router) {
 		bridge.Handle(r, "/api/test/block", func(context.Context, *bridge.Call, struct{}) (struct{}, error) {
 			close(started)
 			<-g.ch
 			return struct{}{}, nil
 		})
-	})
+	}, started
+}
+
+func TestClientOverloadedOverSocket(t *testing.T) {
+	f := newFakeBroker(t, protocol.OpenInfo{})
+	g := newGate()
+	defer g.open()
+	mount, started := blockRoute(g)
+	brokerBridge(t, f, bridge.Config{MaxInFlight: 1}, mount)
 	c := f.accept(t)
 	c.call(t, 1, protocol.ToolCall{CorrelationID: "busy", Endpoint: "/api/test/block", Timeout: 30})
 	recv(t, started, "the handler to start")
@@ -459,14 +466,8 @@ func TestClientDuplicateCorrelationIDAnswersInvalidPayload(t *testing.T) {
 	f := newFakeBroker(t, protocol.OpenInfo{})
 	g := newGate()
 	defer g.open()
-	started := make(chan struct{})
-	brokerBridge(t, f, bridge.Config{}, func(r *bridge.Router) {
-		bridge.Handle(r, "/api/test/block", func(context.Context, *bridge.Call, struct{}) (struct{}, error) {
-			close(started)
-			<-g.ch
-			return struct{}{}, nil
-		})
-	})
+	mount, started := blockRoute(g)
+	brokerBridge(t, f, bridge.Config{}, mount)
 	c := f.accept(t)
 	c.call(t, 1, protocol.ToolCall{CorrelationID: "same", Endpoint: "/api/test/block", Timeout: 30})
 	recv(t, started, "the handler to start")

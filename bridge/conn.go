@@ -143,7 +143,7 @@ func (s *session) supervise(runCtx context.Context) {
 // and then reports why on readDone, or until a call it runs hands the loop
 // over to another goroutine.
 func (s *session) read() {
-	err, handed := s.readLoop()
+	handed, err := s.readLoop()
 	if handed {
 		return
 	}
@@ -153,16 +153,16 @@ func (s *session) read() {
 
 // readLoop reads frames until the connection fails, and returns why; handed
 // reports that a call ran long and another goroutine reads now.
-func (s *session) readLoop() (err error, handed bool) {
+func (s *session) readLoop() (handed bool, err error) {
 	for {
 		typ, data, err := s.conn.Read(s.readCtx)
 		if err != nil {
-			return s.readError(err, s.gone), false
+			return false, s.readError(err, s.gone)
 		}
 		received := time.Now()
 		if typ == websocket.MessageBinary {
 			if s.onBinary(data, received) {
-				return nil, true
+				return true, nil
 			}
 			continue
 		}
@@ -181,11 +181,11 @@ func (s *session) readLoop() (err error, handed bool) {
 				s.log.Debug().Err(err).Msg("answering ping failed")
 			}
 		case protocol.EIOClose:
-			return errServerClose, false
+			return false, errServerClose
 		case protocol.EIOMessage:
-			err, handed := s.onMessage(pkt.Data, received)
+			handed, err := s.onMessage(pkt.Data, received)
 			if handed {
-				return nil, true
+				return true, nil
 			}
 			if err != nil && s.gone == nil {
 				s.gone = err
@@ -216,34 +216,34 @@ func (s *session) readError(err, gone error) error {
 // onMessage handles one Socket.IO packet. It returns an error when the
 // broker ended the session (DISCONNECT, or CONNECT_ERROR after connect);
 // handed reports that the read loop moved to another goroutine.
-func (s *session) onMessage(data []byte, received time.Time) (err error, handed bool) {
+func (s *session) onMessage(data []byte, received time.Time) (handed bool, err error) {
 	p, err := protocol.DecodeSIO(data)
 	if err != nil {
 		if len(data) > 0 && protocol.SIOType(data[0]) == protocol.SIODisconnect {
-			return s.disconnected(disconnectReason(data[1:])), false
+			return false, s.disconnected(disconnectReason(data[1:]))
 		}
 		s.log.Warn().Err(err).Str("frame", truncate(data)).Msg("malformed packet from broker ignored")
-		return nil, false
+		return false, nil
 	}
 	if p.Namespace != "/" {
 		s.log.Debug().Str("namespace", p.Namespace).Msg("packet for another namespace ignored")
-		return nil, false
+		return false, nil
 	}
 	switch p.Type {
 	case protocol.SIOEvent:
-		return nil, s.onEvent(p, received)
+		return s.onEvent(p, received), nil
 	case protocol.SIOBinaryEvent, protocol.SIOBinaryAck:
 		if s.asm.Start(p) {
-			return nil, s.onAssembled(received)
+			return s.onAssembled(received), nil
 		}
 	case protocol.SIODisconnect:
-		return s.disconnected(s.reason), false
+		return false, s.disconnected(s.reason)
 	case protocol.SIOConnectError:
 		err := decodeConnectError(p.Data)
 		s.log.Warn().Err(err).Msg("broker revoked the connection")
-		return err, false
+		return false, err
 	}
-	return nil, false
+	return false, nil
 }
 
 func (s *session) disconnected(reason string) error {

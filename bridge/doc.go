@@ -26,8 +26,11 @@
 //
 // What the adapter guarantees, so handlers need not:
 //
-//   - The payload is decoded into Req with encoding/json (unknown fields are
-//     ignored, an absent payload decodes as {}). A decoding failure answers
+//   - The payload is decoded into Req with encoding/json (an absent payload
+//     decodes as {}). Handle ignores unknown fields, as the IDE extensions'
+//     terminal and debug routes always have; the workspace and sandbox
+//     routes decode strictly, answering invalid_payload for a field they
+//     do not know, named in the message. A decoding failure answers
 //     invalid_payload without calling the handler. If *Req or Req has a
 //     Validate() error method, a non-nil result answers invalid_payload too
 //     (or the code of a *protocol.Error it returns).
@@ -47,4 +50,12 @@
 //
 // Handlers run concurrently, up to Config.MaxInFlight at once; beyond that,
 // calls are answered overloaded at once.
+//
+// # What is served
+//
+// Config.ReadOnly and Config.Disable (policy.go) refuse routes with
+// forbidden, naming the flag; they stay mounted so callers learn why.
+// /api/workspace/capabilities (routes_workspace.go) lists what is served.
+// The workspace file, search and git routes run package sandbox's Tree on
+// the root, the code sandbox workspaces run.
 package bridge

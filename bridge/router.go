@@ -29,12 +29,25 @@ type HandlerFunc[Req, Resp any] func(ctx context.Context, c *Call, req Req) (Res
 // Handle mounts fn at path (gin syntax: "/api/terminal/sessions/:session_id/output")
 // on r. The payload is decoded into Req and the returned Resp becomes the
 // result; see the package documentation for how failures map to error codes.
+// Unknown payload fields are ignored, as the IDE extensions' routes always
+// did; routes mounted for new contracts decode strictly (handleStrict).
 //
 // Handle must be called before the Bridge starts serving (Run, Dispatch or the
 // HTTP handler); it panics after that, on a nil fn, and on a path gin rejects
 // (malformed, or conflicting with a mounted route). Calls to Handle must not be
 // concurrent with each other.
 func Handle[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
+	handle(r, path, json.Unmarshal, fn)
+}
+
+// handleStrict is Handle with strict decoding: a payload field Req does
+// not have, or anything after the payload object, answers invalid_payload
+// naming it. The workspace and sandbox routes use it.
+func handleStrict[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
+	handle(r, path, decodeStrict, fn)
+}
+
+func handle[Req, Resp any](r *Router, path string, decode func([]byte, any) error, fn HandlerFunc[Req, Resp]) {
 	if fn == nil {
 		panic("bridge: Handle " + path + " with a nil handler")
 	}
@@ -44,7 +57,7 @@ func Handle[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
 		if len(bytes.TrimSpace(payload)) == 0 {
 			payload = emptyObject
 		}
-		if err := json.Unmarshal(payload, &req); err != nil {
+		if err := decode(payload, &req); err != nil {
 			st.err = protocol.Errorf(protocol.CodeInvalidPayload, "decoding payload for %s: %v", st.call.route, err)
 			return
 		}
@@ -70,6 +83,20 @@ func Handle[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
 	})
 }
 
+// decodeStrict decodes one JSON value into v, refusing fields v has no
+// place for ("json: unknown field \"x\"") and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the payload object")
+	}
+	return nil
+}
+
 var emptyObject = json.RawMessage("{}")
 
 // validator is the optional check a request type may carry; it runs after
@@ -92,12 +119,13 @@ func validate[Req any](req *Req) error {
 type Router struct {
 	engine *gin.Engine
 	frozen atomic.Bool
+	policy policy // read-only after newRouter
 
 	mu     sync.Mutex // guards routes
 	routes []string
 }
 
-func newRouter() *Router {
+func newRouter(p policy) *Router {
 	// gin's default debug mode prints a banner and one line per route to
 	// stdout; an explicit GIN_MODE from the operator still wins.
 	if os.Getenv(gin.EnvGinMode) == "" && gin.Mode() == gin.DebugMode {
@@ -112,7 +140,7 @@ func newRouter() *Router {
 	// Keep %2F inside a path parameter from splitting it.
 	e.UseRawPath = true
 	e.UnescapePathValues = true
-	r := &Router{engine: e}
+	r := &Router{engine: e, policy: p}
 	e.NoRoute(func(gc *gin.Context) {
 		if st := stateOf(gc); st != nil {
 			st.err = protocol.Errorf(protocol.CodeUnknownRoute, "no route for endpoint %q", st.call.endpoint)
@@ -133,6 +161,11 @@ func (r *Router) Routes() []string {
 func (r *Router) add(path string, h func(*callState)) {
 	if r.frozen.Load() {
 		panic("bridge: Handle " + path + " after the bridge started serving")
+	}
+	if err := r.policy.refusal(path); err != nil {
+		// Mounted all the same, so the caller learns why instead of
+		// getting unknown_route; the payload is not even decoded.
+		h = func(st *callState) { st.err = err }
 	}
 	r.engine.POST(path, func(gc *gin.Context) {
 		st := stateOf(gc)

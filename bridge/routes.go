@@ -8,5 +8,6 @@ func mountRoutes(r *Router, b *Bridge) {
 	mountPing(r)
 	mountTerminal(r, b)
 	mountDebug(r, b)
+	mountWorkspace(r, b)
 	mountSandbox(r, b)
 }

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"sync"
 
 	"github.com/tetherdev/tether/dap"
 )
@@ -26,25 +25,20 @@ const (
 )
 
 func mountDebug(r *Router, b *Bridge) {
-	h := &debugHost{cfg: dap.Config{Root: b.root, Logger: b.log}}
+	cfg := dap.Config{Root: b.root, Logger: b.log}
+	// Made on first use, so a bridge that never debugs probes nothing;
+	// closing it ends every debug session and its processes.
+	h := newLazy(func() (*dap.Manager, error) { return dap.NewManager(cfg) }, (*dap.Manager).Close, dap.ErrClosed)
 	b.debug = h
 
-	Handle(r, DebugContextEndpoint, func(ctx context.Context, _ *Call, req dap.ContextRequest) (*dap.DebugContext, error) {
-		m, err := h.manager()
-		if err != nil {
-			return nil, err
-		}
+	handleLazy(r, h, DebugContextEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.ContextRequest) (*dap.DebugContext, error) {
 		return m.DebugContext(ctx, req), nil
 	})
-	Handle(r, DebugStartEndpoint, func(ctx context.Context, _ *Call, req dap.StartRequest) (*dap.StartResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return nil, err
-		}
+	handleLazy(r, h, DebugStartEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.StartRequest) (*dap.StartResult, error) {
 		return m.Start(ctx, req)
 	})
 	Handle(r, DebugBreakpointsEndpoint, func(ctx context.Context, _ *Call, req dap.SetBreakpointsRequest) (*dap.SetBreakpointsResult, error) {
-		s, err := h.session(req.SessionID)
+		s, err := debugSession(ctx, h, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +52,7 @@ func mountDebug(r *Router, b *Bridge) {
 		DebugPauseEndpoint:    dap.CmdPause,
 	} {
 		Handle(r, path, func(ctx context.Context, _ *Call, req dap.ControlRequest) (*dap.ControlResult, error) {
-			s, err := h.session(req.SessionID)
+			s, err := debugSession(ctx, h, req.SessionID)
 			if err != nil {
 				return nil, err
 			}
@@ -66,35 +60,27 @@ func mountDebug(r *Router, b *Bridge) {
 		})
 	}
 	Handle(r, DebugSnapshotEndpoint, func(ctx context.Context, _ *Call, req dap.SnapshotRequest) (*dap.Snapshot, error) {
-		s, err := h.session(req.SessionID)
+		s, err := debugSession(ctx, h, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
 		return s.Snapshot(ctx, req)
 	})
 	Handle(r, DebugEvaluateEndpoint, func(ctx context.Context, _ *Call, req dap.EvaluateRequest) (*dap.EvalResult, error) {
-		s, err := h.session(req.SessionID)
+		s, err := debugSession(ctx, h, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
 		return s.Evaluate(ctx, req)
 	})
-	Handle(r, DebugListEndpoint, func(context.Context, *Call, struct{}) (*dap.SessionList, error) {
-		m, err := h.manager()
-		if err != nil {
-			return nil, err
-		}
+	handleLazy(r, h, DebugListEndpoint, func(_ context.Context, m *dap.Manager, _ *Call, _ struct{}) (*dap.SessionList, error) {
 		return m.List(), nil
 	})
-	Handle(r, DebugStopEndpoint, func(ctx context.Context, _ *Call, req dap.StopRequest) (*dap.StopResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return nil, err
-		}
+	handleLazy(r, h, DebugStopEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.StopRequest) (*dap.StopResult, error) {
 		return m.Stop(ctx, req)
 	})
-	Handle(r, DebugOutputEndpoint, func(_ context.Context, _ *Call, req dap.OutputRequest) (*dap.OutputResult, error) {
-		s, err := h.session(req.SessionID)
+	Handle(r, DebugOutputEndpoint, func(ctx context.Context, _ *Call, req dap.OutputRequest) (*dap.OutputResult, error) {
+		s, err := debugSession(ctx, h, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -102,47 +88,12 @@ func mountDebug(r *Router, b *Bridge) {
 	})
 }
 
-// debugHost owns the bridge's one dap.Manager, made on first use (so a
-// bridge that never debugs probes nothing) and closed when Run ends.
-type debugHost struct {
-	cfg dap.Config
-
-	mu     sync.Mutex
-	m      *dap.Manager
-	closed bool
-}
-
-func (h *debugHost) manager() (*dap.Manager, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, dap.ErrClosed
-	}
-	if h.m == nil {
-		m, err := dap.NewManager(h.cfg)
-		if err != nil {
-			return nil, err
-		}
-		h.m = m
-	}
-	return h.m, nil
-}
-
-func (h *debugHost) session(id string) (*dap.Session, error) {
-	m, err := h.manager()
+// debugSession returns the session id names, opening the Manager if this
+// is the first debug call.
+func debugSession(ctx context.Context, h *lazy[*dap.Manager], id string) (*dap.Session, error) {
+	m, err := h.get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return m.Session(id)
-}
-
-// close ends every debug session and its processes; later calls fail.
-func (h *debugHost) close() {
-	h.mu.Lock()
-	m := h.m
-	h.closed = true
-	h.mu.Unlock()
-	if m != nil {
-		m.Close()
-	}
 }

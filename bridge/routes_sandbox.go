@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/tetherdev/tether/sandbox"
@@ -32,30 +31,27 @@ func mountSandbox(r *Router, b *Bridge) {
 	if b.cfg.SandboxDir == "" {
 		return
 	}
-	h := &sandboxHost{cfg: sandbox.Config{Root: b.cfg.SandboxDir, Logger: b.log, Evict: sandbox.EvictPolicy{Interval: sandboxEvictInterval}}}
+	cfg := sandbox.Config{Root: b.cfg.SandboxDir, Logger: b.log, Evict: sandbox.EvictPolicy{Interval: sandboxEvictInterval}}
+	// Opened on first use, so a bridge that serves no sandbox call takes
+	// no lock on the sandbox directory and starts no eviction loop.
+	// Closing it stops the eviction loop and every sandbox command;
+	// workspaces stay on disk.
+	h := newLazy(func() (*sandbox.Service, error) { return sandbox.New(cfg) }, func(s *sandbox.Service) {
+		if err := s.Close(); err != nil {
+			cfg.Logger.Warn().Err(err).Msg("closing the sandbox")
+		}
+	}, errSandboxClosed)
 	b.sbx = h
 
-	Handle(r, SandboxWorkspacesEndpoint, func(ctx context.Context, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
-		s, err := h.service()
-		if err != nil {
-			return sandbox.AcquireResult{}, err
-		}
+	handleStrict(r, SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
 		return s.AcquireWorkspace(c.Logger().WithContext(ctx), req)
-	})
-	Handle(r, SandboxListEndpoint, func(_ context.Context, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
-		s, err := h.service()
-		if err != nil {
-			return sandbox.ListResult{}, err
-		}
+	}))
+	handleStrict(r, SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
 		return s.List(req), nil
-	})
-	Handle(r, SandboxEvictEndpoint, func(ctx context.Context, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
-		s, err := h.service()
-		if err != nil {
-			return sandbox.EvictResult{}, err
-		}
+	}))
+	handleStrict(r, SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
 		return s.Evict(ctx, req)
-	})
+	}))
 
 	ws := SandboxWorkspacesEndpoint + "/:workspace_id/"
 	sandboxRoute(r, h, ws+"read-file", (*sandbox.Service).ReadFile)
@@ -66,14 +62,13 @@ func mountSandbox(r *Router, b *Bridge) {
 	sandboxRoute(r, h, ws+"exists", (*sandbox.Service).Exists)
 	sandboxRoute(r, h, ws+"mkdir", (*sandbox.Service).Mkdir)
 	sandboxRoute(r, h, ws+"rm", (*sandbox.Service).Rm)
+	sandboxRoute(r, h, ws+"readdir", (*sandbox.Service).Readdir)
 	sandboxRoute(r, h, ws+"search", (*sandbox.Service).Search)
 	sandboxRoute(r, h, ws+"exec", (*sandbox.Service).Exec)
 	sandboxRoute(r, h, ws+"git/diff", (*sandbox.Service).GitDiff)
 	sandboxRoute(r, h, ws+"git/commit", (*sandbox.Service).GitCommit)
 	sandboxRoute(r, h, ws+"git/push", (*sandbox.Service).GitPush)
-	sandboxRoute(r, h, ws+"git/status", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (sandbox.GitStatus, error) {
-		return s.GitStatus(ctx, id)
-	})
+	sandboxRoute(r, h, ws+"git/status", (*sandbox.Service).GitStatus)
 	sandboxRoute(r, h, ws+"release", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
 		return OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
 	})
@@ -82,63 +77,14 @@ func mountSandbox(r *Router, b *Bridge) {
 	})
 }
 
+var errSandboxClosed = errors.New("the sandbox is closed")
+
 // sandboxRoute mounts a per-workspace route: fn gets the workspace id
-// from the path.
-func sandboxRoute[Req, Resp any](r *Router, h *sandboxHost, path string, fn func(*sandbox.Service, context.Context, string, Req) (Resp, error)) {
-	Handle(r, path, func(ctx context.Context, c *Call, req Req) (Resp, error) {
-		s, err := h.service()
-		if err != nil {
-			var zero Resp
-			return zero, err
-		}
+// from the path. Payloads are decoded strictly.
+func sandboxRoute[Req, Resp any](r *Router, h *lazy[*sandbox.Service], path string, fn func(*sandbox.Service, context.Context, string, Req) (Resp, error)) {
+	handleStrict(r, path, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req Req) (Resp, error) {
 		// The call's logger rides in ctx, so sandbox events carry its
 		// correlation_id, endpoint and workspace_id.
 		return fn(s, c.Logger().WithContext(ctx), c.Param("workspace_id"), req)
-	})
-}
-
-// sandboxHost owns the bridge's sandbox.Service. It is opened on first
-// use, so a bridge that serves no sandbox call takes no lock on the
-// sandbox directory and starts no eviction loop; Run closes it.
-type sandboxHost struct {
-	cfg sandbox.Config
-
-	mu     sync.Mutex
-	s      *sandbox.Service
-	closed bool
-}
-
-var errSandboxClosed = errors.New("the sandbox is closed")
-
-func (h *sandboxHost) service() (*sandbox.Service, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, errSandboxClosed
-	}
-	if h.s == nil {
-		s, err := sandbox.New(h.cfg)
-		if err != nil {
-			return nil, err
-		}
-		h.s = s
-	}
-	return h.s, nil
-}
-
-// close stops the eviction loop and every sandbox command; workspaces stay
-// on disk. Safe on a nil host (no --sandbox-dir).
-func (h *sandboxHost) close() {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	s := h.s
-	h.closed = true
-	h.mu.Unlock()
-	if s != nil {
-		if err := s.Close(); err != nil {
-			h.cfg.Logger.Warn().Err(err).Msg("closing the sandbox")
-		}
-	}
+	}))
 }

@@ -51,41 +51,32 @@ type SessionsResult struct {
 func mountTerminal(r *Router, b *Bridge) {
 	cfg := b.cfg.Terminal
 	cfg.Root, cfg.Logger = b.root, b.log
-	h := &terminalHost{cfg: cfg}
+	// Made on first use, so a bridge that never runs a command starts no
+	// shell and makes no files; closing it kills every process the
+	// terminal started and waits for them.
+	h := newLazy(func() (*terminal.Manager, error) { return terminal.New(cfg) }, func(m *terminal.Manager) {
+		if err := m.Close(); err != nil {
+			cfg.Logger.Warn().Err(err).Msg("closing the terminal")
+		}
+	}, terminal.ErrClosed)
 	b.term = h
 
-	Handle(r, TerminalExecuteEndpoint, func(ctx context.Context, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return terminal.ExecResult{}, err
-		}
+	handleLazy(r, h, TerminalExecuteEndpoint, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
 		// The deadline of ctx bounds a sync command without a timeout of
 		// its own; Execute answers timed_out before it expires.
 		return m.Execute(c.Logger().WithContext(ctx), req)
 	})
-	Handle(r, TerminalSessionsEndpoint+"/:session_id/output", func(_ context.Context, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return terminal.OutputResult{}, err
-		}
+	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/output", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
 		return m.Output(c.Param("session_id"), req.Offset)
 	})
-	Handle(r, TerminalSessionsEndpoint+"/:session_id/input", func(ctx context.Context, c *Call, req terminal.InputRequest) (InputResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return InputResult{}, err
-		}
+	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/input", func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.InputRequest) (InputResult, error) {
 		id := c.Param("session_id")
 		if err := m.Input(ctx, id, req.Data, req.EOF); err != nil {
 			return InputResult{}, err
 		}
 		return InputResult{SessionID: id, Bytes: len(req.Data), EOF: req.EOF}, nil
 	})
-	Handle(r, TerminalSessionsEndpoint+"/:session_id/signal", func(_ context.Context, c *Call, req terminal.SignalRequest) (SignalResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return SignalResult{}, err
-		}
+	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/signal", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.SignalRequest) (SignalResult, error) {
 		sig, err := terminal.ParseSignal(req.Signal)
 		if err != nil {
 			return SignalResult{}, err
@@ -96,54 +87,9 @@ func mountTerminal(r *Router, b *Bridge) {
 		}
 		return SignalResult{SessionID: id, Signal: unix.SignalName(sig)}, nil
 	})
-	Handle(r, TerminalSessionsEndpoint, func(context.Context, *Call, struct{}) (SessionsResult, error) {
-		m, err := h.manager()
-		if err != nil {
-			return SessionsResult{}, err
-		}
+	handleLazy(r, h, TerminalSessionsEndpoint, func(_ context.Context, m *terminal.Manager, _ *Call, _ struct{}) (SessionsResult, error) {
 		return SessionsResult{Sessions: m.Sessions()}, nil
 	})
-}
-
-// terminalHost owns the bridge's one terminal.Manager. The Manager is
-// made on first use, so a bridge that never runs a command starts no
-// shell and makes no files, and it is closed when Run ends.
-type terminalHost struct {
-	cfg terminal.Config
-
-	mu     sync.Mutex
-	m      *terminal.Manager
-	closed bool
-}
-
-func (h *terminalHost) manager() (*terminal.Manager, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, terminal.ErrClosed
-	}
-	if h.m == nil {
-		m, err := terminal.New(h.cfg)
-		if err != nil {
-			return nil, err
-		}
-		h.m = m
-	}
-	return h.m, nil
-}
-
-// close kills every process the terminal started and waits for them.
-// Terminal calls made later fail.
-func (h *terminalHost) close() {
-	h.mu.Lock()
-	m := h.m
-	h.closed = true
-	h.mu.Unlock()
-	if m != nil {
-		if err := m.Close(); err != nil {
-			h.cfg.Logger.Warn().Err(err).Msg("closing the terminal")
-		}
-	}
 }
 
 // attachWriteTimeout bounds sending one chunk to an attached viewer; a
@@ -158,7 +104,13 @@ func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "attach is a GET WebSocket upgrade", http.StatusMethodNotAllowed)
 		return
 	}
-	m, err := b.term.manager()
+	// The visible terminal is refused with the terminal routes (typing
+	// into it runs commands).
+	if err := b.router.policy.refusal(TerminalExecuteEndpoint); err != nil {
+		http.Error(w, "attach follows the terminal routes: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	m, err := b.term.get(r.Context())
 	if err != nil {
 		http.Error(w, "the terminal is not available: "+err.Error(), http.StatusServiceUnavailable)
 		return

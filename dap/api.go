@@ -15,8 +15,18 @@ const (
 
 // SourceBreakpoint is a line breakpoint as requested. A non-empty LogMessage
 // makes it a logpoint ({expr} interpolated), which logs instead of stopping.
+//
+// Give exactly one of Line and LineContent. LineContent is the text of the
+// line (models miscount lines): the line whose trimmed text equals it, else
+// the lines containing it, in the breakpoint's file (which must lie inside
+// the workspace root). No match, or several without Occurrence (1-based)
+// choosing one, is an invalid_payload error naming the text and the file
+// and listing the candidate lines. The answer's Breakpoint reports the line
+// it resolved to.
 type SourceBreakpoint struct {
-	Line         int    `json:"line"`
+	Line         int    `json:"line,omitempty"`
+	LineContent  string `json:"line_content,omitempty"`
+	Occurrence   int    `json:"occurrence,omitempty"`
 	Column       int    `json:"column,omitempty"`
 	Condition    string `json:"condition,omitempty"`
 	HitCondition string `json:"hit_condition,omitempty"`

@@ -53,8 +53,9 @@ func (e *ResponseError) Error() string {
 // called concurrently. Events are handed to the onEvent function on the read
 // goroutine, in wire order; it must not block on requests of this client.
 type Client struct {
-	w       io.Writer
-	onEvent func(*Message)
+	w         io.Writer
+	onEvent   func(*Message)
+	onRequest func(*Message) error
 
 	wmu sync.Mutex // serialises writes and seq assignment
 
@@ -69,7 +70,21 @@ type Client struct {
 // NewClient starts the read loop over r and writes requests to w. The loop
 // ends when r fails (EOF when the adapter exits); Done is closed then.
 func NewClient(r io.Reader, w io.Writer, onEvent func(*Message)) *Client {
-	c := &Client{w: w, onEvent: onEvent, pending: map[int]chan *Message{}, closed: make(chan struct{})}
+	return newClient(r, w, handlers{event: onEvent})
+}
+
+// handlers are what the owner of a Client does with the adapter's events
+// and reverse requests. Both run on the read goroutine and must not block
+// on the Client's requests.
+type handlers struct {
+	event func(*Message)
+	// request answers a reverse request: nil is success, an error its
+	// failure. Without it every reverse request is declined.
+	request func(*Message) error
+}
+
+func newClient(r io.Reader, w io.Writer, h handlers) *Client {
+	c := &Client{w: w, onEvent: h.event, onRequest: h.request, pending: map[int]chan *Message{}, closed: make(chan struct{})}
 	go c.readLoop(bufio.NewReaderSize(r, 64<<10))
 	return c
 }
@@ -95,10 +110,12 @@ func (c *Client) readLoop(r *bufio.Reader) {
 		pending := c.pending
 		c.pending = nil
 		c.mu.Unlock()
+		// Done first: a waiter woken by its closed channel must find the
+		// connection already reported ended (Session.adapterError asks).
+		close(c.closed)
 		for _, ch := range pending {
 			close(ch) // waiters see a closed channel and report c.err
 		}
-		close(c.closed)
 	}()
 	for {
 		var raw []byte
@@ -130,15 +147,22 @@ func (c *Client) readLoop(r *bufio.Reader) {
 }
 
 // answerReverse answers a request from the adapter. tether advertises no
-// runInTerminal and starts no child sessions, so it declines them; an
-// unanswered reverse request would stall some adapters.
+// runInTerminal, so unless the owner handles it (startDebugging, for
+// adapters that run child sessions) a reverse request is declined; an
+// unanswered one would stall some adapters.
 func (c *Client) answerReverse(m *Message) {
+	err := errors.New("tether does not support the reverse request " + m.Command)
+	if c.onRequest != nil {
+		err = c.onRequest(m)
+	}
 	resp := map[string]any{
 		"type":        "response",
 		"request_seq": m.Seq,
 		"command":     m.Command,
-		"success":     false,
-		"message":     "tether does not support the reverse request " + m.Command,
+		"success":     err == nil,
+	}
+	if err != nil {
+		resp["message"] = err.Error()
 	}
 	go func() { _ = c.write(resp) }() // not on the read loop: a full pipe must not stall reads
 }

@@ -186,8 +186,8 @@ func (e *Env) output(path string, args ...string) (string, error) {
 }
 
 // NativeDebuggers gives the paths of the debuggers found, by name: lldb,
-// lldb_dap, gdb, dlv, python (the one with debugpy, else python3). Missing
-// ones are absent.
+// lldb_dap, gdb, dlv, python (the one with debugpy, else python3), node
+// (and node_version). Missing ones are absent.
 func (e *Env) NativeDebuggers() map[string]string {
 	out := map[string]string{}
 	set := func(k, v string) {
@@ -208,15 +208,31 @@ func (e *Env) NativeDebuggers() map[string]string {
 		py = e.look("python3")
 	}
 	set("python", py)
+	if n := e.lookVersioned("node"); n != "" {
+		set("node", n)
+		set("node_version", e.nodeVersion(n))
+	}
 	return out
+}
+
+// nodeVersion is `node --version` (v20.20.2), once per Env.
+func (e *Env) nodeVersion(node string) string {
+	v, _ := e.memo(e.cache, "node-version:"+node, func() (string, error) {
+		out, err := e.output(node, "--version")
+		return strings.TrimSpace(out), err
+	})
+	return v
 }
 
 // AdapterInfo describes an adapter that was found and answered initialize.
 type AdapterInfo struct {
-	Name    string   `json:"name"`
-	Types   []string `json:"types"`
-	Path    string   `json:"path"`
-	Version string   `json:"version,omitempty"`
+	Name  string   `json:"name"`
+	Types []string `json:"types"`
+	Path  string   `json:"path"`
+	// Implementation says which program serves the adapter when there is a
+	// choice (node: builtin-cdp, tether's own, or js-debug).
+	Implementation string `json:"implementation,omitempty"`
+	Version        string `json:"version,omitempty"`
 }
 
 // Probe reports whether a can really be launched: found on the path and
@@ -230,12 +246,12 @@ func (e *Env) Probe(ctx context.Context, a Adapter) (string, error) {
 		// The probe outlives no caller but is shared by all: bound it on its own.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		p, err := startAdapter(pctx, spec, "", e.Environ, nil)
+		p, err := startAdapter(pctx, spec, "", e.Environ, handlers{})
 		if err != nil {
 			return "", err
 		}
 		defer p.kill()
-		if err := p.client.Do(pctx, "initialize", initializeArgs(a), nil); err != nil {
+		if err := p.client.Do(pctx, "initialize", initializeArgs(a, false), nil); err != nil {
 			return "", err
 		}
 		return spec.Path, nil
@@ -253,6 +269,9 @@ func (e *Env) Available(ctx context.Context) []AdapterInfo {
 			p, err := e.Probe(ctx, a)
 			if err == nil {
 				res[i] = AdapterInfo{Name: a.Name(), Types: a.Types(), Path: p}
+				if d, isDescriber := a.(describer); isDescriber {
+					res[i].Implementation, res[i].Version = d.describe(e)
+				}
 				ok[i] = true
 			}
 		})
@@ -267,7 +286,9 @@ func (e *Env) Available(ctx context.Context) []AdapterInfo {
 	return out
 }
 
-func initializeArgs(a Adapter) map[string]any {
+// initializeArgs are tether's initialize arguments; children advertises
+// startDebugging, for an adapter that runs child sessions.
+func initializeArgs(a Adapter, children bool) map[string]any {
 	return map[string]any{
 		"clientID":                      "tether",
 		"clientName":                    "tether",
@@ -279,7 +300,7 @@ func initializeArgs(a Adapter) map[string]any {
 		"supportsVariableType":          true,
 		"supportsVariablePaging":        false,
 		"supportsRunInTerminalRequest":  false,
-		"supportsStartDebuggingRequest": false,
+		"supportsStartDebuggingRequest": children,
 		"supportsProgressReporting":     false,
 		"supportsInvalidatedEvent":      false,
 		"supportsMemoryReferences":      false,

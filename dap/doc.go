@@ -1,6 +1,9 @@
 // Package dap runs debug sessions through real debug adapters speaking the
-// Debug Adapter Protocol: lldb-dap for C, C++ and Rust, debugpy for Python and
-// delve for Go. It knows nothing of tunnels; the bridge adapts it to routes.
+// Debug Adapter Protocol: lldb-dap for C, C++ and Rust, debugpy for Python,
+// delve for Go, and for Node.js (JavaScript, TypeScript through source maps)
+// js-debug when installed, else tether's own CDP adapter (package dap/node),
+// which needs only node. It knows nothing of tunnels; the bridge adapts it
+// to routes.
 //
 // # Pieces
 //
@@ -9,17 +12,26 @@
 //     requests always answered, unknown events skipped.
 //   - Adapter (adapter.go) describes one kind of adapter: which launch.json
 //     types and languages it serves, how to find and start it, and how a
-//     launch configuration is translated for it. The registry (Adapters) is a
-//     list, so a new adapter (Node.js) is one more entry.
+//     launch configuration is translated for it. Each adapter has its own
+//     file (adapter_lldb.go, adapter_debugpy.go, adapter_delve.go) holding
+//     its quirks too, as small optional interfaces the session asks for
+//     (adapter.go lists them). The registry (Adapters) is a list, so a new
+//     adapter is one more file set and one more entry.
 //   - Discovery (discover.go) finds adapter binaries and native debuggers and
 //     probes each adapter once with initialize.
 //   - Session (session.go) is one debuggee: its state machine (initializing,
-//     running, stopped, ended), breakpoints kept per file, output and the
-//     "next stop" waiters that let snapshot and steps wait for a pause.
+//     running, stopped, ended) and the "next stop" waiters that let snapshot
+//     and steps wait for a pause. Its other jobs have a file each:
+//     session_start.go (the handshake), session_breakpoints.go (kept per
+//     file), session_control.go (continue, steps, pause), snapshot.go,
+//     output.go and session_stop.go (stop-session and the adapter's end).
 //   - Manager (manager.go) holds the sessions of one workspace root; Close
 //     ends them all, so no adapter or debuggee outlives it.
 //   - launchjson.go reads .vscode/launch.json (JSON with comments and
 //     trailing commas) and resolves ${workspaceFolder}, ${file}, ${env:X}.
+//   - breakpoint_lines.go resolves breakpoints given by their line's text
+//     (line_content); session_children.go runs the child sessions js-debug
+//     asks for.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	runFakeJSDebug()
 	becomeSubreaper()
 	code := m.Run()
 	if code == 0 {

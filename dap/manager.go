@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -21,10 +20,6 @@ import (
 
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("dap: manager closed")
-
-// How long start-session waits for the first stop of a stopOnEntry launch,
-// so that its answer already says "stopped".
-const entryWait = 5 * time.Second
 
 // Config configures a Manager.
 type Config struct {
@@ -108,15 +103,7 @@ func (m *Manager) vars(file string) Vars {
 	return Vars{WorkspaceFolder: m.root, File: file, Env: m.getenv}
 }
 
-func (m *Manager) getenv(k string) string {
-	prefix := k + "="
-	for _, kv := range slices.Backward(m.env.Environ) {
-		if len(kv) > len(prefix) && kv[:len(prefix)] == prefix {
-			return kv[len(prefix):]
-		}
-	}
-	return ""
-}
+func (m *Manager) getenv(k string) string { return m.env.getenv(k) }
 
 func absIn(root, p string) string {
 	if p == "" || filepath.IsAbs(p) {
@@ -228,20 +215,34 @@ func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
 	return a, a.Arguments(cfg), nil
 }
 
-// Start starts a session: it launches the adapter, runs the handshake that
-// works with every adapter (initialize, launch without waiting, initialized,
-// breakpoints, configurationDone, then the launch response whenever it
-// comes) and returns once the program runs (or has stopped on entry).
+// Start starts a session: it resolves the request to an adapter and its
+// configuration, launches the adapter, runs the handshake that works with
+// every adapter (Session.handshake) and returns once the program runs (or
+// has stopped on entry).
 func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
 	a, cfg, err := m.resolve(&req)
 	if err != nil {
 		return nil, err
 	}
+	// Bad breakpoints are answered before anything starts.
+	files := make([]FileBreakpoints, len(req.Breakpoints))
+	for i, fb := range req.Breakpoints {
+		files[i] = fb
+		if files[i].Breakpoints, err = resolveLines(m.root, fb.Path, fmt.Sprintf("breakpoints[%d].breakpoints", i), fb.Breakpoints); err != nil {
+			return nil, err
+		}
+	}
+	req.Breakpoints = files
 	var spec Command
 	if d, ok := a.(dialer); ok && d.DialAddress(cfg) != "" {
 		spec = Command{Dial: d.DialAddress(cfg)}
 	} else if spec, err = a.Find(m.env); err != nil {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+	}
+	if p, ok := cfg["program"].(string); ok && cfg["request"] == "launch" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "program %s does not exist", p)
+		}
 	}
 
 	m.mu.Lock()
@@ -262,7 +263,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	s.request, _ = cfg["request"].(string)
 	s.entryStop, _ = cfg["stopOnEntry"].(bool)
 	log := m.log.With().Str("session_id", s.id).Str("adapter", a.Name()).Logger()
-	res, err := m.handshake(ctx, s, spec, cfg, &req)
+	res, err := s.handshake(ctx, spec, cfg, &req, m.env.Environ)
 	if err == nil {
 		m.mu.Lock()
 		if m.closed {
@@ -282,150 +283,6 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	log.Info().Str("state", res.State).Msg("debug session started")
 	return res, nil
-}
-
-func (m *Manager) handshake(ctx context.Context, s *Session, spec Command, cfg map[string]any, req *StartRequest) (*StartResult, error) {
-	a := s.adapter
-	dir, _ := cfg["cwd"].(string)
-	if dir == "" {
-		dir = m.root
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		dir = m.root
-	}
-	proc, err := startAdapter(ctx, spec, dir, m.env.Environ, s.onEvent)
-	if err != nil && spec.Dial != "" {
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; is the debuggee listening (python -m debugpy --listen)?", a.Name(), err)
-	}
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
-	}
-	s.proc = proc
-	go s.watch()
-	c := proc.client
-
-	var caps struct {
-		Filters []struct {
-			Filter  string `json:"filter"`
-			Default bool   `json:"default"`
-		} `json:"exceptionBreakpointFilters"`
-		SupportsConfigurationDone bool `json:"supportsConfigurationDoneRequest"`
-		SupportsFunctionBps       bool `json:"supportsFunctionBreakpoints"`
-	}
-	var rawCaps json.RawMessage
-	if err := c.Do(ctx, "initialize", initializeArgs(a), &rawCaps); err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s did not answer initialize: %v; stderr: %s", a.Name(), err, lastLines(proc.stderr.String(), 10))
-	}
-	_ = json.Unmarshal(rawCaps, &caps)
-	s.caps = rawCaps
-	if len(s.caps) == 0 {
-		s.caps = json.RawMessage("{}")
-	}
-	command, _ := cfg["request"].(string)
-	launchCh, err := c.Send(command, cfg)
-	if err != nil {
-		return nil, s.adapterError(err)
-	}
-	var launchResp *Message
-	select {
-	case <-s.initialized:
-	case launchResp = <-launchCh:
-		// Some adapters answer launch before initialized; a failure here
-		// means there will be no initialized at all.
-		if launchResp == nil {
-			return nil, s.endedOrErr(fmt.Errorf("%s: %w", command, c.Err()))
-		}
-		if !launchResp.Success {
-			return nil, launchFailed(command, launchResp)
-		}
-		select {
-		case <-s.initialized:
-		case <-c.Done():
-			return nil, s.endedOrErr(c.Err())
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	case <-c.Done():
-		return nil, s.endedOrErr(c.Err())
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-
-	res := &StartResult{SessionID: s.id, Adapter: a.Name(), Capabilities: s.caps}
-	for _, fb := range req.Breakpoints {
-		bps, err := s.setFileBreakpoints(ctx, c, fb.Path, fb.Breakpoints)
-		if err != nil {
-			return nil, err
-		}
-		res.Breakpoints = append(res.Breakpoints, bps...)
-	}
-	if len(req.FunctionBreakpoints) > 0 {
-		bps, err := s.setFunctionBreakpoints(ctx, c, req.FunctionBreakpoints)
-		if err != nil {
-			return nil, err
-		}
-		res.Breakpoints = append(res.Breakpoints, bps...)
-	}
-	filters := req.ExceptionFilters
-	if filters == nil {
-		for _, f := range caps.Filters {
-			if f.Default {
-				filters = append(filters, f.Filter)
-			}
-		}
-	}
-	if len(caps.Filters) > 0 {
-		if err := s.setExceptionFilters(ctx, c, filters); err != nil {
-			return nil, err
-		}
-	}
-	if caps.SupportsConfigurationDone {
-		if err := c.Do(ctx, "configurationDone", nil, nil); err != nil {
-			return nil, s.adapterError(err)
-		}
-	}
-	if launchResp == nil {
-		select {
-		case launchResp = <-launchCh:
-			if launchResp == nil {
-				return nil, s.endedOrErr(c.Err())
-			}
-			if !launchResp.Success {
-				return nil, launchFailed(command, launchResp)
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s.mu.Lock()
-	if s.state == StateInitializing {
-		s.state = StateRunning
-		s.notifyLocked()
-	}
-	s.mu.Unlock()
-	if s.entryStop {
-		_, _ = s.waitStop(ctx, 0, boundBy(ctx, entryWait))
-	}
-	s.mu.Lock()
-	res.State = s.state
-	res.Stop = s.stopIfStoppedLocked()
-	s.mu.Unlock()
-	return res, nil
-}
-
-func launchFailed(command string, m *Message) error {
-	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body}
-	return protocol.Errorf(protocol.CodeInvalidPayload, "%v", re)
-}
-
-func (s *Session) endedOrErr(err error) error {
-	if e := s.adapterError(err); e != nil {
-		return e
-	}
-	return err
 }
 
 // Session returns a session by id, or session_not_found.

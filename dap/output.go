@@ -38,3 +38,10 @@ func (o *outputBuffer) read(off int64) (string, int64, int64) {
 	}
 	return string(o.b[off-o.base:]), off, end
 }
+
+// Output returns the captured output from offset.
+func (s *Session) Output(offset int64) *OutputResult {
+	text, from, next := s.out.read(offset)
+	st, _, _, _ := s.snapshotState()
+	return &OutputResult{SessionID: s.id, Output: text, Offset: from, NextOffset: next, State: st}
+}

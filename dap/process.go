@@ -2,7 +2,6 @@ package dap
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +9,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // adapterProc is a running adapter process in its own process group, with
@@ -24,6 +22,7 @@ import (
 type adapterProc struct {
 	cmd    *exec.Cmd
 	conn   io.ReadWriteCloser // stdio pipes or the TCP connection
+	addr   string             // the TCP address of a listening or dialled adapter
 	client *Client
 	stderr *tailBuffer
 	exited chan struct{} // closed once cmd.Wait returned
@@ -40,27 +39,27 @@ func (p *adapterProc) remember() {
 	if p.cmd == nil {
 		return // dialled: not ours
 	}
-	tree := descendantsOf(p.cmd.Process.Pid)
+	tree := proctree.Descendants(p.cmd.Process.Pid)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.known == nil {
 		p.known = make(map[int]uint64)
 	}
 	for _, q := range tree {
-		p.known[q.pid] = q.start
+		p.known[q.Pid] = q.Start
 	}
 }
 
 // tree is the adapter's descendants now plus those remembered.
-func (p *adapterProc) tree() []procRef {
+func (p *adapterProc) tree() []proctree.Ref {
 	if p.cmd == nil {
 		return nil // dialled: not ours
 	}
-	tree := descendantsOf(p.cmd.Process.Pid)
+	tree := proctree.Descendants(p.cmd.Process.Pid)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for pid, start := range p.known {
-		tree = append(tree, procRef{pid, start})
+		tree = append(tree, proctree.Ref{Pid: pid, Start: start})
 	}
 	return tree
 }
@@ -76,15 +75,24 @@ type Command struct {
 	// DAP on TCP (debugpy.listen() starts one in the debuggee): it is
 	// connected to and no process is started; Path and Args are unused.
 	Dial string
+	// Serve, when set, is an adapter that runs in this process: it is
+	// handed one end of an in-memory pipe, serves DAP on it until the pipe
+	// closes, and returns only once everything it started has ended. dir
+	// and environ are what a started adapter would get. Path names what it
+	// runs (for debug_adapters); Args are unused.
+	Serve func(conn io.ReadWriteCloser, dir string, environ []string)
 }
 
 var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\d+)`)
 
 // startAdapter starts spec with its own process group, killed with the
 // bridge (Pdeathsig), and connects a Client to it.
-func startAdapter(ctx context.Context, spec Command, dir string, env []string, onEvent func(*Message)) (*adapterProc, error) {
+func startAdapter(ctx context.Context, spec Command, dir string, env []string, h handlers) (*adapterProc, error) {
 	if spec.Dial != "" {
-		return dialAdapter(ctx, spec.Dial, onEvent)
+		return dialAdapter(ctx, spec.Dial, h)
+	}
+	if spec.Serve != nil {
+		return serveAdapter(spec, dir, env, h), nil
 	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = dir
@@ -125,7 +133,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 		_ = stdin.Close()
 	} else {
 		p.conn = &stdioConn{r: stdout, w: stdin}
-		p.client = NewClient(stdout, stdin, onEvent)
+		p.client = newClient(stdout, stdin, h)
 		readers.Go(func() { <-p.client.Done() })
 	}
 	go func() {
@@ -152,26 +160,39 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, o
 		p.kill()
 		return nil, fmt.Errorf("connecting to %s at %s: %w", spec.Path, addr, err)
 	}
-	p.conn = conn
-	p.client = NewClient(conn, conn, onEvent)
+	p.conn, p.addr = conn, addr
+	p.client = newClient(conn, conn, h)
 	return p, nil
 }
 
 // dialAdapter connects to an adapter that some other process runs; the
 // adapterProc has no process, and "exits" when the connection closes.
-func dialAdapter(ctx context.Context, addr string, onEvent func(*Message)) (*adapterProc, error) {
+func dialAdapter(ctx context.Context, addr string, h handlers) (*adapterProc, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the debug adapter at %s: %w", addr, err)
 	}
-	p := &adapterProc{conn: conn, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
-	p.client = NewClient(conn, conn, onEvent)
+	p := &adapterProc{conn: conn, addr: addr, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
+	p.client = newClient(conn, conn, h)
 	go func() {
 		<-p.client.Done()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// serveAdapter runs an in-process adapter over a pipe; the adapterProc has
+// no process, and "exits" when Serve returns.
+func serveAdapter(spec Command, dir string, env []string, h handlers) *adapterProc {
+	ours, theirs := net.Pipe()
+	p := &adapterProc{conn: ours, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
+	p.client = newClient(ours, ours, h)
+	go func() {
+		defer close(p.exited)
+		spec.Serve(theirs, dir, env)
+	}()
+	return p
 }
 
 // scanListen copies r into tail, line by line, and reports the first
@@ -199,9 +220,7 @@ func (p *adapterProc) kill() {
 		<-p.exited
 		return
 	}
-	tree := p.tree()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	killAll(tree)
+	p.killGroup(p.tree())
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}
@@ -219,102 +238,25 @@ func (p *adapterProc) stop(grace time.Duration) {
 		_ = p.conn.Close()
 	}
 	if p.cmd == nil {
-		<-p.exited // the connection closed: nothing else is ours
+		<-p.exited // the connection closed: a dialled adapter is not ours, an in-process one ends what it started
 		return
 	}
 	select {
 	case <-p.exited:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		killAll(tree)
+		p.killGroup(tree)
 	case <-time.After(grace):
-		killAll(tree)
+		proctree.KillAll(tree)
 		p.kill()
 	}
 }
 
-// procRef names a process by pid and start time, so a pid the kernel has
-// given to another process since is never signalled.
-type procRef struct {
-	pid   int
-	start uint64
-}
-
-// killGone bounds how long killAll waits for the processes it killed.
-const killGone = 2 * time.Second
-
-// killAll SIGKILLs procs and waits (up to killGone) until they are gone: a
-// debuggee is lldb-server's child, not ours, so nothing else waits for it,
-// and a session that reports it stopped must leave no process behind.
-func killAll(procs []procRef) {
-	var killed []procRef
-	for _, q := range procs {
-		if q.running() {
-			_ = syscall.Kill(q.pid, syscall.SIGKILL)
-			killed = append(killed, q)
-		}
-	}
-	deadline := time.Now().Add(killGone)
-	for _, q := range killed {
-		for q.running() && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-}
-
-// running reports whether q still runs: its pid names the same process
-// (same start time) and that process is not a zombie.
-func (q procRef) running() bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := statFields(b)
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return false
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	return err == nil && st == q.start
-}
-
-// statFields returns the fields of /proc/pid/stat after the command name
-// (the first is the state, field 3).
-func statFields(b []byte) []string {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
-}
-
-// descendantsOf lists the processes below pid, read from /proc.
-func descendantsOf(pid int) []procRef {
-	children := map[int][]procRef{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		fields := statFields(b)
-		if len(fields) < 20 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		start, _ := strconv.ParseUint(fields[19], 10, 64)
-		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		children[ppid] = append(children[ppid], procRef{child, start})
-	}
-	var out []procRef
-	queue := []int{pid}
-	for len(queue) > 0 {
-		next := queue[0]
-		queue = queue[1:]
-		for _, c := range children[next] {
-			out = append(out, c)
-			queue = append(queue, c.pid)
-		}
-	}
-	return out
+// killGroup SIGKILLs the adapter's process group and tree and waits until
+// they are gone. The group is listed afresh: an adapter may have forked
+// since tree was taken (lldb-dap's crash handler starts llvm-symbolizer when
+// its stdin closes), and a killed process still exiting would outlive the
+// session.
+func (p *adapterProc) killGroup(tree []proctree.Ref) {
+	proctree.KillGroup(p.cmd.Process.Pid, tree)
 }
 
 type stdioConn struct {

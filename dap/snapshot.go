@@ -22,8 +22,7 @@ const (
 // still running after the wait answers session_running; an ended one
 // session_ended with its exit code.
 func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
-	c, err := s.live()
-	if err != nil {
+	if _, err := s.live(); err != nil {
 		return nil, err
 	}
 	wait := defaultSnapshotWait
@@ -32,6 +31,7 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 	}
 	state, _, stops, _ := s.snapshotState()
 	if state != StateStopped {
+		var err error
 		// A stop counts only if it comes after now: the session is running.
 		if state, err = s.waitStop(ctx, stops, boundBy(ctx, wait)); err != nil {
 			return nil, err
@@ -43,6 +43,10 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 	case StateStopped:
 	default:
 		return nil, protocol.Errorf(protocol.CodeSessionRunning, "session %s is still %s after waiting %s for it to stop", s.id, state, wait)
+	}
+	c, err := s.live() // a child session may have started meanwhile
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	stop := s.stop

@@ -882,3 +882,42 @@ func TestDebugAttachDelveByPid(t *testing.T) {
 		t.Fatalf("processes left after stop-session: %q", left)
 	}
 }
+
+// TestDebugLineContentBreakpoint: a breakpoint given by the text of its
+// line binds at that line through broker and bridge, reports the line, and
+// a text that names several lines is refused with their numbers.
+func TestDebugLineContentBreakpoint(t *testing.T) {
+	d := startDebugWorkspace(t, map[string]string{"add_numbers.c": dbgAddNumbersC}, nil)
+	d.build("add_numbers.c", "add_numbers")
+	var start dap.StartResult
+	d.ok("/api/debug/start-session", map[string]any{
+		"language": "c", "program": "add_numbers",
+		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line_content": "return sum;"}}}},
+	}, &start)
+	if len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified || start.Breakpoints[0].Line != 4 {
+		t.Fatalf("start breakpoints = %+v, want one verified at line 4", start.Breakpoints)
+	}
+	var snap dap.Snapshot
+	d.ok("/api/debug/snapshot", map[string]any{"session_id": start.SessionID}, &snap)
+	if snap.Stop == nil || snap.Stop.Reason != "breakpoint" || snap.Frames[0].Line != 4 {
+		t.Fatalf("stop %+v at %+v, want breakpoint at line 4", snap.Stop, snap.Frames)
+	}
+	wantLocals(t, snap, map[string]string{"sum": "5"})
+	r := d.fails("/api/debug/set-breakpoints", map[string]any{"session_id": start.SessionID, "path": "add_numbers.c",
+		"breakpoints": []map[string]any{{"line_content": "return"}}}, protocol.CodeInvalidPayload)
+	if !strings.Contains(r.resp.Message, "lines 4, 11") {
+		t.Errorf("ambiguous line_content: %q, want the candidate lines 4, 11", r.resp.Message)
+	}
+	r = d.fails("/api/debug/set-breakpoints", map[string]any{"session_id": start.SessionID, "path": "add_numbers.c",
+		"breakpoints": []map[string]any{{"line": 4, "line_content": "return sum;"}}}, protocol.CodeInvalidPayload)
+	if !strings.Contains(r.resp.Message, "breakpoints[0]") || !strings.Contains(r.resp.Message, "line_content") {
+		t.Errorf("line and line_content: %q, want the field named", r.resp.Message)
+	}
+	var bps dap.SetBreakpointsResult
+	d.ok("/api/debug/set-breakpoints", map[string]any{"session_id": start.SessionID, "path": "add_numbers.c",
+		"breakpoints": []map[string]any{{"line_content": "return", "occurrence": 2}}}, &bps)
+	if len(bps.Breakpoints) != 1 || bps.Breakpoints[0].Line != 11 {
+		t.Fatalf("occurrence 2 of return = %+v, want line 11", bps.Breakpoints)
+	}
+	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -20,38 +21,22 @@ import (
 // path, as the "remote" of sandbox workspaces.
 func sandboxOrigin(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src")
-	run := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run(dir, "init", "-q", "-b", "main", src)
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n\nconst Answer = 42\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(src, "add", "-A")
-	run(src, "commit", "-qm", "initial")
-	origin := filepath.Join(dir, "origin.git")
-	run(dir, "clone", "-q", "--bare", src, origin)
+	src := gittest.Repo(t, map[string]string{"main.go": "package main\n\nconst Answer = 42\n"})
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	gittest.Run(t, src, "clone", "-q", "--bare", src, origin)
 	return origin
 }
 
-// sandboxCaller makes calls to one workspace's sandbox routes through the
-// broker.
-type sandboxCaller struct {
+// routeCaller makes calls to one workspace's routes (sandbox, workspace
+// files) through the broker.
+type routeCaller struct {
 	t   *testing.T
 	b   *brokerProc
 	ws  string
 	tok string
 }
 
-func (c *sandboxCaller) call(endpoint string, payload any) protocol.ToolResponse {
+func (c *routeCaller) call(endpoint string, payload any) protocol.ToolResponse {
 	c.t.Helper()
 	body, _ := json.Marshal(map[string]any{"endpoint": endpoint, "payload": payload, "timeout": 60})
 	r := c.b.call(c.ws, c.tok, string(body))
@@ -62,7 +47,7 @@ func (c *sandboxCaller) call(endpoint string, payload any) protocol.ToolResponse
 }
 
 // ok calls and decodes a successful result into out (may be nil).
-func (c *sandboxCaller) ok(endpoint string, payload, out any) {
+func (c *routeCaller) ok(endpoint string, payload, out any) {
 	c.t.Helper()
 	resp := c.call(endpoint, payload)
 	if !resp.Success {
@@ -75,7 +60,7 @@ func (c *sandboxCaller) ok(endpoint string, payload, out any) {
 	}
 }
 
-func (c *sandboxCaller) fails(endpoint string, payload any, code string) {
+func (c *routeCaller) fails(endpoint string, payload any, code string) {
 	c.t.Helper()
 	if resp := c.call(endpoint, payload); resp.Success || resp.Error != code {
 		c.t.Fatalf("%s %v: want %s, got %+v", endpoint, payload, code, resp)
@@ -98,7 +83,7 @@ func TestSandboxThroughBrokerAndBridge(t *testing.T) {
 	sandboxDir := t.TempDir()
 	ws := "ws-sandbox"
 	bridge := startBridge(t, b, ws, "--sandbox-dir", sandboxDir)
-	c := &sandboxCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
 	origin := sandboxOrigin(t)
 
 	acq := map[string]any{"repo": origin, "mode": "edit", "user_id": "u", "project_id": "p", "conversation_id": "conv1", "auth_token": secretTok}
@@ -116,7 +101,7 @@ func TestSandboxThroughBrokerAndBridge(t *testing.T) {
 
 	c.ok(at("write-file"), map[string]any{"path": "docs/notes.md", "content": "hello from the agent\n"}, nil)
 	c.ok(at("str-replace"), map[string]any{"path": "main.go", "old": "Answer = 42", "new": "Answer = 43"}, nil)
-	c.fails(at("str-replace"), map[string]any{"path": "main.go", "old": "not there", "new": "x"}, protocol.CodeInvalidPayload)
+	c.fails(at("str-replace"), map[string]any{"path": "main.go", "old": "not there", "new": "x"}, protocol.CodeNoMatch)
 	var found struct {
 		Hits []struct {
 			Path string
@@ -219,7 +204,7 @@ func TestSandboxIsolatedRuntimeThroughBridge(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-sandbox-iso"
 	startBridge(t, b, ws, "--sandbox-dir", t.TempDir())
-	c := &sandboxCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
 	var a acquired
 	c.ok("/api/sandbox/workspaces", map[string]any{"repo": sandboxOrigin(t), "mode": "task", "user_id": "u", "project_id": "p", "task_id": "t1", "runtime": "bwrap", "network": "none"}, &a)
 	if !a.Capabilities.Isolated || a.Capabilities.Network || a.Branch != "agent/task-t1" {

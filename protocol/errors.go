@@ -39,6 +39,9 @@ const (
 	CodeInvalidPath             = "invalid_path"
 	CodeInvalidRef              = "invalid_ref"
 	CodeRuntimeUnavailable      = "runtime_unavailable"
+	CodeNoMatch                 = "no_match"         // str-replace: the old text does not occur
+	CodeAmbiguousMatch          = "ambiguous_match"  // str-replace: it occurs another number of times than expected_count
+	CodeNotARepository          = "not_a_repository" // a git route on a directory that is in no git repository
 )
 
 // Error is a coded failure. Route handlers and the broker return it so the

@@ -28,17 +28,26 @@ type StatusEntry struct {
 	Path   string `json:"path"`
 }
 
+// StatusRequest is the payload of git/status.
+type StatusRequest struct {
+	// Path limits the status to a file or directory.
+	Path string `json:"path,omitempty"`
+}
+
 // DiffRequest is the payload of git/diff.
 type DiffRequest struct {
-	// Staged shows the index against HEAD instead of the worktree against
-	// HEAD.
+	// Ref is what the diff is against: HEAD (the default), a branch, a
+	// tag or a commit id, optionally followed by ~N or ^N.
+	Ref string `json:"ref,omitempty"`
+	// Staged shows the index against Ref instead of the worktree against
+	// Ref.
 	Staged bool `json:"staged,omitempty"`
 	// Path limits the diff to one file or directory.
 	Path string `json:"path,omitempty"`
 }
 
-// GitDiff answers git/diff: the diff of tracked files against HEAD, and
-// the untracked files (not in the diff).
+// GitDiff answers git/diff: the diff of tracked files against the ref,
+// capped at 256 KiB, and the untracked files (not in the diff).
 type GitDiff struct {
 	Diff      string   `json:"diff"`
 	Untracked []string `json:"untracked"`
@@ -60,64 +69,151 @@ type GitPush struct {
 	Commit string `json:"commit"`
 }
 
-// maxDiff caps a diff result.
-const maxDiff = 1 << 20
+// maxDiff caps a diff result, so that with the rest of the answer it
+// fits the broker's default maxPayload (1 MB) after JSON encoding.
+const maxDiff = 256 << 10
 
 // Status implements Changes.
-func (g *LocalGit) Status(ctx context.Context, rec *Record) (GitStatus, error) {
-	out, err := g.wt(ctx, rec, "", "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all")
+func (g *LocalGit) Status(ctx context.Context, rec *Record, req StatusRequest) (GitStatus, error) {
+	st, err := g.status(ctx, rec.Dir, rec.GitDir, req)
+	st.Branch = rec.Branch
+	return st, err
+}
+
+// Diff implements Changes.
+func (g *LocalGit) Diff(ctx context.Context, rec *Record, req DiffRequest) (GitDiff, error) {
+	return g.diff(ctx, rec.Dir, rec.GitDir, req)
+}
+
+// GitStatus reports the changes in the tree (the part of its repository
+// below the tree's directory). A directory in no repository answers
+// not_a_repository.
+func (t *Tree) GitStatus(ctx context.Context, req StatusRequest) (GitStatus, error) {
+	st, err := t.git.status(ctx, t.dir, t.gitDir, req)
+	if err != nil {
+		return GitStatus{}, err
+	}
+	if out, err := t.git.inTree(ctx, t.dir, t.gitDir, "--no-optional-locks", "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
+		st.Branch = strings.TrimSpace(string(out)) // none when detached
+	}
+	return st, nil
+}
+
+// GitDiff returns the tree's diff against HEAD or req.Ref.
+func (t *Tree) GitDiff(ctx context.Context, req DiffRequest) (GitDiff, error) {
+	return t.git.diff(ctx, t.dir, t.gitDir, req)
+}
+
+// inTree runs git for the tree at dir: with gitDir, as the work tree of
+// that git directory (sandbox worktrees, so a .git an agent rewrote cannot
+// point tether's git elsewhere); without, from dir, letting git find the
+// repository.
+func (g *LocalGit) inTree(ctx context.Context, dir, gitDir string, args ...string) ([]byte, error) {
+	return g.run(ctx, g.treeCmd(dir, gitDir, args...))
+}
+
+func (g *LocalGit) treeCmd(dir, gitDir string, args ...string) gitCmd {
+	c := gitCmd{dir: dir, args: args}
+	if gitDir != "" {
+		c.gitDir, c.work = gitDir, dir
+	}
+	return c
+}
+
+// prefix returns where dir sits in its repository ("" at the top, else
+// "sub/dir/"), or not_a_repository.
+func (g *LocalGit) prefix(ctx context.Context, dir, gitDir string) (string, error) {
+	if gitDir != "" {
+		return "", nil // a sandbox worktree: dir is its top
+	}
+	out, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "rev-parse", "--show-prefix")
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", protocol.Errorf(protocol.CodeNotARepository, "git: %s is not in a git repository (%v)", dir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// pathspec checks the optional path of a git request: "." for the whole
+// tree.
+func pathspec(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	return CleanPath(p)
+}
+
+func (g *LocalGit) status(ctx context.Context, dir, gitDir string, req StatusRequest) (GitStatus, error) {
+	spec, err := pathspec(req.Path)
+	if err != nil {
+		return GitStatus{}, err
+	}
+	prefix, err := g.prefix(ctx, dir, gitDir)
+	if err != nil {
+		return GitStatus{}, err
+	}
+	out, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", spec)
 	if err != nil {
 		return GitStatus{}, fmt.Errorf("git status: %w", err)
 	}
-	st := GitStatus{Branch: rec.Branch, Entries: []StatusEntry{}}
+	st := GitStatus{Entries: []StatusEntry{}}
 	fields := strings.Split(string(out), "\x00")
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
 		if len(f) < 4 {
 			continue
 		}
-		e := StatusEntry{Status: f[:2], Path: f[3:]}
+		// Porcelain paths are relative to the repository's top; the
+		// pathspec kept only those below dir.
+		e := StatusEntry{Status: f[:2], Path: strings.TrimPrefix(f[3:], prefix)}
 		if f[0] == 'R' || f[0] == 'C' {
 			i++ // the rename's source follows
 		}
 		st.Entries = append(st.Entries, e)
 	}
 	st.Clean = len(st.Entries) == 0
-	head, err := g.wt(ctx, rec, "", "--no-optional-locks", "rev-parse", "HEAD")
+	head, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "rev-parse", "HEAD")
 	if err == nil {
 		st.Head = strings.TrimSpace(string(head))
 	}
 	return st, nil
 }
 
-// Diff implements Changes.
-func (g *LocalGit) Diff(ctx context.Context, rec *Record, req DiffRequest) (GitDiff, error) {
-	args := []string{"--no-optional-locks", "diff", "--no-ext-diff", "--no-textconv", "--no-color"}
+func (g *LocalGit) diff(ctx context.Context, dir, gitDir string, req DiffRequest) (GitDiff, error) {
+	spec, err := pathspec(req.Path)
+	if err != nil {
+		return GitDiff{}, err
+	}
+	ref := "HEAD"
+	if req.Ref != "" {
+		if err := ValidateRevision(req.Ref); err != nil {
+			return GitDiff{}, err
+		}
+		ref = req.Ref
+	}
+	if _, err := g.prefix(ctx, dir, gitDir); err != nil {
+		return GitDiff{}, err
+	}
+	if _, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
+		if ctx.Err() != nil {
+			return GitDiff{}, ctx.Err()
+		}
+		return GitDiff{}, protocol.Errorf(protocol.CodeInvalidRef, "ref %q is not a commit of this repository", ref)
+	}
+	// --relative: paths relative to dir, and nothing outside it.
+	args := []string{"--no-optional-locks", "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--relative"}
 	if req.Staged {
 		args = append(args, "--cached")
 	}
-	args = append(args, "HEAD", "--")
-	var rel string
-	if req.Path != "" {
-		var err error
-		if rel, err = CleanPath(req.Path); err != nil {
-			return GitDiff{}, err
-		}
-		args = append(args, rel)
-	}
-	out, err := g.wt(ctx, rec, "", args...)
-	if err != nil {
+	c := g.treeCmd(dir, gitDir, append(args, ref, "--", spec)...)
+	c.out = &cappedBuffer{cap: maxDiff}
+	if _, err := g.run(ctx, c); err != nil {
 		return GitDiff{}, fmt.Errorf("git diff: %w", err)
 	}
-	d := GitDiff{Diff: string(out), Untracked: []string{}}
-	if len(d.Diff) > maxDiff {
-		d.Diff, d.Truncated = d.Diff[:maxDiff], true
-	}
-	uargs := []string{"--no-optional-locks", "ls-files", "--others", "--exclude-standard", "-z", "--"}
-	if rel != "" {
-		uargs = append(uargs, rel)
-	}
-	if out, err := g.wt(ctx, rec, "", uargs...); err == nil {
+	d := GitDiff{Diff: c.out.String(), Untracked: []string{}, Truncated: c.out.truncated}
+	if out, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "ls-files", "--others", "--exclude-standard", "-z", "--", spec); err == nil {
 		for _, p := range strings.Split(string(out), "\x00") {
 			if p != "" {
 				d.Untracked = append(d.Untracked, p)

@@ -28,8 +28,9 @@
 //
 // # Safety
 //
-// Every path an agent names is resolved inside its worktree with os.Root:
-// absolute paths, ".." and symlinks leading out answer invalid_path. Repo
+// Every path an agent names is resolved inside its worktree with os.Root
+// (Tree, which the bridge also runs on its own root): absolute paths, "..",
+// NUL bytes, over-long paths and symlinks leading out answer invalid_path. Repo
 // URLs, refs and ids that end up in branch names are validated before git
 // sees them (invalid_ref). Auth tokens reach git only through the
 // environment of the clone, fetch or push that needs them; they are never

@@ -181,7 +181,7 @@ func (s *Service) Evict(ctx context.Context, req EvictRequest) (EvictResult, err
 		}
 		dirty := false
 		if s.worktreePresent(&rec) {
-			st, err := s.changes.Status(ctx, &rec)
+			st, err := s.changes.Status(ctx, &rec, StatusRequest{})
 			if err != nil {
 				res.Actions = append(res.Actions, EvictAction{Kind: "workspace", ID: rec.ID, Mode: rec.Mode, Error: err.Error()})
 				continue

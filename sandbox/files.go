@@ -1,26 +1,29 @@
 package sandbox
 
 import (
-	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tetherdev/tether/protocol"
 )
 
-// File operations on a workspace. Each opens the worktree as an os.Root,
-// so a path can never reach outside it, whatever symlinks it crosses.
+// File operations on a Tree (read-file is in read.go). Each opens the
+// tree as an os.Root (Tree.open), so a path can never reach outside it,
+// whatever symlinks it crosses.
 
 // Defaults of the file operations.
 const (
-	DefaultReadCap    = 1 << 20
+	// DefaultReadCap bounds the content of one read-file: with JSON's
+	// escapes, an answer must fit the broker's default maxPayload (1 MB).
+	DefaultReadCap    = 256 << 10
 	maxListEntries    = 5000
 	EncodingBase64    = "base64"
 	defaultListDepth  = 1
@@ -28,54 +31,42 @@ const (
 	maxWriteFileBytes = 32 << 20
 )
 
-// ReadFileRequest is the payload of read-file. Lines are 1-based and
-// inclusive; zero means the start or the end of the file.
-type ReadFileRequest struct {
-	Path      string `json:"path"`
-	StartLine int    `json:"start_line,omitempty"`
-	EndLine   int    `json:"end_line,omitempty"`
-	// Encoding "base64" returns the raw bytes base64-encoded. A file that
-	// is not UTF-8 is returned so even when not asked.
-	Encoding string `json:"encoding,omitempty"`
-}
-
-// ReadFileResult answers read-file.
-type ReadFileResult struct {
-	Path       string `json:"path"`
-	Content    string `json:"content"`
-	Encoding   string `json:"encoding,omitempty"`
-	Size       int64  `json:"size"`
-	TotalLines int    `json:"total_lines,omitempty"`
-	// Truncated: the file (or the line range) was larger than the cap.
-	Truncated bool `json:"truncated"`
-}
-
-// WriteFileRequest is the payload of write-file. Missing parent
-// directories are created.
+// WriteFileRequest is the payload of write-file: the file's whole new
+// content, at most 32 MiB.
 type WriteFileRequest struct {
-	Path     string `json:"path"`
-	Content  string `json:"content"`
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	// Encoding "base64" decodes Content first; default text.
 	Encoding string `json:"encoding,omitempty"`
+	// CreateDirs creates missing parent directories; default true. With
+	// false, a missing parent answers invalid_path.
+	CreateDirs *bool `json:"create_dirs,omitempty"`
 }
 
 // WriteFileResult answers write-file.
 type WriteFileResult struct {
 	Path  string `json:"path"`
 	Bytes int    `json:"bytes"`
+	// Created: the file did not exist before.
+	Created bool `json:"created"`
 }
 
-// StrReplaceRequest is the payload of str-replace: Old must occur exactly
-// once.
+// StrReplaceRequest is the payload of str-replace: every exact occurrence
+// of Old becomes New, provided there are ExpectedCount of them (default
+// 1). None answers no_match; another number answers ambiguous_match; the
+// message gives the count either way, and the file is left as it was.
 type StrReplaceRequest struct {
-	Path string `json:"path"`
-	Old  string `json:"old"`
-	New  string `json:"new"`
+	Path          string `json:"path"`
+	Old           string `json:"old"`
+	New           string `json:"new"`
+	ExpectedCount int    `json:"expected_count,omitempty"`
 }
 
 // StrReplaceResult answers str-replace.
 type StrReplaceResult struct {
-	Path string `json:"path"`
-	Line int    `json:"line"` // where Old started
+	Path         string `json:"path"`
+	Replacements int    `json:"replacements"`
+	Line         int    `json:"line"` // where the first occurrence of Old started
 }
 
 // ListDirRequest is the payload of list-dir.
@@ -98,18 +89,30 @@ type ListDirResult struct {
 	Truncated bool       `json:"truncated"`
 }
 
-// PathRequest is the payload of stat and exists.
+// PathRequest is the payload of stat, exists and readdir.
 type PathRequest struct {
 	Path string `json:"path"`
 }
 
-// StatResult answers stat.
+// StatResult answers stat. For a symlink whose target stays inside the
+// tree, IsSymlink is set and the rest describes the target.
 type StatResult struct {
-	Path    string    `json:"path"`
-	Type    string    `json:"type"`
-	Size    int64     `json:"size"`
-	Mode    string    `json:"mode"`
-	ModTime time.Time `json:"mod_time"`
+	Path        string    `json:"path"`
+	Type        string    `json:"type"` // file, dir, symlink, other
+	IsDirectory bool      `json:"is_directory"`
+	IsSymlink   bool      `json:"is_symlink"`
+	Size        int64     `json:"size"`
+	Mode        string    `json:"mode"`
+	ModTime     time.Time `json:"mod_time"`
+	MtimeMS     int64     `json:"mtime_ms"` // ModTime in Unix milliseconds
+}
+
+// ReaddirResult answers readdir: the names in a directory, sorted, .git
+// included; at most 5000, with Truncated set beyond.
+type ReaddirResult struct {
+	Path      string   `json:"path"`
+	Names     []string `json:"names"`
+	Truncated bool     `json:"truncated"`
 }
 
 // ExistsResult answers exists.
@@ -137,82 +140,6 @@ type PathResult struct {
 	Path string `json:"path"`
 }
 
-func openRoot(dir string) (*os.Root, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeWorkspaceNotFound, "the workspace directory is missing: %v", err)
-	}
-	return r, nil
-}
-
-func readFile(dir string, req ReadFileRequest, readCap int) (ReadFileResult, error) {
-	rel, err := CleanPath(req.Path)
-	if err != nil {
-		return ReadFileResult{}, err
-	}
-	root, err := openRoot(dir)
-	if err != nil {
-		return ReadFileResult{}, err
-	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return ReadFileResult{}, pathError("read", rel, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ReadFileResult{}, pathError("read", rel, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return ReadFileResult{}, protocol.Errorf(protocol.CodeInvalidPath, "read %s: not a regular file", rel)
-	}
-	res := ReadFileResult{Path: rel, Size: fi.Size()}
-	ranged := req.StartLine > 0 || req.EndLine > 0
-	limit := int64(readCap)
-	if ranged {
-		limit = 64 << 20 // a range may sit deep in a big file; the result is capped below
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return ReadFileResult{}, pathError("read", rel, err)
-	}
-	if int64(len(data)) > limit {
-		data, res.Truncated = data[:limit], true
-	}
-	binary := req.Encoding == EncodingBase64 || !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0
-	if binary {
-		if ranged {
-			return ReadFileResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "read %s: line ranges apply to text files only", rel)
-		}
-		res.Encoding = EncodingBase64
-		res.Content = base64.StdEncoding.EncodeToString(data)
-		return res, nil
-	}
-	text := string(data)
-	if ranged {
-		lines := strings.SplitAfter(text, "\n")
-		if lines[len(lines)-1] == "" {
-			lines = lines[:len(lines)-1]
-		}
-		res.TotalLines = len(lines)
-		start, end := max(req.StartLine, 1), req.EndLine
-		if end <= 0 || end > len(lines) {
-			end = len(lines)
-		}
-		if start > end {
-			text = ""
-		} else {
-			text = strings.Join(lines[start-1:end], "")
-		}
-		if len(text) > readCap {
-			text, res.Truncated = strings.ToValidUTF8(text[:readCap], ""), true
-		}
-	}
-	res.Content = text
-	return res, nil
-}
-
 func decodeContent(content, encoding string) ([]byte, error) {
 	switch encoding {
 	case "", "utf-8", "utf8":
@@ -228,11 +155,14 @@ func decodeContent(content, encoding string) ([]byte, error) {
 	}
 }
 
-func writeFile(dir string, req WriteFileRequest) (WriteFileResult, error) {
-	rel, err := cleanWritablePath(req.Path)
+// WriteFile writes a file of the tree, creating missing parent
+// directories.
+func (t *Tree) WriteFile(_ context.Context, req WriteFileRequest) (WriteFileResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return WriteFileResult{}, err
 	}
+	defer root.Close()
 	data, err := decodeContent(req.Content, req.Encoding)
 	if err != nil {
 		return WriteFileResult{}, err
@@ -240,20 +170,16 @@ func writeFile(dir string, req WriteFileRequest) (WriteFileResult, error) {
 	if len(data) > maxWriteFileBytes {
 		return WriteFileResult{}, protocol.Errorf(protocol.CodePayloadTooLarge, "write %s: more than %d bytes", rel, maxWriteFileBytes)
 	}
-	root, err := openRoot(dir)
-	if err != nil {
-		return WriteFileResult{}, err
-	}
-	defer root.Close()
-	if d := path.Dir(rel); d != "." {
+	if d := path.Dir(rel); d != "." && (req.CreateDirs == nil || *req.CreateDirs) {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return WriteFileResult{}, pathError("write", rel, err)
 		}
 	}
+	_, statErr := root.Lstat(rel)
 	if err := writeInRoot(root, rel, data); err != nil {
 		return WriteFileResult{}, err
 	}
-	return WriteFileResult{Path: rel, Bytes: len(data)}, nil
+	return WriteFileResult{Path: rel, Bytes: len(data), Created: errors.Is(statErr, fs.ErrNotExist)}, nil
 }
 
 // writeInRoot replaces rel's contents, keeping the mode of an existing
@@ -272,37 +198,51 @@ func writeInRoot(root *os.Root, rel string, data []byte) error {
 	return nil
 }
 
-func strReplace(dir string, req StrReplaceRequest) (StrReplaceResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return StrReplaceResult{}, err
-	}
-	if req.Old == "" {
-		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "old must not be empty")
-	}
-	root, err := openRoot(dir)
+// StrReplace replaces the occurrences of req.Old in a file of the tree;
+// see StrReplaceRequest.
+func (t *Tree) StrReplace(_ context.Context, req StrReplaceRequest) (StrReplaceResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return StrReplaceResult{}, err
 	}
 	defer root.Close()
-	data, err := root.ReadFile(rel)
+	if req.Old == "" {
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "old must not be empty")
+	}
+	want := req.ExpectedCount
+	if want < 0 {
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "expected_count %d must be positive", want)
+	}
+	if want == 0 {
+		want = 1
+	}
+	f, fi, _, err := t.openFile(req.Path, "str-replace")
+	if err != nil {
+		return StrReplaceResult{}, err
+	}
+	defer f.Close()
+	switch {
+	case !fi.Mode().IsRegular():
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPath, "str-replace %s: not a regular file", rel)
+	case fi.Size() > maxWriteFileBytes:
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodePayloadTooLarge, "str-replace %s: the file is over %d bytes", rel, maxWriteFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxWriteFileBytes+1))
 	if err != nil {
 		return StrReplaceResult{}, pathError("str-replace", rel, err)
 	}
 	text := string(data)
-	switch n := strings.Count(text, req.Old); n {
-	case 0:
-		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "str-replace %s: the old text does not occur", rel)
-	case 1:
-	default:
-		return StrReplaceResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "str-replace %s: the old text occurs %d times; include more context to make it unique", rel, n)
+	switch n := strings.Count(text, req.Old); {
+	case n == 0:
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeNoMatch, "str-replace %s: the old text occurs 0 times (expected_count %d); read the file again and copy the text exactly", rel, want)
+	case n != want:
+		return StrReplaceResult{}, protocol.Errorf(protocol.CodeAmbiguousMatch, "str-replace %s: the old text occurs %d times, expected_count is %d; include more context to make it unique, or set expected_count to %d to replace them all", rel, n, want, n)
 	}
-	i := strings.Index(text, req.Old)
-	line := strings.Count(text[:i], "\n") + 1
-	if err := writeInRoot(root, rel, []byte(text[:i]+req.New+text[i+len(req.Old):])); err != nil {
+	line := strings.Count(text[:strings.Index(text, req.Old)], "\n") + 1
+	if err := writeInRoot(root, rel, []byte(strings.ReplaceAll(text, req.Old, req.New))); err != nil {
 		return StrReplaceResult{}, err
 	}
-	return StrReplaceResult{Path: rel, Line: line}, nil
+	return StrReplaceResult{Path: rel, Replacements: want, Line: line}, nil
 }
 
 func typeOf(m fs.FileMode) string {
@@ -318,21 +258,18 @@ func typeOf(m fs.FileMode) string {
 	}
 }
 
-func listDir(dir string, req ListDirRequest) (ListDirResult, error) {
-	rel, err := CleanPath(req.Path)
+// ListDir lists a directory of the tree, depth levels down.
+func (t *Tree) ListDir(_ context.Context, req ListDirRequest) (ListDirResult, error) {
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return ListDirResult{}, err
 	}
+	defer root.Close()
 	depth := req.Depth
 	if depth <= 0 {
 		depth = defaultListDepth
 	}
 	depth = min(depth, maxListDepth)
-	root, err := openRoot(dir)
-	if err != nil {
-		return ListDirResult{}, err
-	}
-	defer root.Close()
 	// Resolve the start through the root first: a symlinked directory
 	// leading out fails here.
 	if fi, err := root.Stat(rel); err != nil {
@@ -375,33 +312,57 @@ func listDir(dir string, req ListDirRequest) (ListDirResult, error) {
 	return res, nil
 }
 
-func statPath(dir string, req PathRequest) (StatResult, error) {
-	rel, err := CleanPath(req.Path)
-	if err != nil {
-		return StatResult{}, err
-	}
-	root, err := openRoot(dir)
+// Stat describes a path of the tree; see StatResult.
+func (t *Tree) Stat(_ context.Context, req PathRequest) (StatResult, error) {
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return StatResult{}, err
 	}
 	defer root.Close()
 	fi, err := root.Lstat(rel)
-	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		// Report what the link leads to, if that stays inside.
-		if t, terr := root.Stat(rel); terr == nil {
-			fi = t
-		} else {
-			return StatResult{}, pathError("stat", rel, terr)
-		}
-	}
 	if err != nil {
 		return StatResult{}, pathError("stat", rel, err)
 	}
-	return StatResult{Path: rel, Type: typeOf(fi.Mode()), Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}, nil
+	link := fi.Mode()&fs.ModeSymlink != 0
+	if link {
+		// Report what the link leads to, if that stays inside.
+		if fi, err = root.Stat(rel); err != nil {
+			return StatResult{}, pathError("stat", rel, err)
+		}
+	}
+	mt := fi.ModTime().UTC()
+	return StatResult{
+		Path: rel, Type: typeOf(fi.Mode()), IsDirectory: fi.IsDir(), IsSymlink: link,
+		Size: fi.Size(), Mode: fi.Mode().String(), ModTime: mt, MtimeMS: mt.UnixMilli(),
+	}, nil
 }
 
-func exists(dir string, req PathRequest) (ExistsResult, error) {
-	st, err := statPath(dir, req)
+// Readdir lists the names in a directory of the tree; see ReaddirResult.
+func (t *Tree) Readdir(_ context.Context, req PathRequest) (ReaddirResult, error) {
+	f, fi, rel, err := t.openFile(req.Path, "readdir")
+	if err != nil {
+		return ReaddirResult{}, err
+	}
+	defer f.Close()
+	if !fi.IsDir() {
+		return ReaddirResult{}, protocol.Errorf(protocol.CodeInvalidPath, "readdir %s: not a directory", rel)
+	}
+	names, err := f.Readdirnames(maxListEntries + 1)
+	if err != nil && err != io.EOF {
+		return ReaddirResult{}, pathError("readdir", rel, err)
+	}
+	res := ReaddirResult{Path: rel}
+	if len(names) > maxListEntries {
+		names, res.Truncated = names[:maxListEntries], true
+	}
+	slices.Sort(names)
+	res.Names = append([]string{}, names...)
+	return res, nil
+}
+
+// Exists reports whether a path of the tree exists.
+func (t *Tree) Exists(ctx context.Context, req PathRequest) (ExistsResult, error) {
+	st, err := t.Stat(ctx, req)
 	if err != nil {
 		var fe *fileError
 		if errors.As(err, &fe) && errors.Is(err, fs.ErrNotExist) {
@@ -413,12 +374,9 @@ func exists(dir string, req PathRequest) (ExistsResult, error) {
 	return ExistsResult{Path: st.Path, Exists: true, Type: st.Type}, nil
 }
 
-func mkdir(dir string, req MkdirRequest) (PathResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return PathResult{}, err
-	}
-	root, err := openRoot(dir)
+// Mkdir creates a directory in the tree.
+func (t *Tree) Mkdir(_ context.Context, req MkdirRequest) (PathResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return PathResult{}, err
 	}
@@ -434,12 +392,9 @@ func mkdir(dir string, req MkdirRequest) (PathResult, error) {
 	return PathResult{Path: rel}, nil
 }
 
-func rm(dir string, req RmRequest) (PathResult, error) {
-	rel, err := cleanWritablePath(req.Path)
-	if err != nil {
-		return PathResult{}, err
-	}
-	root, err := openRoot(dir)
+// Rm removes a path of the tree.
+func (t *Tree) Rm(_ context.Context, req RmRequest) (PathResult, error) {
+	root, rel, err := t.open(req.Path, writing)
 	if err != nil {
 		return PathResult{}, err
 	}

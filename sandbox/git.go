@@ -57,6 +57,8 @@ type gitCmd struct {
 	auth   string
 	args   []string
 	stdin  []byte
+	// out, if set, receives stdout (capped) instead of run's result.
+	out *cappedBuffer
 }
 
 func (g *LocalGit) bin() string {
@@ -88,6 +90,9 @@ func (g *LocalGit) run(ctx context.Context, c gitCmd) ([]byte, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if c.out != nil {
+		cmd.Stdout = c.out
+	}
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if len(msg) > 2000 {

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 )
@@ -21,23 +19,13 @@ import (
 // gitT runs git for test setup and fails the test on error.
 func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.Run(t, dir, args...)
 }
 
 // makeOrigin creates a bare repository served by path, with a main
-// branch holding files, and returns its path.
+// branch holding files (and a feature branch), and returns its path.
 func makeOrigin(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src")
-	gitT(t, dir, "init", "-q", "-b", "main", src)
 	if files == nil {
 		files = map[string]string{
 			"README.md":   "# demo\n",
@@ -45,20 +33,10 @@ func makeOrigin(t testing.TB, files map[string]string) string {
 			"lib/util.go": "package lib\n\n// Answer is the answer.\nconst Answer = 42\n",
 		}
 	}
-	for name, content := range files {
-		p := filepath.Join(src, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitT(t, src, "add", "-A")
-	gitT(t, src, "commit", "-qm", "initial")
+	src := gittest.Repo(t, files)
 	gitT(t, src, "branch", "feature")
-	origin := filepath.Join(dir, "origin.git")
-	gitT(t, dir, "clone", "-q", "--bare", src, origin)
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	gitT(t, src, "clone", "-q", "--bare", src, origin)
 	return origin
 }
 

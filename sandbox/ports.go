@@ -37,7 +37,7 @@ type Worktrees interface {
 
 // Changes reads and records the changes in a workspace.
 type Changes interface {
-	Status(ctx context.Context, rec *Record) (GitStatus, error)
+	Status(ctx context.Context, rec *Record, req StatusRequest) (GitStatus, error)
 	Diff(ctx context.Context, rec *Record, req DiffRequest) (GitDiff, error)
 	Commit(ctx context.Context, rec *Record, message string) (GitCommit, error)
 	Push(ctx context.Context, rec *Record, remote, auth string) (GitPush, error)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,27 +27,40 @@ type SearchRequest struct {
 	// RE2 syntax without it; they agree on the common subset), or a plain
 	// string with Fixed.
 	Pattern string `json:"pattern"`
-	// Path limits the search to a file or directory of the worktree.
-	Path            string `json:"path,omitempty"`
-	Fixed           bool   `json:"fixed,omitempty"`
-	CaseInsensitive bool   `json:"case_insensitive,omitempty"`
+	// Path limits the search to a file or directory of the tree.
+	Path string `json:"path,omitempty"`
+	// Fixed (or its other name Literal) searches for Pattern as it is.
+	Fixed           bool `json:"fixed,omitempty"`
+	Literal         bool `json:"literal,omitempty"`
+	CaseInsensitive bool `json:"case_insensitive,omitempty"`
 	// Glob limits the files searched, e.g. "*.go".
 	Glob string `json:"glob,omitempty"`
+	// Context is how many lines before and after each hit come with it;
+	// at most 10.
+	Context int `json:"context,omitempty"`
 	// MaxResults bounds the hits; default 1000, at most 10000.
 	MaxResults int `json:"max_results,omitempty"`
 }
 
-// SearchHit is one matching line.
+// SearchHit is one matching line, with its context lines when asked.
 type SearchHit struct {
-	Path string `json:"path"`
-	Line int    `json:"line"`
-	Text string `json:"text"`
+	Path   string   `json:"path"`
+	Line   int      `json:"line"`
+	Text   string   `json:"text"`
+	Before []string `json:"before,omitempty"`
+	After  []string `json:"after,omitempty"`
 }
 
 // SearchResult answers search.
 type SearchResult struct {
-	Hits      []SearchHit `json:"hits"`
-	Truncated bool        `json:"truncated"`
+	Hits []SearchHit `json:"hits"`
+	// Rendered is the hits as text, one line each: "path:line: text" for
+	// a hit, "path-line- text" for a context line, "--" between groups
+	// that are not adjacent (grep's layout).
+	Rendered string `json:"rendered"`
+	// Truncated: there were more hits than MaxResults, or than 192 KiB
+	// of rendered text.
+	Truncated bool `json:"truncated"`
 	// Engine is "rg" or "go".
 	Engine string `json:"engine"`
 }
@@ -54,8 +68,10 @@ type SearchResult struct {
 const (
 	defaultSearchResults = 1000
 	maxSearchResults     = 10000
+	maxSearchContext     = 10
 	maxHitText           = 500
 	maxSearchFileBytes   = 4 << 20
+	maxRenderedBytes     = 192 << 10 // Rendered, and the hits again: under the broker's 1 MB
 )
 
 // searcher searches worktrees with ripgrep when it is installed, else in
@@ -78,17 +94,23 @@ func newSearcher(bin string) searcher {
 	return searcher{rg: p}
 }
 
-func (s searcher) search(ctx context.Context, dir string, req SearchRequest) (SearchResult, error) {
+// Search searches the tree's files, with ripgrep when it is installed.
+func (t *Tree) Search(ctx context.Context, req SearchRequest) (SearchResult, error) {
 	if req.Pattern == "" {
 		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "pattern is required")
 	}
-	rel, err := CleanPath(req.Path)
+	root, rel, err := t.open(req.Path, reading)
 	if err != nil {
 		return SearchResult{}, err
 	}
+	defer root.Close()
 	if strings.ContainsAny(req.Glob, "\x00\n") {
-		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "bad glob")
+		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "glob: contains a NUL byte or a newline")
 	}
+	if req.Context < 0 || req.Context > maxSearchContext {
+		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "context %d: use 0 to %d lines", req.Context, maxSearchContext)
+	}
+	req.Fixed = req.Fixed || req.Literal
 	limit := req.MaxResults
 	if limit <= 0 {
 		limit = defaultSearchResults
@@ -96,21 +118,112 @@ func (s searcher) search(ctx context.Context, dir string, req SearchRequest) (Se
 	limit = min(limit, maxSearchResults)
 	// The start must resolve inside the worktree (a symlink leading out
 	// fails here); neither engine follows symlinks below it.
-	root, err := openRoot(dir)
+	if fi, err := root.Stat(rel); err != nil {
+		return SearchResult{}, pathError("search", rel, err)
+	} else if !fi.IsDir() && !fi.Mode().IsRegular() {
+		// ripgrep would read a FIFO named here until a writer came.
+		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPath, "search %s: not a file or directory", rel)
+	}
+	c := &hitCollector{context: req.Context, limit: limit}
+	var engine string
+	if t.engine.rg != "" {
+		engine, err = "rg", t.engine.ripgrep(ctx, t.dir, rel, req, c.add)
+	} else {
+		engine, err = "go", goSearch(ctx, root, rel, req, c.add)
+	}
 	if err != nil {
 		return SearchResult{}, err
 	}
-	defer root.Close()
-	if _, err := root.Stat(rel); err != nil {
-		return SearchResult{}, pathError("search", rel, err)
-	}
-	if s.rg != "" {
-		return s.ripgrep(ctx, dir, rel, req, limit)
-	}
-	return goSearch(ctx, root, rel, req, limit)
+	return SearchResult{Hits: c.hits, Rendered: c.out.String(), Truncated: c.truncated, Engine: engine}, nil
 }
 
-func (s searcher) ripgrep(ctx context.Context, dir, rel string, req SearchRequest, limit int) (SearchResult, error) {
+// searchLine is a line an engine found: a hit, or a context line.
+// Engines hand them over in file order, each file's lines in line order.
+type searchLine struct {
+	path  string
+	line  int
+	text  string
+	match bool
+}
+
+// hitCollector turns the lines the engines find into hits and their
+// rendering, up to the limits.
+type hitCollector struct {
+	context, limit int
+
+	hits      []SearchHit
+	out       strings.Builder
+	truncated bool
+	file      string // the file of the lines coming in
+	// Context lines of file since its last hit, the latest context of
+	// them (a line after one hit may be before the next).
+	pending  []pendingLine
+	lastHit  int // index in hits of file's last hit, -1 none
+	lastPath string
+	lastLine int // the line last rendered, in lastPath
+}
+
+type pendingLine struct {
+	searchLine
+	rendered bool
+}
+
+// add takes the next line; it returns false once the limits are reached
+// and the engine should stop.
+func (c *hitCollector) add(l searchLine) bool {
+	if c.hits == nil {
+		c.hits, c.lastHit = []SearchHit{}, -1
+	}
+	if l.path != c.file {
+		c.file, c.pending, c.lastHit = l.path, c.pending[:0], -1
+	}
+	if !l.match {
+		p := pendingLine{searchLine: l}
+		if c.lastHit >= 0 && l.line-c.hits[c.lastHit].Line <= c.context {
+			h := &c.hits[c.lastHit]
+			h.After = append(h.After, l.text)
+			c.render(l)
+			p.rendered = true
+		}
+		c.pending = append(c.pending, p)
+		if len(c.pending) > c.context {
+			c.pending = c.pending[len(c.pending)-c.context:]
+		}
+		return true
+	}
+	if len(c.hits) >= c.limit || c.out.Len() >= maxRenderedBytes {
+		c.truncated = true
+		return false
+	}
+	h := SearchHit{Path: l.path, Line: l.line, Text: l.text}
+	for _, p := range c.pending {
+		if p.line >= l.line-c.context && p.line < l.line {
+			h.Before = append(h.Before, p.text)
+			if !p.rendered {
+				c.render(p.searchLine)
+			}
+		}
+	}
+	c.pending = c.pending[:0]
+	c.render(l)
+	c.hits = append(c.hits, h)
+	c.lastHit = len(c.hits) - 1
+	return true
+}
+
+func (c *hitCollector) render(l searchLine) {
+	if c.out.Len() > 0 && (l.path != c.lastPath || l.line != c.lastLine+1) {
+		c.out.WriteString("--\n")
+	}
+	sep := "-"
+	if l.match {
+		sep = ":"
+	}
+	fmt.Fprintf(&c.out, "%s%s%d%s %s\n", l.path, sep, l.line, sep, l.text)
+	c.lastPath, c.lastLine = l.path, l.line
+}
+
+func (s searcher) ripgrep(ctx context.Context, dir, rel string, req SearchRequest, emit func(searchLine) bool) error {
 	args := []string{"--json", "--no-config", "--no-messages", "--hidden", "--glob", "!.git"}
 	if req.Fixed {
 		args = append(args, "--fixed-strings")
@@ -120,6 +233,9 @@ func (s searcher) ripgrep(ctx context.Context, dir, rel string, req SearchReques
 	}
 	if req.Glob != "" {
 		args = append(args, "--glob", req.Glob)
+	}
+	if req.Context > 0 {
+		args = append(args, "--context", strconv.Itoa(req.Context))
 	}
 	args = append(args, "--regexp", req.Pattern, "--", rel)
 	ctx, cancel := context.WithCancel(ctx)
@@ -133,34 +249,33 @@ func (s searcher) ripgrep(ctx context.Context, dir, rel string, req SearchReques
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return SearchResult{}, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return SearchResult{}, fmt.Errorf("starting rg: %w", err)
+		return fmt.Errorf("starting rg: %w", err)
 	}
-	res := SearchResult{Hits: []SearchHit{}, Engine: "rg"}
+	stopped := false
 	br := bufio.NewReaderSize(out, 64<<10)
 	var ev rgEvent
 	for {
 		line, rerr := br.ReadSlice('\n')
-		if len(line) > 0 && bytes.HasPrefix(line, []byte(`{"type":"match"`)) {
+		match := bytes.HasPrefix(line, []byte(`{"type":"match"`))
+		if len(line) > 0 && (match || bytes.HasPrefix(line, []byte(`{"type":"context"`))) {
 			ev = rgEvent{}
-			if json.Unmarshal(line, &ev) == nil {
-				if len(res.Hits) >= limit {
-					res.Truncated = true
-					cancel()
-					break
-				}
-				res.Hits = append(res.Hits, SearchHit{
-					Path: strings.TrimPrefix(ev.Data.Path.text(), "./"),
-					Line: ev.Data.LineNumber,
-					Text: clipLine(strings.TrimRight(ev.Data.Lines.text(), "\r\n")),
-				})
+			if json.Unmarshal(line, &ev) == nil && !emit(searchLine{
+				path:  strings.TrimPrefix(ev.Data.Path.text(), "./"),
+				line:  ev.Data.LineNumber,
+				text:  clipLine(strings.TrimRight(ev.Data.Lines.text(), "\r\n")),
+				match: match,
+			}) {
+				stopped = true
+				cancel()
+				break
 			}
 		}
 		if rerr == bufio.ErrBufferFull {
-			// A line longer than the buffer: drain it; it is not a match
-			// event we can use.
+			// A line longer than the buffer: drain it; it is not an event
+			// we can use.
 			for rerr == bufio.ErrBufferFull {
 				_, rerr = br.ReadSlice('\n')
 			}
@@ -173,15 +288,15 @@ func (s searcher) ripgrep(ctx context.Context, dir, rel string, req SearchReques
 	err = cmd.Wait()
 	var exitErr *exec.ExitError
 	switch {
-	case res.Truncated:
+	case stopped:
 	case err == nil:
 	case errors.As(err, &exitErr) && exitErr.ExitCode() == 1: // no match
 	case ctx.Err() != nil:
-		return SearchResult{}, ctx.Err()
+		return ctx.Err()
 	default:
-		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "rg: %s", strings.TrimSpace(stderr.String()))
+		return protocol.Errorf(protocol.CodeInvalidPayload, "rg: %s", strings.TrimSpace(stderr.String()))
 	}
-	return res, nil
+	return nil
 }
 
 type rgText struct {
@@ -211,7 +326,7 @@ func clipLine(s string) string {
 	return s
 }
 
-func goSearch(ctx context.Context, root *os.Root, rel string, req SearchRequest, limit int) (SearchResult, error) {
+func goSearch(ctx context.Context, root *os.Root, rel string, req SearchRequest, emit func(searchLine) bool) error {
 	pat := req.Pattern
 	if req.Fixed {
 		pat = regexp.QuoteMeta(pat)
@@ -221,11 +336,10 @@ func goSearch(ctx context.Context, root *os.Root, rel string, req SearchRequest,
 	}
 	re, err := regexp.Compile(pat)
 	if err != nil {
-		return SearchResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "pattern: %v", err)
+		return protocol.Errorf(protocol.CodeInvalidPayload, "pattern: %v", err)
 	}
-	res := SearchResult{Hits: []SearchHit{}, Engine: "go"}
 	fsys := root.FS()
-	err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
@@ -256,19 +370,26 @@ func goSearch(ctx context.Context, root *os.Root, rel string, req SearchRequest,
 		if !re.Match(data) {
 			return nil
 		}
-		for i, line := range strings.Split(string(data), "\n") {
+		lines := strings.Split(string(data), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		// shown[i]: line i is a hit or within Context lines of one.
+		shown := make([]bool, len(lines))
+		matched := make([]bool, len(lines))
+		for i, line := range lines {
 			if re.MatchString(line) {
-				if len(res.Hits) >= limit {
-					res.Truncated = true
-					return fs.SkipAll
+				matched[i] = true
+				for j := max(i-req.Context, 0); j <= min(i+req.Context, len(lines)-1); j++ {
+					shown[j] = true
 				}
-				res.Hits = append(res.Hits, SearchHit{Path: p, Line: i + 1, Text: clipLine(strings.TrimRight(line, "\r"))})
+			}
+		}
+		for i, line := range lines {
+			if shown[i] && !emit(searchLine{path: p, line: i + 1, text: clipLine(strings.TrimRight(line, "\r")), match: matched[i]}) {
+				return fs.SkipAll
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return SearchResult{}, err
-	}
-	return res, nil
 }

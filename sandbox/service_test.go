@@ -90,7 +90,7 @@ func TestParallelEditWorkspacesOnOneRepo(t *testing.T) {
 			t.Fatalf("branch %s used twice", b)
 		}
 		seen[b] = true
-		st, err := e.svc.GitStatus(ctx, id)
+		st, err := e.svc.GitStatus(ctx, id, sandbox.StatusRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestEditCommitPushReachesOrigin(t *testing.T) {
 	if !c.Committed || c.Branch != "agent/edits-c1" {
 		t.Fatalf("commit %+v", c)
 	}
-	st := must[sandbox.GitStatus](t)(e.svc.GitStatus(ctx, id))
+	st := must[sandbox.GitStatus](t)(e.svc.GitStatus(ctx, id, sandbox.StatusRequest{}))
 	if !st.Clean {
 		t.Fatalf("status after commit: %+v", st)
 	}
@@ -326,9 +326,9 @@ func TestStrReplaceNeedsOneOccurrence(t *testing.T) {
 	ws := e.acquire(editReq(origin, "c7"))
 	must[sandbox.WriteFileResult](t)(e.svc.WriteFile(ctx, ws.WorkspaceID, sandbox.WriteFileRequest{Path: "twice.txt", Content: "x\nx\n"}))
 	_, err := e.svc.StrReplace(ctx, ws.WorkspaceID, sandbox.StrReplaceRequest{Path: "twice.txt", Old: "x", New: "y"})
-	wantCode(t, err, protocol.CodeInvalidPayload)
+	wantCode(t, err, protocol.CodeAmbiguousMatch)
 	_, err = e.svc.StrReplace(ctx, ws.WorkspaceID, sandbox.StrReplaceRequest{Path: "twice.txt", Old: "z", New: "y"})
-	wantCode(t, err, protocol.CodeInvalidPayload)
+	wantCode(t, err, protocol.CodeNoMatch)
 	got := must[sandbox.ReadFileResult](t)(e.svc.ReadFile(ctx, ws.WorkspaceID, sandbox.ReadFileRequest{Path: "twice.txt"}))
 	if got.Content != "x\nx\n" {
 		t.Fatalf("a failed replace changed the file: %q", got.Content)
@@ -422,5 +422,42 @@ func TestExecEnvTimeoutAndCap(t *testing.T) {
 	res = must[sandbox.ExecResult](t)(e.svc.Exec(ctx, id, sandbox.ExecRequest{Command: "seq 1 1000; exit 3"}))
 	if !res.Truncated || len(res.Output) != 300 || res.ExitCode != 3 || res.Success {
 		t.Fatalf("cap/exit: %+v", res)
+	}
+}
+
+func TestWorkspaceOperationsTakeTheTreeOptions(t *testing.T) {
+	origin := makeOrigin(t, nil)
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	id := e.acquire(editReq(origin, "c10")).WorkspaceID
+	read := must[sandbox.ReadFileResult](t)(e.svc.ReadFile(ctx, id, sandbox.ReadFileRequest{Path: "main.go", StartLine: 3, EndLine: 3, LineNumbers: true}))
+	if read.Content != "     3\tfunc main() {\n" || read.TotalLines != 5 {
+		t.Fatalf("read-file with line numbers: %+v", read)
+	}
+	rep := must[sandbox.StrReplaceResult](t)(e.svc.StrReplace(ctx, id, sandbox.StrReplaceRequest{Path: "main.go", Old: "main", New: "Main", ExpectedCount: 2}))
+	if rep.Replacements != 2 || rep.Line != 1 {
+		t.Fatalf("str-replace expected_count 2: %+v", rep)
+	}
+	names := must[sandbox.ReaddirResult](t)(e.svc.Readdir(ctx, id, sandbox.PathRequest{Path: "lib"}))
+	if strings.Join(names.Names, ",") != "util.go" {
+		t.Fatalf("readdir: %+v", names)
+	}
+	st := must[sandbox.StatResult](t)(e.svc.Stat(ctx, id, sandbox.PathRequest{Path: "lib"}))
+	if !st.IsDirectory || st.MtimeMS == 0 {
+		t.Fatalf("stat: %+v", st)
+	}
+	hits := must[sandbox.SearchResult](t)(e.svc.Search(ctx, id, sandbox.SearchRequest{Pattern: "Answer =", Context: 1}))
+	if len(hits.Hits) != 1 || strings.Join(hits.Hits[0].Before, "") != "// Answer is the answer." {
+		t.Fatalf("search with context: %+v", hits)
+	}
+	diff := must[sandbox.GitDiff](t)(e.svc.GitDiff(ctx, id, sandbox.DiffRequest{Ref: "HEAD", Path: "main.go"}))
+	if !strings.Contains(diff.Diff, "+package Main") {
+		t.Fatalf("diff against HEAD of main.go: %+v", diff)
+	}
+	_, err := e.svc.GitDiff(ctx, id, sandbox.DiffRequest{Ref: "a..b"})
+	wantCode(t, err, protocol.CodeInvalidRef)
+	status := must[sandbox.GitStatus](t)(e.svc.GitStatus(ctx, id, sandbox.StatusRequest{Path: "lib"}))
+	if !status.Clean || status.Branch != "agent/edits-c10" {
+		t.Fatalf("status of lib (unchanged): %+v", status)
 	}
 }

@@ -72,11 +72,7 @@ func (s *JSONStore) DeleteWorkspace(id string) error {
 func (s *JSONStore) Workspaces() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, 0, len(s.state.Workspaces))
-	for _, k := range slices.Sorted(maps.Keys(s.state.Workspaces)) {
-		out = append(out, s.state.Workspaces[k])
-	}
-	return out
+	return sortedValues(s.state.Workspaces)
 }
 
 func (s *JSONStore) Repo(key string) (RepoRecord, bool) {
@@ -98,9 +94,14 @@ func (s *JSONStore) DeleteRepo(key string) error {
 func (s *JSONStore) Repos() []RepoRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]RepoRecord, 0, len(s.state.Repos))
-	for _, k := range slices.Sorted(maps.Keys(s.state.Repos)) {
-		out = append(out, s.state.Repos[k])
+	return sortedValues(s.state.Repos)
+}
+
+// sortedValues returns m's values ordered by key.
+func sortedValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
 	}
 	return out
 }

@@ -193,6 +193,23 @@ func refProblem(name string) string {
 	return ""
 }
 
+// revSuffix is the ~N / ^N tail a revision may carry (HEAD~1, main^2).
+var revSuffix = regexp.MustCompile(`(?:[~^][0-9]{0,4})+$`)
+
+// ValidateRevision checks what a diff may be against: HEAD, a branch or
+// tag name (as ValidateRef), or a commit id (4-64 hex digits), optionally
+// followed by ~N or ^N. It answers invalid_ref.
+func ValidateRevision(rev string) error {
+	base := revSuffix.ReplaceAllString(rev, "")
+	if base == "HEAD" || (len(base) >= 4 && len(base) <= 64 && isHex(base)) {
+		return nil
+	}
+	if why := refProblem(base); why != "" {
+		return protocol.Errorf(protocol.CodeInvalidRef, "ref %q: %s", rev, why)
+	}
+	return nil
+}
+
 // validateID checks an id that becomes part of a branch name
 // (conversation_id, task_id); it answers invalid_ref.
 func validateID(field, id string) error {
@@ -216,4 +233,47 @@ func validateRemote(name string) error {
 		return protocol.Errorf(protocol.CodeInvalidRef, "remote %q", name)
 	}
 	return nil
+}
+
+// Validate checks the request without touching the disk.
+func (r *AcquireRequest) Validate() error {
+	_, err := r.check()
+	return err
+}
+
+func (r *AcquireRequest) check() (Repo, error) {
+	repo, err := ParseRepo(r.Repo)
+	if err != nil {
+		return Repo{}, err
+	}
+	if r.BaseRef != "" {
+		if err := ValidateRef(r.BaseRef); err != nil {
+			return Repo{}, err
+		}
+	}
+	if err := validateName("user_id", r.UserID); err != nil {
+		return Repo{}, err
+	}
+	if err := validateName("project_id", r.ProjectID); err != nil {
+		return Repo{}, err
+	}
+	switch r.Mode {
+	case ModeAnalysis:
+	case ModeEdit:
+		if err := validateID("conversation_id", r.ConversationID); err != nil {
+			return Repo{}, err
+		}
+	case ModeTask:
+		if err := validateID("task_id", r.TaskID); err != nil {
+			return Repo{}, err
+		}
+	default:
+		return Repo{}, protocol.Errorf(protocol.CodeInvalidPayload, "mode %q: use analysis, edit or task", r.Mode)
+	}
+	switch r.Network {
+	case "", NetworkNone, NetworkHost:
+	default:
+		return Repo{}, protocol.Errorf(protocol.CodeInvalidPayload, "network %q: use none or host", r.Network)
+	}
+	return repo, nil
 }

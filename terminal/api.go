@@ -82,20 +82,6 @@ type ExecResult struct {
 	Note string `json:"note,omitempty"`
 }
 
-type syncResultJSON struct {
-	Success    bool   `json:"success"`
-	Command    string `json:"command"`
-	Output     string `json:"output"`
-	Error      string `json:"error"`
-	ExitCode   int    `json:"exit_code"`
-	DurationMS int64  `json:"duration_ms"`
-	TimedOut   bool   `json:"timed_out"`
-	Truncated  bool   `json:"truncated"`
-	Terminal   string `json:"terminal"`
-	Cwd        string `json:"cwd"`
-	Note       string `json:"note,omitempty"`
-}
-
 type asyncResultJSON struct {
 	Success   bool   `json:"success"`
 	Command   string `json:"command"`
@@ -115,11 +101,13 @@ func (r ExecResult) MarshalJSON() ([]byte, error) {
 			Status: r.Status, Terminal: r.Terminal, Cwd: r.Cwd, Note: r.Note,
 		})
 	}
-	return json.Marshal(syncResultJSON{
-		Success: r.Success, Command: r.Command, Output: r.Output, Error: r.Error,
-		ExitCode: r.ExitCode, DurationMS: r.DurationMS, TimedOut: r.TimedOut,
-		Truncated: r.Truncated, Terminal: r.Terminal, Cwd: r.Cwd, Note: r.Note,
-	})
+	// The sync shape is ExecResult's own fields but the async ones, which
+	// omitempty leaves out once cleared (a type without the method, so
+	// Marshal does not recurse).
+	type syncShape ExecResult
+	plain := syncShape(r)
+	plain.Status = ""
+	return json.Marshal(plain)
 }
 
 // OutputRequest is the payload of /api/terminal/sessions/{id}/output.

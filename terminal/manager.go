@@ -283,21 +283,11 @@ func (m *Manager) Output(sessionID string, offset int64) (OutputResult, error) {
 // typed into the terminal. It waits while the command is not reading,
 // until ctx ends.
 func (m *Manager) Input(ctx context.Context, sessionID, data string, eof bool) error {
-	s, err := m.lookup(sessionID)
+	s, r, err := m.running(sessionID)
 	if err != nil {
 		return err
 	}
-	r := s.runnerOf()
-	if s.isDone() || r == nil {
-		return ended(s)
-	}
-	if err := r.input(ctx, []byte(data), eof); err != nil {
-		if errors.Is(err, errGone) {
-			return ended(s)
-		}
-		return fmt.Errorf("writing to session %s: %w", sessionID, err)
-	}
-	return nil
+	return s.failed(r.input(ctx, []byte(data), eof), "writing to")
 }
 
 // Signal delivers the named signal ("SIGINT", "TERM", ...) to the async
@@ -308,19 +298,12 @@ func (m *Manager) Signal(sessionID, signal string) error {
 	if err != nil {
 		return err
 	}
-	s, err := m.lookup(sessionID)
+	s, r, err := m.running(sessionID)
 	if err != nil {
 		return err
 	}
-	r := s.runnerOf()
-	if s.isDone() || r == nil {
-		return ended(s)
-	}
-	if err := r.signal(sig); err != nil {
-		if errors.Is(err, errGone) {
-			return ended(s)
-		}
-		return fmt.Errorf("signalling session %s: %w", sessionID, err)
+	if err := s.failed(r.signal(sig), "signalling"); err != nil {
+		return err
 	}
 	m.log.Info().Str("session_id", sessionID).Str("signal", unixSignalName(sig)).Msg("signal delivered")
 	return nil
@@ -472,6 +455,34 @@ func (m *Manager) lookup(id string) (*session, error) {
 
 func ended(s *session) error {
 	return protocol.Errorf(protocol.CodeSessionEnded, "session %s has ended", s.id)
+}
+
+// running returns the async session id names and its runner, or
+// session_ended when it no longer runs.
+func (m *Manager) running(id string) (*session, runner, error) {
+	s, err := m.lookup(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := s.runnerOf()
+	if s.isDone() || r == nil {
+		return nil, nil, ended(s)
+	}
+	return s, r, nil
+}
+
+// failed is the answer to a runner operation on s (doing is "writing to",
+// "signalling") that returned err: nil for nil, session_ended when the
+// process was gone meanwhile.
+func (s *session) failed(err error, doing string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errGone):
+		return ended(s)
+	default:
+		return fmt.Errorf("%s session %s: %w", doing, s.id, err)
+	}
 }
 
 // visibleCwd is the visible shell's current directory, or "" without one.

@@ -19,8 +19,8 @@ import (
 // concurrently for messages from different publishers; messages from one
 // publisher goroutine to one channel are delivered in publish order. A
 // handler that blocks delays the later messages of its subscription (on
-// Redis also, by a millisecond, other channels). A handler may Subscribe
-// and Unsubscribe.
+// Redis also, by about 200 µs, those of other channels). A handler may
+// Subscribe and Unsubscribe.
 type Handler func(msg []byte)
 
 // Bus is a pub/sub transport. All methods are safe for concurrent use.

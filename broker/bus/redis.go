@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,14 +68,14 @@ type RedisConfig struct {
 //
 // One pub/sub connection carries every subscription of the instance (one
 // per shard on a cluster); a receive loop per connection reads it and calls
-// the handlers itself, in arrival order. A handler that runs longer than a
-// millisecond (it blocks, or waits for the bus) has the reading move to a
-// new goroutine: it delays later messages of its own subscription, which
-// wait for it in order, and the other channels of its connection by a
-// millisecond at most. On a single server
-// publishes go out on one more connection, written by the publishing
-// goroutine and batched under load, their counts read back by a goroutine
-// of their own (see pipe); on a cluster they use go-redis pipelines.
+// the handlers itself, in arrival order. A handler that runs longer than
+// handoff.DefaultAfter, 200 µs (it blocks, or waits for the bus), has the
+// reading move to a new goroutine: it delays later messages of its own
+// subscription, which wait for it in order, and the other channels of its
+// connection by about those 200 µs. On a single server publishes go out on
+// one more connection, written by the publishing goroutine and batched
+// under load, their counts read back by a goroutine of their own (see
+// pipe); on a cluster they use go-redis pipelines (see clusterPublisher).
 //
 // Receiver counts: Redis counts subscribed connections, and tether's routing
 // relies on that count (0 means nobody serves a workspace). So that a count
@@ -110,8 +111,7 @@ type Redis struct {
 	cluster *redis.ClusterClient // cluster mode
 	base    *redis.Options       // template for the dedicated pub/sub clients
 	topo    *clusterTopology     // cluster mode: which node serves a channel
-	pipe    *pipe                // single-server mode: publishes
-	pub     *publisher           // cluster mode: batches publishes under load
+	pub     publisher            // a pipe on a single server, a clusterPublisher on a cluster
 
 	mu      sync.Mutex
 	conns   map[connKey]*psConn
@@ -169,7 +169,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		}
 		opts.ContextTimeoutEnabled = true // a Publish honours its ctx
 		if opts.MaxRetries == 0 {
-			opts.MaxRetries = -1 // see Publish
+			opts.MaxRetries = -1 // the bus resends nothing by itself (see publisher)
 		}
 		r.base = opts
 		r.single = redis.NewClient(cloneOptions(opts))
@@ -177,11 +177,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.single.Close()
 			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
 		}
+		r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
 	} else {
 		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.ClusterAddrs,
 			ContextTimeoutEnabled: true,
-			MaxRetries:            -1, // see Publish
+			MaxRetries:            -1, // see publisher
 		})
 		r.base = &redis.Options{}
 		r.topo = &clusterTopology{client: r.cluster}
@@ -189,12 +190,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.cluster.Close()
 			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
 		}
-	}
-
-	if r.single != nil {
-		r.pipe = newPipe(cloneOptions(r.base), clientName(r.prefix+"pub:"+r.instance), &r.wg)
-	} else {
-		r.pub = &publisher{pipe: r.cluster.Pipeline, sharded: true}
+		r.pub = &clusterPublisher{client: r.cluster, prefix: r.prefix, wg: &r.wg}
 	}
 
 	r.wg.Add(1)
@@ -238,68 +234,37 @@ func (r *Redis) waitLive(ctx context.Context, c *psConn) error {
 // subscriptions, in every instance, the message reached (on a cluster: on
 // the shard that owns the channel).
 //
-// A failed PUBLISH is not retried on a single server: when its reply is
-// lost it may have been delivered, and a retry could deliver a call twice;
-// the error is returned instead. On a
-// cluster go-redis follows redirections (MOVED, ASK: the command did not
-// run) and also resends after a broken connection, within the same budget,
-// so there a receiver may rarely see a message twice.
+// A failed publish is retried only when Redis cannot have run it; when its
+// reply is lost it may have been delivered, and a retry could deliver a
+// call twice, so the error is returned instead (see publisher for the
+// rule).
 func (r *Redis) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
 	if r.isClosed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := r.publish(ctx, r.prefix+channel, msg)
+	n, err := r.pub.publish(ctx, channel, msg)
 	if err != nil {
 		return 0, r.publishError(channel, err)
 	}
-	return int(n), nil
+	return n, nil
 }
 
-func (r *Redis) publish(ctx context.Context, channel string, msg []byte) (int64, error) {
-	if r.pipe == nil {
-		return r.pub.publish(ctx, channel, msg)
-	}
-	ch := make(chan pubResult, 1)
-	r.pipe.publish("PUBLISH", channel, msg, func(n int, err error) { ch <- pubResult{n, err} })
-	select {
-	case res := <-ch:
-		return int64(res.n), res.err
-	case <-ctx.Done():
-		// The command is out or queued; its outcome is dropped.
-		return 0, ctx.Err()
-	}
-}
-
-type pubResult struct {
-	n   int
-	err error
-}
-
-// PublishAsync implements Bus. On a single server the command
-// is written at once (or with the next batch) and the count comes from the
-// connection's reader; on a cluster a goroutine of the bus waits for it.
+// PublishAsync implements Bus. On a single server the command is written at
+// once (or with the next batch) and the count comes from the connection's
+// reader; on a cluster it is queued for a goroutine of the bus, which sends
+// the queue one pipeline at a time (see clusterPublisher). The retry rule is
+// Publish's.
 func (r *Redis) PublishAsync(channel string, msg []byte, done func(int, error)) {
 	if r.isClosed.Load() {
 		done(0, ErrClosed)
 		return
 	}
-	if r.pipe != nil {
-		r.pipe.publish("PUBLISH", r.prefix+channel, msg, func(n int, err error) {
-			if err != nil {
-				err = r.publishError(channel, err)
-			}
-			done(n, err)
-		})
-		return
-	}
-	msg = append([]byte(nil), msg...)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		done(r.Publish(ctx, channel, msg))
-	}()
+	r.pub.publishAsync(channel, msg, func(n int, err error) {
+		if err != nil {
+			err = r.publishError(channel, err)
+		}
+		done(n, err)
+	})
 }
 
 func (r *Redis) publishError(channel string, err error) error {
@@ -524,9 +489,7 @@ func (r *Redis) Close() error {
 	for _, c := range conns {
 		c.shutdown()
 	}
-	if r.pipe != nil {
-		r.pipe.close()
-	}
+	r.pub.close()
 	r.wg.Wait()
 
 	var err error
@@ -589,7 +552,8 @@ func (r *Redis) pingLoop() {
 				dead = append(dead, c)
 				continue
 			}
-			pings = append(pings, ping{c, c.pingChannel})
+			// Named as Publish names channels: the publisher adds the prefix.
+			pings = append(pings, ping{c, strings.TrimPrefix(c.pingChannel, r.prefix)})
 		}
 		r.mu.Unlock()
 
@@ -604,7 +568,7 @@ func (r *Redis) pingLoop() {
 		}
 		for _, p := range pings {
 			ctx, cancel := context.WithTimeout(context.Background(), r.pingTimeout)
-			n, err := r.publish(ctx, p.channel, []byte("ping"))
+			n, err := r.pub.publish(ctx, p.channel, []byte("ping"))
 			cancel()
 			if err == nil && n == 0 {
 				// Redis no longer counts the connection as subscribed.

@@ -30,31 +30,33 @@ const (
 // being dialled is full.
 var errPipeBusy = errors.New("redis publish queue full while reconnecting")
 
-// pubDone receives a publish's outcome: the receiver count Redis reported,
-// or the error that ended the command. It runs on the pipe's reader
-// goroutine (or the publisher's, for an error found while sending) and must
-// not block.
-type pubDone func(receivers int, err error)
-
-// pipe publishes on one Redis connection of its own without waiting for the
-// replies: the goroutine that publishes writes the command (at low load, at
-// once and by itself, with no handoff); publishes that arrive while a write
-// is under way are appended and go out with the next write, so under load
-// many share one syscall (a flat combining writer). A reader goroutine takes
-// the replies in order and hands each count to its command's pubDone.
+// pipe is the publisher of a bus on a single server: it publishes on one
+// Redis connection of its own without waiting for the replies. The goroutine
+// that publishes writes the command (at low load, at once and by itself,
+// with no handoff); publishes that arrive while a write is under way are
+// appended and go out with the next write, so under load many share one
+// syscall (a flat combining writer). A reader goroutine takes the replies in
+// order and hands each count to its command's pubDone, which runs on that
+// goroutine (or on the publisher's, for an error found while sending).
 //
-// go-redis has no such mode: each command, pipelined or not, waits for its
-// reply on the caller's goroutine, which costs a broker a goroutine (or a
-// blocked read loop) per reply it forwards.
+// go-redis (v9.23) reports no reply as it arrives: a command, pipelined or
+// not, waits for its reply on the caller's goroutine, and so does one sent
+// through Client.AutoPipeline. Client.AsyncAutoPipeline (experimental) does
+// return at once, but it has no completion callback: the outcome is known
+// only by blocking on the command's result or its AutoFuture's Wait. Either
+// way a broker would spend a goroutine (or a blocked read loop) per reply it
+// forwards, which is why the pipe stays.
 //
 // The connection is dialled on first use and again after it fails; commands
 // issued meanwhile wait for the dial (up to maxPipeQueue). A failed
-// connection fails every command sent on it and not yet answered: a command
-// whose reply was lost may have run, so none is resent.
+// connection fails every command sent on it and not yet answered; those
+// queued behind them wait for the next connection (the retry rule of
+// publisher).
 type pipe struct {
-	opts *redis.Options
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	name string // CLIENT SETNAME
+	opts   *redis.Options
+	prefix string // of every channel
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	name   string // CLIENT SETNAME
 	// wg counts the reader and dial goroutines (the bus's group).
 	wg *sync.WaitGroup
 
@@ -73,12 +75,14 @@ type pipe struct {
 	since time.Time
 }
 
-func newPipe(opts *redis.Options, name string, wg *sync.WaitGroup) *pipe {
+var _ publisher = (*pipe)(nil)
+
+func newPipe(opts *redis.Options, prefix, name string, wg *sync.WaitGroup) *pipe {
 	dial := opts.Dialer
 	if dial == nil {
 		dial = redis.NewDialer(opts)
 	}
-	return &pipe{opts: opts, dial: dial, name: name, wg: wg}
+	return &pipe{opts: opts, prefix: prefix, dial: dial, name: name, wg: wg}
 }
 
 func (p *pipe) readTimeout() time.Duration {
@@ -95,10 +99,28 @@ func (p *pipe) writeTimeout() time.Duration {
 	return pipeWriteTimeout
 }
 
-// publish sends PUBLISH (or SPUBLISH when sharded) and calls done with the
-// outcome. It never waits for Redis' reply; it may write, and then waits
-// at most for the write (bounded by the write timeout).
-func (p *pipe) publish(cmd, channel string, msg []byte, done pubDone) {
+// publish implements publisher.
+func (p *pipe) publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	ch := make(chan pubResult, 1)
+	p.publishAsync(channel, msg, func(n int, err error) { ch <- pubResult{n, err} })
+	select {
+	case res := <-ch:
+		return res.n, res.err
+	case <-ctx.Done():
+		// The command is out or queued; its outcome is dropped.
+		return 0, ctx.Err()
+	}
+}
+
+type pubResult struct {
+	n   int
+	err error
+}
+
+// publishAsync implements publisher with PUBLISH. It never waits for Redis'
+// reply; it may write, and then waits at most for the write (bounded by the
+// write timeout).
+func (p *pipe) publishAsync(channel string, msg []byte, done pubDone) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -110,7 +132,7 @@ func (p *pipe) publish(cmd, channel string, msg []byte, done pubDone) {
 		done(0, errPipeBusy)
 		return
 	}
-	p.out = appendCommand(p.out, cmd, channel, msg)
+	p.out = appendPublish(p.out, p.prefix, channel, msg)
 	p.outN++
 	if p.head == len(p.waiting) {
 		p.since = time.Now()
@@ -366,7 +388,8 @@ func (p *pipe) takeAllLocked() []pubDone {
 	return fail
 }
 
-// close fails everything waiting and closes the connection.
+// close implements publisher: it fails everything waiting, sent or not, and
+// closes the connection.
 func (p *pipe) close() {
 	p.mu.Lock()
 	if p.closed {
@@ -413,12 +436,15 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 
-// appendCommand appends a RESP array of bulk strings: cmd channel msg.
-func appendCommand(b []byte, cmd, channel string, msg []byte) []byte {
-	b = append(b, "*3\r\n"...)
-	b = appendBulk(b, cmd)
-	b = appendBulk(b, channel)
-	b = append(b, '$')
+// appendPublish appends PUBLISH prefix+channel msg as a RESP array of bulk
+// strings.
+func appendPublish(b []byte, prefix, channel string, msg []byte) []byte {
+	b = append(b, "*3\r\n$7\r\nPUBLISH\r\n$"...)
+	b = strconv.AppendInt(b, int64(len(prefix)+len(channel)), 10)
+	b = append(b, "\r\n"...)
+	b = append(b, prefix...)
+	b = append(b, channel...)
+	b = append(b, "\r\n$"...)
 	b = strconv.AppendInt(b, int64(len(msg)), 10)
 	b = append(b, "\r\n"...)
 	b = append(b, msg...)

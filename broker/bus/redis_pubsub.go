@@ -53,11 +53,11 @@ type entry struct {
 	ending *redisSub
 	conn   *psConn
 
-	gen        uint64 // conn generation the last SUBSCRIBE was sent on
-	pending    int    // commands sent on the current generation, not yet confirmed
-	subscribed bool   // Redis confirmed the subscription on the current generation
-	held       bool   // Redis confirmed the subscription once: Subscribe returned
-	deleted    bool   // removed from its connection for good
+	gen           uint64 // conn generation the last SUBSCRIBE was sent on
+	pending       int    // commands sent on the current generation, not yet confirmed
+	subscribed    bool   // Redis confirmed the subscription on the current generation
+	everConfirmed bool   // Redis confirmed the subscription once: Subscribe returned
+	deleted       bool   // removed from its connection for good
 }
 
 // psConn is one pub/sub connection, replaced by a new generation (a fresh
@@ -163,7 +163,7 @@ func (c *psConn) holdsLocked() bool {
 		return true
 	}
 	for _, e := range c.entries {
-		if e.held {
+		if e.everConfirmed {
 			return true
 		}
 	}
@@ -485,7 +485,7 @@ func (c *psConn) onMessage(m *redis.Message) *redisSub {
 		if e.sub != nil {
 			return e.sub
 		}
-		if e.held { // not for a Subscribe that failed
+		if e.everConfirmed { // not for a Subscribe that failed
 			return e.ending // Redis counted this message for it
 		}
 	}
@@ -532,7 +532,7 @@ func (c *psConn) onConfirm(m *redis.Subscription) error {
 	case e.sub == nil && !subscribed:
 		c.removeLocked(e)
 	case e.sub != nil && subscribed:
-		e.subscribed, e.held = true, true
+		e.subscribed, e.everConfirmed = true, true
 		r.broadcastLocked()
 	default:
 		return fmt.Errorf("redis subscription state of %q disagrees with the bus", m.Channel)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/terminal"
@@ -19,6 +20,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	maxInFlight := fs.Int("max-in-flight", 0, "handlers running at once before 'overloaded' (default 64)")
 	outputCap := fs.Int("output-cap", 0, "bytes of a command's output a terminal result keeps, head and tail (default 80000)")
 	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", ""), "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
+	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
+	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -42,6 +45,8 @@ func runBridge(args []string, stderr io.Writer) error {
 		MaxInFlight: *maxInFlight,
 		Terminal:    terminal.Config{OutputCap: *outputCap},
 		SandboxDir:  *sandboxDir,
+		ReadOnly:    *readOnly,
+		Disable:     splitList(*disable),
 		Logger:      log,
 	})
 	if err != nil {
@@ -50,4 +55,15 @@ func runBridge(args []string, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	return b.Run(ctx)
+}
+
+// splitList reads a comma-separated flag value; empty items are dropped.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

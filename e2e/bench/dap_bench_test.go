@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,15 +11,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/debugger"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	godap "github.com/google/go-dap"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/dap/node"
 )
 
 // debugBenchC is the C scenario's program (dap's test program; line 4 is
@@ -56,19 +65,8 @@ func BenchmarkDebugStartToSnapshot(b *testing.B) {
 	if out, err := gcc.CombinedOutput(); err != nil {
 		b.Fatalf("gcc: %v\n%s", err, out)
 	}
-	runs := 7
-	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
-		runs = v
-	}
-
-	brk, secret := startBroker(b, bin)
-	startDebugBridge(b, bin, brk, secret, "dap-bench", root)
-	tc := &tetherDebugClient{
-		client: controlClient(b),
-		url:    brk.url + "/api/v1/workspaces/dap-bench/calls",
-		token:  mintToken(b, secret, broker.RoleCaller, "dap-bench"),
-	}
-	tc.client.Timeout = 60 * time.Second
+	runs := benchRuns()
+	tc := startDebugBench(b, bin, "dap-bench", root)
 
 	// One untimed round each: page cache, the bridge's adapter lookup.
 	bareScenario(b, lldbDAP, root)
@@ -89,6 +87,29 @@ func BenchmarkDebugStartToSnapshot(b *testing.B) {
 	b.ReportMetric(median(bare), "bare-ms")
 	b.ReportMetric(median(through), "tether-ms")
 	b.ReportMetric(ratio, "ratio")
+}
+
+// benchRuns is how many timed rounds a debug benchmark makes: BENCH_RUNS,
+// default 7.
+func benchRuns() int {
+	if v, err := strconv.Atoi(os.Getenv("BENCH_RUNS")); err == nil && v > 0 {
+		return v
+	}
+	return 7
+}
+
+// startDebugBench starts a broker and a bridge serving root as workspace
+// ws, and returns a caller for it.
+func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
+	brk, secret := startBroker(b, bin)
+	startDebugBridge(b, bin, brk, secret, ws, root)
+	tc := &tetherDebugClient{
+		client: controlClient(b),
+		url:    brk.url + "/api/v1/workspaces/" + ws + "/calls",
+		token:  mintToken(b, secret, broker.RoleCaller, ws),
+	}
+	tc.client.Timeout = 60 * time.Second
+	return tc
 }
 
 // startDebugBridge starts `tether bridge` serving root and waits until the
@@ -147,32 +168,40 @@ func (c *tetherDebugClient) call(tb testing.TB, endpoint string, payload, out an
 	}
 }
 
-// scenario returns the time from start-session to a snapshot with locals.
+// scenario returns the time from start-session to a snapshot with locals,
+// for the C program.
 func (c *tetherDebugClient) scenario(tb testing.TB) time.Duration {
+	return c.startToSnapshot(tb, map[string]any{
+		"language": "c", "program": "add_numbers",
+		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line": 4}}}},
+	})
+}
+
+// startToSnapshot returns the time from start-session (with start, which
+// sets one breakpoint) to a snapshot with locals; the session is stopped
+// after, untimed.
+func (c *tetherDebugClient) startToSnapshot(tb testing.TB, start map[string]any) time.Duration {
 	tb.Helper()
 	began := time.Now()
-	var start struct {
+	var started struct {
 		SessionID   string `json:"session_id"`
 		Breakpoints []struct {
 			Verified bool `json:"verified"`
 		} `json:"breakpoints"`
 	}
-	c.call(tb, "/api/debug/start-session", map[string]any{
-		"language": "c", "program": "add_numbers",
-		"breakpoints": []map[string]any{{"path": "add_numbers.c", "breakpoints": []map[string]any{{"line": 4}}}},
-	}, &start)
-	if len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
-		tb.Fatalf("tether breakpoint not verified: %+v", start)
+	c.call(tb, "/api/debug/start-session", start, &started)
+	if len(started.Breakpoints) != 1 || !started.Breakpoints[0].Verified {
+		tb.Fatalf("tether breakpoint not verified: %+v", started)
 	}
 	var snap struct {
 		Locals []struct{ Name, Value string } `json:"locals"`
 	}
-	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": start.SessionID}, &snap)
+	c.call(tb, "/api/debug/snapshot", map[string]any{"session_id": started.SessionID}, &snap)
 	took := time.Since(began)
 	if len(snap.Locals) < 3 {
 		tb.Fatalf("tether snapshot locals: %+v", snap.Locals)
 	}
-	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+	c.call(tb, "/api/debug/stop-session", map[string]any{"session_id": started.SessionID}, nil)
 	return took
 }
 
@@ -301,5 +330,157 @@ func bareScenario(tb testing.TB, lldbDAP, root string) time.Duration {
 		tb.Fatalf("bare: locals %+v", vars.Body.Variables)
 	}
 	d.await(d.send(&godap.DisconnectRequest{Request: godap.Request{Command: "disconnect"}, Arguments: &godap.DisconnectArguments{TerminateDebuggee: true}}))
+	return took
+}
+
+// debugBenchJS is the Node scenario's program (dap/node's test program;
+// line 6 is `return r;` in mul).
+var debugBenchJS = func() []byte {
+	b, err := os.ReadFile("../../dap/node/testdata/programs/calc.js")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+// BenchmarkDebugNodeStartToSnapshot measures the Node scenario, start →
+// verified breakpoint → snapshot with locals, through tether (HTTP caller →
+// broker → bridge → the built-in CDP adapter → node) against a bare CDP
+// client in Go driving node --inspect-brk directly (the same WebSocket and
+// cdproto layer, dap/node's Conn, without the DAP server, the session or
+// the routes), alternating in the same run. Each run starts a fresh node;
+// stopping it is not timed.
+func BenchmarkDebugNodeStartToSnapshot(b *testing.B) {
+	bin := tetherBin(b)
+	nodePath, err := exec.LookPath("node")
+	if err != nil {
+		b.Skip("node is not installed")
+	}
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "calc.js"), debugBenchJS, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	runs := benchRuns()
+	tc := startDebugBench(b, bin, "node-bench", root)
+
+	bareNodeScenario(b, nodePath, root) // untimed: page cache, the bridge's lookups
+	tc.nodeScenario(b)
+	var bare, through, ratios []float64
+	for range runs {
+		bt := bareNodeScenario(b, nodePath, root)
+		tt := tc.nodeScenario(b)
+		bare, through = append(bare, ms(bt)), append(through, ms(tt))
+		ratios = append(ratios, ms(tt)/ms(bt))
+	}
+	ratio := median(ratios)
+	fmt.Printf("\ndap start→verified breakpoint→snapshot, Node scenario, %d runs on %d cores\n", runs, goruntime.NumCPU())
+	fmt.Printf("  per-run ratios:        %s\n", formatRatios(ratios))
+	fmt.Printf("  bare CDP client (Go):  %.1f ms (median)\n", median(bare))
+	fmt.Printf("  through tether:        %.1f ms (median)\n", median(through))
+	fmt.Printf("  ratio tether/bare:     %.2f× (median of per-run ratios; target ≤ %.1f×) %s\n", ratio, targetDebugRatio, verdict(ratio <= targetDebugRatio))
+	b.ReportMetric(median(bare), "bare-ms")
+	b.ReportMetric(median(through), "tether-ms")
+	b.ReportMetric(ratio, "ratio")
+}
+
+func formatRatios(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(parts, " ")
+}
+
+// nodeScenario returns the time from start-session to a snapshot with
+// locals, for the Node program.
+func (c *tetherDebugClient) nodeScenario(tb testing.TB) time.Duration {
+	return c.startToSnapshot(tb, map[string]any{
+		"language": "javascript", "program": "calc.js",
+		"breakpoints": []map[string]any{{"path": "calc.js", "breakpoints": []map[string]any{{"line": 6}}}},
+	})
+}
+
+// bareNodeScenario is the baseline: the least a CDP client does to reach
+// the same answer: node --inspect-brk, its URL from stderr, enable, run to
+// the first line, one breakpoint by URL, resume, the locals of the pause.
+func bareNodeScenario(tb testing.TB, nodePath, root string) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	script := filepath.Join(root, "calc.js")
+	cmd := exec.Command(nodePath, "--inspect-brk=127.0.0.1:0", script)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting node: %v", err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if u, ok := node.ParseInspectorURL(sc.Text()); ok {
+				urlc <- u
+			}
+		}
+	}()
+	var wsURL string
+	select {
+	case wsURL = <-urlc:
+	case <-ctx.Done():
+		tb.Fatal("bare: node printed no inspector URL")
+	}
+	paused := make(chan debugger.EventPaused, 8)
+	conn, err := node.Dial(ctx, wsURL, node.DialOptions{OnEvent: func(method string, params jsonv2.Value) {
+		if method == debugger.Paused.Method {
+			var ev debugger.EventPaused
+			if jsonv2.Unmarshal(params, &ev) == nil {
+				paused <- ev
+			}
+		}
+	}})
+	if err != nil {
+		tb.Fatalf("bare: %v", err)
+	}
+	defer conn.Close()
+	must := func(err error) {
+		if err != nil {
+			tb.Fatalf("bare: %v", err)
+		}
+	}
+	_, err = cdp.Call(ctx, conn, cdpruntime.Enable, cdp.Empty{})
+	must(err)
+	_, err = cdp.Call(ctx, conn, debugger.Enable, debugger.EnableParams{})
+	must(err)
+	_, err = cdp.Call(ctx, conn, cdpruntime.RunIfWaitingForDebugger, cdp.Empty{})
+	must(err)
+	<-paused // the first line
+	bp, err := cdp.Call(ctx, conn, debugger.SetBreakpointByURL, debugger.SetBreakpointByURLParams{
+		LineNumber: 5, URLRegex: regexp.QuoteMeta("file://" + script)})
+	must(err)
+	if len(bp.Locations) == 0 {
+		tb.Fatal("bare: breakpoint not bound")
+	}
+	_, err = cdp.Call(ctx, conn, debugger.Resume, debugger.ResumeParams{})
+	must(err)
+	var ev debugger.EventPaused
+	select {
+	case ev = <-paused:
+	case <-ctx.Done():
+		tb.Fatal("bare: no pause at the breakpoint")
+	}
+	own := true
+	props, err := cdp.Call(ctx, conn, cdpruntime.GetProperties, cdpruntime.GetPropertiesParams{
+		ObjectID: ev.CallFrames[0].ScopeChain[0].Object.ObjectID, OwnProperties: &own})
+	must(err)
+	took := time.Since(began)
+	if len(props.Result) < 3 {
+		tb.Fatalf("bare: locals %+v", props.Result)
+	}
 	return took
 }

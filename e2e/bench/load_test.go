@@ -39,6 +39,9 @@ type runStats struct {
 	// loadCPU is the CPU this process (the load generator) spent in the
 	// measured window.
 	loadCPU time.Duration
+	// watchCPU is the CPU of each watched process in the measured window
+	// (runLoadOver).
+	watchCPU []time.Duration
 }
 
 func (s runStats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
@@ -96,6 +99,15 @@ func loadConfigFromEnv(tb testing.TB) loadConfig {
 // handoffs per request), the way wrk drives a server.
 func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	tb.Helper()
+	return runLoadOver(tb, []target{tgt}, conc, cfg, nil)
+}
+
+// runLoadOver is runLoad over several targets: each worker sends its calls
+// to the targets in turn (worker w starting at target w·len/conc), holding
+// one keep-alive connection per host. The CPU time of the processes in
+// watch over the measured window goes into runStats.watchCPU, in order.
+func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch []int) runStats {
+	tb.Helper()
 	start := time.Now()
 	from := start.Add(cfg.warmup)
 	until := from.Add(cfg.measure)
@@ -106,29 +118,52 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	}
 	results := make([]result, conc)
 	var cpuFrom time.Duration
+	watchFrom := make([]time.Duration, len(watch))
 	var cpuOnce sync.Once
 	var wg sync.WaitGroup
 	for w := range conc {
 		wg.Go(func() {
 			r := &results[w]
 			r.lat = make([]time.Duration, 0, 1<<14)
-			c, err := dialCaller(tgt)
-			if err != nil {
-				r.err = err
-				return
+			reqs := make([][]byte, len(tgts))
+			callers := make([]*httpCaller, len(tgts))
+			byHost := map[string]*httpCaller{}
+			defer func() {
+				for _, c := range byHost {
+					c.close()
+				}
+			}()
+			for i, tgt := range tgts {
+				host, req, err := callRequest(tgt)
+				if err != nil {
+					r.err = err
+					return
+				}
+				if byHost[host] == nil {
+					if byHost[host], err = dialCaller(host); err != nil {
+						r.err = err
+						return
+					}
+				}
+				reqs[i], callers[i] = req, byHost[host]
 			}
-			defer c.close()
-			for {
+			for n := w * len(tgts) / conc; ; n++ {
 				t0 := time.Now()
 				if !t0.Before(until) {
 					return
 				}
 				measured := !t0.Before(from)
 				if measured {
-					cpuOnce.Do(func() { cpuFrom = cpuTime(os.Getpid()) })
+					cpuOnce.Do(func() {
+						cpuFrom = cpuTime(os.Getpid())
+						for i, pid := range watch {
+							watchFrom[i] = cpuTime(pid)
+						}
+					})
 				}
-				if err := c.call(); err != nil {
-					r.err = err
+				i := n % len(tgts)
+				if err := callers[i].call(reqs[i]); err != nil {
+					r.err = fmt.Errorf("%s: %w", tgts[i].url, err)
 					return
 				}
 				if t1 := time.Now(); measured {
@@ -140,10 +175,13 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	}
 	wg.Wait()
 	s := runStats{conc: conc, loadCPU: cpuTime(os.Getpid()) - cpuFrom}
+	for i, pid := range watch {
+		s.watchCPU = append(s.watchCPU, cpuTime(pid)-watchFrom[i])
+	}
 	var last time.Time
 	for _, r := range results {
 		if r.err != nil {
-			tb.Fatalf("c=%d: call to %s failed: %v", conc, tgt.url, r.err)
+			tb.Fatalf("c=%d: call failed: %v", conc, r.err)
 		}
 		s.lat = append(s.lat, r.lat...)
 		if r.lastEnd.After(last) {
@@ -158,39 +196,44 @@ func runLoad(tb testing.TB, tgt target, conc int, cfg loadConfig) runStats {
 	return s
 }
 
-// httpCaller is one keep-alive HTTP/1.1 connection sending the bench call.
+// httpCaller is one keep-alive HTTP/1.1 connection sending bench calls.
 type httpCaller struct {
 	conn net.Conn
 	rd   *bufio.Reader
-	req  []byte // the whole request, prepared once
 	body []byte // the last answer's body
 }
 
-func dialCaller(tgt target) (*httpCaller, error) {
+// callRequest prepares the whole HTTP request of the bench call to tgt and
+// returns it with the host it goes to.
+func callRequest(tgt target) (host string, req []byte, err error) {
 	u, err := url.Parse(tgt.url)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, len(callBody))
+	if tgt.token != "" {
+		fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", tgt.token)
+	}
+	b.WriteString("\r\n")
+	b.Write(callBody)
+	return u.Host, b.Bytes(), nil
+}
+
+func dialCaller(host string) (*httpCaller, error) {
+	conn, err := net.DialTimeout("tcp", host, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	var req bytes.Buffer
-	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, len(callBody))
-	if tgt.token != "" {
-		fmt.Fprintf(&req, "Authorization: Bearer %s\r\n", tgt.token)
-	}
-	req.WriteString("\r\n")
-	req.Write(callBody)
-	return &httpCaller{conn: conn, rd: bufio.NewReaderSize(conn, 4096), req: req.Bytes()}, nil
+	return &httpCaller{conn: conn, rd: bufio.NewReaderSize(conn, 4096)}, nil
 }
 
 func (c *httpCaller) close() { _ = c.conn.Close() }
 
-// call sends one call and checks its answer.
-func (c *httpCaller) call() error {
+// call sends one prepared call and checks its answer.
+func (c *httpCaller) call(req []byte) error {
 	_ = c.conn.SetDeadline(time.Now().Add(15 * time.Second))
-	if _, err := c.conn.Write(c.req); err != nil {
+	if _, err := c.conn.Write(req); err != nil {
 		return fmt.Errorf("sending call: %w", err)
 	}
 	status, err := c.rd.ReadSlice('\n')

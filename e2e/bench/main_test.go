@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -10,9 +11,28 @@ import (
 // TestMain doubles as the baseline echo server: the benchmarks re-execute
 // this test binary with echoAddrEnv set to run it in a process of its own,
 // as the broker runs in its own.
+//
+// While the tests and benchmarks run, SIGINT or SIGTERM stops every child
+// process and its group, and removes their files, before this process exits
+// (children_test.go). After them, a goroutine left running fails the run.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(echoAddrEnv); addr != "" {
 		os.Exit(serveEcho(addr))
 	}
-	goleak.VerifyTestMain(m)
+	var err error
+	if childTemp, err = os.MkdirTemp("", "tether-bench-"); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+	removeHandler := stopChildrenOnInterrupt()
+	code := m.Run()
+	removeHandler()
+	_ = os.RemoveAll(childTemp)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

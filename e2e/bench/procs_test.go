@@ -23,9 +23,10 @@ import (
 	"github.com/tetherdev/tether/broker"
 )
 
-// proc is a child process of a benchmark. Cleanup stops it (SIGTERM, then
-// SIGKILL after a grace) and waits for it; a non-zero exit after SIGTERM
-// fails the benchmark.
+// proc is a child process of a benchmark, in a process group of its own
+// (children_test.go). Cleanup stops it (SIGTERM to its group, then SIGKILL
+// after a grace) and waits for it; a non-zero exit after SIGTERM, or
+// processes left in its group, fail the benchmark.
 type proc struct {
 	name    string
 	cmd     *exec.Cmd
@@ -40,21 +41,31 @@ type proc struct {
 // temporary directory.
 func startProc(tb testing.TB, name, path string, args []string, env ...string) *proc {
 	tb.Helper()
-	logPath := filepath.Join(tb.TempDir(), name+".log")
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(tb, name, cmd)
+}
+
+// startCmd starts cmd as a benchmark child. Its stdout and stderr, unless
+// already set, go to a log file in a directory of its own (childDir).
+func startCmd(tb testing.TB, name string, cmd *exec.Cmd) *proc {
+	tb.Helper()
+	logPath := filepath.Join(childDir(tb, name), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatalf("creating %s log: %v", name, err)
 	}
 	defer f.Close() // the child holds its own descriptor
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Should this process die without its cleanups, its children go too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("starting %s: %v", name, err)
+	if cmd.Stdout == nil {
+		cmd.Stdout = f
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = f
 	}
 	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	if err := startChild(cmd, p); err != nil {
+		tb.Fatal(err)
+	}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -74,24 +85,39 @@ func (p *proc) exited() bool {
 	}
 }
 
-// stop ends the process with SIGTERM (SIGKILL after 20s) and waits for it.
+// stop ends the process with SIGTERM to its group (SIGKILL after 20s),
+// waits for it, and kills what is left in its group.
 func (p *proc) stop(tb testing.TB) {
 	p.once.Do(func() {
+		defer forgetChild(p)
 		if p.exited() {
 			tb.Errorf("%s exited on its own: %v\n%s", p.name, p.waitErr, p.logTail())
+			_ = p.reapGroup()
 			return
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.signalGroup(syscall.SIGTERM)
 		select {
 		case <-p.done:
 			if p.waitErr != nil {
 				tb.Errorf("%s exited badly after SIGTERM: %v\n%s", p.name, p.waitErr, p.logTail())
 			}
 		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
+			p.signalGroup(syscall.SIGKILL)
 			<-p.done
 			tb.Errorf("%s did not exit within 20s of SIGTERM; killed\n%s", p.name, p.logTail())
 		}
+		if left := p.reapGroup(); left != "" {
+			tb.Errorf("%s left processes in its group after exiting: %s (killed)", p.name, left)
+		}
+	})
+}
+
+// discard forgets a process that exited while starting, as expected (it
+// lost the race for its port): its exit is not reported at cleanup.
+func (p *proc) discard() {
+	p.once.Do(func() {
+		_ = p.reapGroup()
+		forgetChild(p)
 	})
 }
 
@@ -139,23 +165,29 @@ func (p *proc) memKB() (rss, peak int64, err error) {
 
 // cpuTime returns the CPU time (user + system) pid has used so far.
 func cpuTime(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name in parentheses may hold spaces; fields follow it.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
+	_, f, ok := procStat(pid)
+	if !ok || len(f) < 13 {
 		return 0
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	// USER_HZ is 100 on every Linux architecture Go supports.
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// procStat reads /proc/pid/stat: the command name, and the fields after it
+// (fields[0] is the state, the third field of proc(5)).
+func procStat(pid int) (comm string, fields []string, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, false
+	}
+	// The command name in parentheses may hold spaces; fields follow it.
+	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 0 || end < open {
+		return "", nil, false
+	}
+	return string(data[open+1 : end]), strings.Fields(string(data[end+1:])), true
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
@@ -186,33 +218,45 @@ type server struct {
 }
 
 // startServer starts a process that listens on the address it is given by
-// args(addr) and waits until GET /healthz answers 200. It retries with
-// another port when the process exits early (the port was taken meanwhile).
+// args(addr) and waits until GET /healthz answers 200 (startListening).
 func startServer(tb testing.TB, name, path string, args func(addr string) []string, env func(addr string) []string) *server {
 	tb.Helper()
 	client := controlClient(tb)
+	p, addr := startListening(tb, name, path, args, env, func(addr string) bool {
+		res, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return &server{proc: p, url: "http://" + addr}
+}
+
+// startListening starts a process that listens on the loopback address it
+// is given by args(addr) and waits (up to 15s) until ready(addr). It
+// retries with another port when the process exits early (the port was
+// taken meanwhile).
+func startListening(tb testing.TB, name, path string, args, env func(addr string) []string, ready func(addr string) bool) (*proc, string) {
+	tb.Helper()
 	for attempt := 1; ; attempt++ {
 		addr := freeAddr(tb)
 		p := startProc(tb, name, path, args(addr), env(addr)...)
-		s := &server{proc: p, url: "http://" + addr}
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			if p.exited() {
 				if attempt < 3 {
-					p.once.Do(func() {}) // expected: do not report it at cleanup
+					p.discard()
 					break
 				}
 				tb.Fatalf("%s exited while starting: %v\n%s", name, p.waitErr, p.logTail())
 			}
-			if res, err := client.Get(s.url + "/healthz"); err == nil {
-				_, _ = io.Copy(io.Discard, res.Body)
-				_ = res.Body.Close()
-				if res.StatusCode == http.StatusOK {
-					return s
-				}
+			if ready(addr) {
+				return p, addr
 			}
 			if time.Now().After(deadline) {
-				tb.Fatalf("%s not healthy within 15s\n%s", name, p.logTail())
+				tb.Fatalf("%s not ready within 15s\n%s", name, p.logTail())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -235,13 +279,24 @@ func tetherBin(tb testing.TB) string {
 // startBroker starts `tether broker` with a fresh secret, logging at warn.
 func startBroker(tb testing.TB, bin string, extra ...string) (*server, []byte) {
 	tb.Helper()
+	secret := newSecret()
+	return startBrokerWithSecret(tb, bin, secret, extra...), secret
+}
+
+// newSecret returns a fresh token signing secret.
+func newSecret() []byte {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
-	secret := hex.EncodeToString(raw[:])
-	s := startServer(tb, "broker", bin, func(addr string) []string {
-		return append([]string{"broker", "--listen", addr, "--secret", secret, "--log-level", "warn"}, extra...)
+	return []byte(hex.EncodeToString(raw[:]))
+}
+
+// startBrokerWithSecret starts `tether broker` signing with secret (brokers
+// that share a Redis share it), logging at warn.
+func startBrokerWithSecret(tb testing.TB, bin string, secret []byte, extra ...string) *server {
+	tb.Helper()
+	return startServer(tb, "broker", bin, func(addr string) []string {
+		return append([]string{"broker", "--listen", addr, "--secret", string(secret), "--log-level", "warn"}, extra...)
 	}, func(string) []string { return nil })
-	return s, []byte(secret)
 }
 
 // startEcho starts the baseline server: this test binary in echo mode.
@@ -262,7 +317,7 @@ func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws strin
 	tb.Helper()
 	tok := mintToken(tb, secret, broker.RoleBridge, ws)
 	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
-		"--token", tok, "--root", tb.TempDir(), "--log-level", "warn"})
+		"--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"})
 	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
 	client := controlClient(tb)
 	deadline := time.Now().Add(15 * time.Second)

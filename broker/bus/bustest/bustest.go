@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,6 +361,30 @@ func Run(t *testing.T, pair Pair) {
 			t.Fatal("Subscribe with an ended context succeeded")
 		}
 		mustPublish(t, a, "ended", []byte("x"), 0)
+	})
+	runPublishAsync(t, pair)
+	t.Run("CloseEndsSubscriptions", func(t *testing.T) {
+		a, b := pair(t)
+		var closed, late atomic.Bool
+		subscribe(t, a, "closing", func([]byte) {
+			if closed.Load() {
+				late.Store(true)
+			}
+		})
+		if err := a.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		closed.Store(true)
+		// Redis may count a closed subscriber until it has seen the socket
+		// go; it must not be handed a message. (For the in-memory bus a and
+		// b are one bus: b is closed too.)
+		eventually(t, func() bool {
+			n, err := b.Publish(context.Background(), "closing", []byte("x"))
+			return err != nil || n == 0
+		})
+		if late.Load() {
+			t.Fatal("a handler ran after Close returned")
+		}
 	})
 	t.Run("ClosedBusReturnsErrClosed", func(t *testing.T) {
 		a, _ := pair(t)

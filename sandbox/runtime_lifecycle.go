@@ -1,0 +1,146 @@
+package sandbox
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The lifecycle of a workspace's runtime: chosen at acquire, started on
+// first use (an acquire or an exec after a release), replaced when the
+// record asks for another kind, stopped by Release, Destroy and Close.
+// The runtimes themselves are in runtime*.go.
+
+func (s *Service) runtimeChoice(kind, network string) (string, string, error) {
+	if kind == "" {
+		kind = s.cfg.DefaultRuntime
+	}
+	if _, ok := s.runtimes[kind]; !ok {
+		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "runtime %q: use subprocess or bwrap", kind)
+	}
+	if network == "" {
+		network = NetworkHost
+		if kind == "bwrap" {
+			network = NetworkNone
+		}
+	}
+	return kind, network, nil
+}
+
+func (s *Service) spec(rec *Record) RuntimeSpec {
+	return RuntimeSpec{
+		Dir: rec.Dir, Network: rec.Network,
+		Hide:     []string{s.root},
+		ReadOnly: []string{s.cache.Dir(rec.Repo)},
+	}
+}
+
+// checkRuntime answers runtime_unavailable when kind cannot give network.
+func (s *Service) checkRuntime(ctx context.Context, kind, network string) error {
+	rt, err := s.runtimes[kind].Start(ctx, RuntimeSpec{Dir: s.root, Network: network})
+	if err != nil {
+		return err
+	}
+	rt.Stop()
+	return nil
+}
+
+// ensureRuntime returns the capabilities of the workspace's runtime,
+// starting it or replacing it if the record asks for another one.
+func (s *Service) ensureRuntime(ctx context.Context, rec *Record) (Capabilities, error) {
+	rt, err := s.runtime(ctx, rec)
+	if err != nil {
+		return Capabilities{}, err
+	}
+	return rt.Capabilities(), nil
+}
+
+func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	l, ok := s.live[rec.ID]
+	if ok && l.kind == rec.Runtime && l.net == rec.Network {
+		l.used = now
+		s.live[rec.ID] = l
+		s.mu.Unlock()
+		return l.rt, nil
+	}
+	s.mu.Unlock()
+	if ok {
+		l.rt.Stop() // replaced by another kind
+	}
+	p, found := s.runtimes[rec.Runtime]
+	if !found {
+		return nil, protocol.Errorf(protocol.CodeRuntimeUnavailable, "runtime %q is not offered here", rec.Runtime)
+	}
+	rt, err := p.Start(ctx, s.spec(rec))
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if old, ok := s.live[rec.ID]; ok && old.rt != l.rt {
+		old.rt.Stop()
+	}
+	s.live[rec.ID] = liveRuntime{rt: rt, kind: rec.Runtime, net: rec.Network, used: now}
+	s.mu.Unlock()
+	return rt, nil
+}
+
+// Exec runs a command in the workspace's runtime, starting the runtime
+// if it was released.
+func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	if req.Command == "" {
+		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "command is required")
+	}
+	var res ExecResult
+	err := s.withWorkspace(ctx, id, writing, func(rec *Record) error {
+		root, rel, err := s.tree(rec).open(req.Cwd, reading)
+		if err != nil {
+			return err
+		}
+		fi, err := root.Stat(rel)
+		root.Close()
+		if err != nil {
+			return pathError("cwd", rel, err)
+		}
+		if !fi.IsDir() {
+			return protocol.Errorf(protocol.CodeInvalidPath, "cwd %s is not a directory", rel)
+		}
+		req.dir = filepath.Join(rec.Dir, filepath.FromSlash(rel))
+		rt, err := s.runtime(ctx, rec)
+		if err != nil {
+			return err
+		}
+		res, err = rt.Exec(ctx, req)
+		s.mu.Lock()
+		if l, ok := s.live[id]; ok && l.rt == rt {
+			l.used = s.cfg.Now() // a long command is use until its end
+			s.live[id] = l
+		}
+		s.mu.Unlock()
+		return err
+	})
+	return res, err
+}
+
+// Release stops the workspace's runtime; the workspace stays as it is.
+func (s *Service) Release(ctx context.Context, id string) error {
+	if _, err := s.workspace(id); err != nil {
+		return err
+	}
+	s.stopRuntime(id)
+	s.logger(ctx).Info().Str("sandbox_workspace", id).Msg("sandbox runtime released")
+	return s.store.Flush()
+}
+
+func (s *Service) stopRuntime(id string) bool {
+	s.mu.Lock()
+	l, ok := s.live[id]
+	delete(s.live, id)
+	s.mu.Unlock()
+	if ok {
+		l.rt.Stop()
+	}
+	return ok
+}
