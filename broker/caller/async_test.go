@@ -39,15 +39,24 @@ func eachStore(t *testing.T, f func(t *testing.T, e asyncEnv)) {
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
 		prefix := uniquePrefix(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		st, err := store.NewRedis(ctx, store.RedisConfig{URL: srv.URL(), Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		f(t, asyncEnv{bus: newRedis(t, srv.URL(), prefix), store: st, c: newAsyncCaller(t, newRedis(t, srv.URL(), prefix), st)})
+		cb := newRedis(t, srv.URL(), prefix)
+		st := newRedisStore(t, srv.URL(), prefix, cb)
+		f(t, asyncEnv{bus: newRedis(t, srv.URL(), prefix), store: st, c: newAsyncCaller(t, cb, st)})
 	})
+}
+
+// newRedisStore is the store on Redis for a caller on bus b, closed in
+// t.Cleanup.
+func newRedisStore(t *testing.T, url, prefix string, b bus.Bus) *store.Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := store.NewRedis(ctx, store.RedisConfig{URL: url, Prefix: prefix, Bus: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 func newAsyncCaller(t *testing.T, b bus.Bus, st store.Store) *caller.BusCaller {
@@ -188,17 +197,11 @@ func TestAsyncRefusalsAreCoded(t *testing.T) {
 func TestAsyncSubmitWithTheStoreDownIsBusUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := uniquePrefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := store.NewRedis(ctx, store.RedisConfig{URL: srv.URL(), Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	c := newAsyncCaller(t, newRedis(t, srv.URL(), prefix), st)
+	cb := newRedis(t, srv.URL(), prefix)
+	c := newAsyncCaller(t, cb, newRedisStore(t, srv.URL(), prefix, cb))
 	srv.Stop()
 	start := time.Now()
-	_, err = c.Submit(context.Background(), caller.Request{WorkspaceID: "w", Endpoint: "/api/ping"})
+	_, err := c.Submit(context.Background(), caller.Request{WorkspaceID: "w", Endpoint: "/api/ping"})
 	if code(err) != protocol.CodeBusUnavailable || time.Since(start) > time.Second {
 		t.Fatalf("Submit with Redis down: %v after %s, want bus_unavailable at once", err, time.Since(start))
 	}

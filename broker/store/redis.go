@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,31 +25,43 @@ type RedisConfig struct {
 	// store carries one hash tag, so all records live in one slot: one
 	// shard serves the store.
 	ClusterAddrs []string
-	// Prefix starts every key and the outcome channel; the bus's
-	// bus.DefaultRedisPrefix when empty.
+	// Prefix starts every key; bus.DefaultRedisPrefix when empty. It must
+	// be Bus's prefix.
 	Prefix string
+	// Bus is this process's bus on the same Redis and prefix. The store
+	// hears outcomes on it (one subscription to OutcomeChannel, for Watch),
+	// so that an instance keeps one pub/sub connection. The store does not
+	// close it.
+	Bus bus.Bus
 	Options
 	Logger zerolog.Logger
 }
 
+// OutcomeChannel is the bus channel (under the prefix) on which the Redis
+// store announces the correlation id of every call that got its outcome.
+// It carries the keys' hash tag, so that on a Cluster the scripts publish
+// it (SPUBLISH) on the shard that holds the records.
+const OutcomeChannel = "{calls}:done"
+
 // Redis is the Store shared by broker instances on one Redis: a hash per
 // call, a list per workspace for its queue, one sorted set of the times
 // Sweep acts at, and a key per idempotency key; every step that must be
-// atomic is a Lua script (redis_scripts.go). Outcomes are announced on one
-// pub/sub channel that every instance's store subscribes, for Watch.
+// atomic is a Lua script (redis_scripts.go). The scripts that write an
+// outcome also publish it on OutcomeChannel, which every instance's store
+// subscribes on its bus, for Watch.
 //
 // Commands are never retried by the client: a script whose reply was lost
 // may have run, and running Create twice would answer the retry ErrExists.
 // All methods are safe for concurrent use.
 type Redis struct {
-	client redis.UniversalClient
-	opts   Options
-	log    zerolog.Logger
-	k      redisKeys
-	ps     *redis.PubSub
-	watch  watchers
-	closed atomic.Bool
-	wg     sync.WaitGroup
+	client  redis.UniversalClient
+	opts    Options
+	log     zerolog.Logger
+	k       redisKeys
+	publish string // the command the scripts announce outcomes with
+	sub     bus.Subscription
+	watch   watchers
+	closed  atomic.Bool
 }
 
 var _ Store = (*Redis)(nil)
@@ -62,7 +73,7 @@ type redisKeys struct {
 	queue   string // + workspace id: its list of queued correlation ids
 	idem    string // + workspace id NUL key: the correlation id
 	due     string // sorted set: correlation id by the unix ms Sweep acts at
-	channel string // pub/sub: the correlation id of each call that got its outcome
+	channel string // prefix + OutcomeChannel, as the scripts publish it
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -72,21 +83,25 @@ func newRedisKeys(prefix string) redisKeys {
 		queue:   base + "queue:",
 		idem:    base + "idem:",
 		due:     base + "due",
-		channel: prefix + "calls:done",
+		channel: prefix + OutcomeChannel,
 	}
 }
 
-// NewRedis connects to Redis and subscribes the outcome channel. It fails if
-// Redis does not answer within ctx. Close releases it.
+// NewRedis connects to Redis and subscribes OutcomeChannel on cfg.Bus. It
+// fails if Redis does not answer within ctx. Close releases it.
 func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	if (cfg.URL == "") == (len(cfg.ClusterAddrs) == 0) {
 		return nil, errors.New("creating redis call store: set exactly one of URL and ClusterAddrs")
+	}
+	if cfg.Bus == nil {
+		return nil, errors.New("creating redis call store: a bus is required (RedisConfig.Bus)")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = bus.DefaultRedisPrefix
 	}
 	cfg.Options.setDefaults()
 	var client redis.UniversalClient
+	publish := "PUBLISH"
 	if cfg.URL != "" {
 		opts, err := redis.ParseURL(cfg.URL)
 		if err != nil {
@@ -97,24 +112,20 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		client = redis.NewClient(opts)
 	} else {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
 	}
-	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(), k: newRedisKeys(cfg.Prefix)}
+	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
+		k: newRedisKeys(cfg.Prefix), publish: publish}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("connecting call store to redis: %w", err)
 	}
-	r.ps = client.Subscribe(ctx, r.k.channel)
-	if _, err := r.ps.Receive(ctx); err != nil {
-		_ = r.ps.Close()
+	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel, func(msg []byte) { r.watch.notify(string(msg)) })
+	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("subscribing call outcomes: %w", err)
 	}
-	msgs := r.ps.Channel() // go-redis resubscribes after a lost connection
-	r.wg.Go(func() {
-		for m := range msgs {
-			r.watch.notify(m.Payload)
-		}
-	})
+	r.sub = sub
 	return r, nil
 }
 
@@ -320,7 +331,7 @@ func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse,
 	resp.CorrelationID = cid
 	body := protocol.AppendToolResponse(nil, &resp)
 	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
-		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw).Slice()
+		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish).Slice()
 	if err != nil {
 		return Outcome{}, unavailable("recording call outcome", err)
 	}
@@ -343,7 +354,7 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 	}
 	n, err := sweepScript.Run(ctx, r.client, []string{r.k.due},
 		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
-		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner).Int()
+		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish).Int()
 	if err != nil {
 		return 0, unavailable("sweeping call deadlines", err)
 	}
@@ -358,8 +369,9 @@ func (r *Redis) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := r.ps.Close()
-	r.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.sub.Unsubscribe(ctx)
 	if cerr := r.client.Close(); err == nil {
 		err = cerr
 	}

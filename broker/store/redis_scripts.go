@@ -7,8 +7,9 @@ import "github.com/redis/go-redis/v9"
 // interleave inside it. Every key a script touches shares the "{calls}"
 // hash tag (see redisKeys), so on a Redis Cluster they all live in one slot
 // and a script may reach keys it computes, such as the record of an id it
-// popped. Numbers computed from times come from Go as strings: Lua's own
-// number formatting would lose digits of a unix millisecond.
+// popped, and publish the outcome channel, which carries the same tag.
+// Numbers computed from times come from Go as strings: Lua's own number
+// formatting would lose digits of a unix millisecond.
 
 // createScript records a call and queues it, or finds the retained call
 // with the same idempotency key.
@@ -69,7 +70,7 @@ return out
 //
 // KEYS: record, due. ARGV: correlation id, final status, now (unix ms),
 // response JSON, record expiry (unix ms), outcome channel, "1" to
-// withdraw.
+// withdraw, the publish command (PUBLISH, or SPUBLISH on a Cluster).
 //
 // Returns {0} no such call, {1, previous status, fields} written,
 // {2, fields} left as it was.
@@ -84,7 +85,7 @@ redis.call('PEXPIREAT', KEYS[1], ARGV[5])
 redis.call('ZREM', KEYS[2], ARGV[1])
 local idem = redis.call('HGET', KEYS[1], 'idem_ref')
 if idem and redis.call('GET', idem) == ARGV[1] then redis.call('PEXPIREAT', idem, ARGV[5]) end
-redis.call('PUBLISH', ARGV[6], ARGV[1])
+redis.call(ARGV[8], ARGV[6], ARGV[1])
 return {1, was, redis.call('HGETALL', KEYS[1])}
 `)
 
@@ -94,7 +95,7 @@ return {1, was, redis.call('HGETALL', KEYS[1])}
 // KEYS: due. ARGV: record key prefix, now (unix ms), max, record expiry
 // (unix ms), outcome channel, then the codes and messages: offline code,
 // offline message, timeout code, queued timeout message, lost owner
-// message.
+// message, the publish command.
 //
 // Returns how many calls it ended.
 var sweepScript = redis.NewScript(`
@@ -113,7 +114,7 @@ for _, cid in ipairs(due) do
     redis.call('HSET', key, 'status', 'failed', 'finished_at', ARGV[2], 'response', resp)
     redis.call('PEXPIREAT', key, ARGV[4])
     if f[3] and redis.call('GET', f[3]) == cid then redis.call('PEXPIREAT', f[3], ARGV[4]) end
-    redis.call('PUBLISH', ARGV[5], cid)
+    redis.call(ARGV[11], ARGV[5], cid)
     n = n + 1
   end
 end

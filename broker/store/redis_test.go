@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/broker/store/storetest"
@@ -23,12 +24,19 @@ func uniquePrefix(t *testing.T) string {
 	return fmt.Sprintf("test:%s:%d:%d:", name, time.Now().UnixNano(), prefixSeq.Add(1))
 }
 
-// newRedis returns a store closed in t.Cleanup.
+// newRedis returns a store on a bus of its own (like one broker instance),
+// both closed in t.Cleanup.
 func newRedis(t *testing.T, cfg store.RedisConfig) *store.Redis {
 	t.Helper()
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	b, err := bus.NewRedis(ctx, bus.RedisConfig{URL: cfg.URL, ClusterAddrs: cfg.ClusterAddrs, Prefix: cfg.Prefix, Logger: cfg.Logger})
+	if err != nil {
+		t.Fatalf("bus.NewRedis: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	cfg.Bus = b
 	s, err := store.NewRedis(ctx, cfg)
 	if err != nil {
 		t.Fatalf("NewRedis: %v", err)
@@ -62,7 +70,7 @@ func TestRedisClusterConformance(t *testing.T) {
 }
 
 func TestRedisConfigIsChecked(t *testing.T) {
-	for _, cfg := range []store.RedisConfig{{}, {URL: "redis://x", ClusterAddrs: []string{"y"}}, {URL: "::not a url"}} {
+	for _, cfg := range []store.RedisConfig{{}, {URL: "redis://x", ClusterAddrs: []string{"y"}}, {URL: "::not a url", Bus: bus.NewMemory()}, {URL: "redis://127.0.0.1:1"}} {
 		if s, err := store.NewRedis(context.Background(), cfg); err == nil {
 			_ = s.Close()
 			t.Errorf("NewRedis(%+v) accepted", cfg)

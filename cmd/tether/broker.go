@@ -105,10 +105,10 @@ func (f *redisFlags) clusterAddrs() []string {
 }
 
 // openStore connects the store of async call records on the Redis the
-// flags select, with the bus's prefix: every broker on that Redis reads and
-// ends every async call. Call it after open succeeded.
-func (f *redisFlags) openStore(retention time.Duration, log zerolog.Logger) (*store.Redis, error) {
-	cfg := store.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, Options: store.Options{Retention: retention}, Logger: log}
+// flags select, with the prefix of rb, the bus open returned: every broker
+// on that Redis reads and ends every async call.
+func (f *redisFlags) openStore(rb *bus.Redis, retention time.Duration, log zerolog.Logger) (*store.Redis, error) {
+	cfg := store.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, Bus: rb, Options: store.Options{Retention: retention}, Logger: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return store.NewRedis(ctx, cfg)
@@ -167,7 +167,7 @@ func runBroker(args []string, stderr io.Writer) error {
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus
-		st, err := rf.openStore(f.retention, log)
+		st, err := rf.openStore(rb, f.retention, log)
 		if err != nil {
 			return err
 		}
