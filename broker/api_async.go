@@ -95,26 +95,27 @@ func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPre
 	c.JSON(http.StatusAccepted, rec)
 }
 
-// callRecord reads the record of the call named in the path for a caller
-// token allowed to call its workspace; it answers the request itself and
-// returns false otherwise.
-func (b *Broker) callRecord(c *gin.Context) (store.Record, bool) {
+// callerAllowed checks the request's token for the API of async calls; it
+// answers the request itself and returns nil when the token is refused.
+func (b *Broker) callerAllowed(c *gin.Context) *Claims {
 	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
 	if err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		apiError(c, authStatus(err), refusal.Error, refusal.Message)
-		return store.Record{}, false
+		return nil
 	}
-	rec, err := b.caller.Status(c.Request.Context(), c.Param("cid"))
-	if err != nil {
-		asyncError(c, err)
-		return store.Record{}, false
+	return claims
+}
+
+// covers is the check that a token may read and cancel a call: it may call
+// the call's workspace.
+func covers(claims *Claims) func(*store.Record) error {
+	return func(rec *store.Record) error {
+		if !claims.Allows(rec.WorkspaceID) {
+			return protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %s", strconv.Quote(rec.WorkspaceID))
+		}
+		return nil
 	}
-	if !claims.Allows(rec.WorkspaceID) {
-		apiError(c, http.StatusForbidden, protocol.CodeForbidden, "token does not cover workspace "+strconv.Quote(rec.WorkspaceID))
-		return store.Record{}, false
-	}
-	return rec, true
 }
 
 // handleCallStatus answers GET /api/v1/calls/{cid}: the record now, or with
@@ -127,19 +128,18 @@ func (b *Broker) handleCallStatus(c *gin.Context) {
 	}
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	rec, ok := b.callRecord(c)
-	if !ok {
+	claims := b.callerAllowed(c)
+	if claims == nil {
 		return
 	}
-	if wait > 0 && !store.IsFinal(rec.Status) {
-		if rec, err = b.caller.Wait(c.Request.Context(), rec.CorrelationID, wait); err != nil {
-			var pe *protocol.Error
-			if !errors.As(err, &pe) || (pe.Code != protocol.CodeCallerClosed && pe.Code != protocol.CodeCancelled) || rec.CorrelationID == "" {
-				asyncError(c, err)
-				return
-			}
-			// Shutting down, or the request went: the status as last read.
+	rec, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), wait, covers(claims))
+	if err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || (pe.Code != protocol.CodeCallerClosed && pe.Code != protocol.CodeCancelled) || rec.CorrelationID == "" {
+			asyncError(c, err)
+			return
 		}
+		// Shutting down, or the request went: the status as last read.
 	}
 	c.JSON(http.StatusOK, rec)
 }
@@ -161,7 +161,12 @@ func parseWait(s string, given bool) (time.Duration, error) {
 func (b *Broker) handleCallCancel(c *gin.Context) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	if _, ok := b.callRecord(c); !ok {
+	claims := b.callerAllowed(c)
+	if claims == nil {
+		return
+	}
+	if _, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), 0, covers(claims)); err != nil {
+		asyncError(c, err)
 		return
 	}
 	rec, err := b.caller.Cancel(c.Request.Context(), c.Param("cid"))

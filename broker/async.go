@@ -95,7 +95,7 @@ func (c *conn) claimBatch() int {
 	for i := range recs {
 		call := recs[i].Call()
 		c.callEvent(c.b.log.Debug(), &call).Msg("async call claimed")
-		c.deliver(call, nil)
+		c.deliver(call, nil, true)
 	}
 	// A cancel that came while the claim was in flight found none of its
 	// calls in the table; they are there now.

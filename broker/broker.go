@@ -307,7 +307,7 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 	}
 	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
 	ch := make(chan protocol.ToolResponse, 1)
-	c.deliver(call, ch)
+	c.deliver(call, ch, false)
 	// The owner's timer answers at the deadline; this one only guards the
 	// promise of an answer against a bug in that path.
 	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + b.cfg.CallGrace)

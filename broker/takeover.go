@@ -194,6 +194,6 @@ func (c *conn) joinStep(set func()) {
 		return
 	}
 	for _, call := range early {
-		c.deliver(call, nil)
+		c.deliver(call, nil, false)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -57,28 +59,34 @@ func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, erro
 	}
 	opCtx, cancel := context.WithTimeout(ctx, storeOp)
 	defer cancel()
-	stored, existing, err := st.Create(opCtx, rec)
+	created, err := st.Create(opCtx, rec)
 	if err != nil {
 		return store.Record{}, storeError(rec.CorrelationID, err)
 	}
-	log := c.opts.Logger.Debug().Str("correlation_id", stored.CorrelationID).Str("endpoint", stored.Endpoint).Str("workspace_id", stored.WorkspaceID)
+	stored, existing := created.Record, created.Existing
+	log := func() *zerolog.Event { // an event is spent by Msg: one per line
+		return c.opts.Logger.Debug().Str("correlation_id", stored.CorrelationID).Str("endpoint", stored.Endpoint).Str("workspace_id", stored.WorkspaceID)
+	}
 	if existing {
 		if stored.Fingerprint != rec.Fingerprint {
 			return store.Record{}, protocol.Errorf(protocol.CodeConflict,
 				"idempotency key %q was used for another request in this workspace (call %s): same key, different endpoint, payload, timeout or wait", req.IdempotencyKey, stored.CorrelationID)
 		}
-		log.Msg("async call submitted again: the recorded call answers")
+		log().Msg("async call submitted again: the recorded call answers")
 		return stored, nil
 	}
-	log.Msg("async call recorded")
-	msg := protocol.AppendBusMessage(nil, &protocol.BusMessage{Type: protocol.BusDrain})
-	n, err := c.bus.Publish(opCtx, protocol.WorkspaceChannel(req.WorkspaceID), msg)
+	log().Msg("async call recorded")
+	n := created.Told
+	if n < 0 {
+		msg := protocol.AppendBusMessage(nil, &protocol.BusMessage{Type: protocol.BusDrain})
+		n, err = c.bus.Publish(opCtx, protocol.WorkspaceChannel(req.WorkspaceID), msg)
+	}
 	switch {
 	case err != nil:
 		// Recorded all the same: the holder claims it when it drains its
 		// queue next (it does after every reconnect to the bus), or the
 		// sweep ends it at its time.
-		c.opts.Logger.Warn().Err(err).Str("correlation_id", stored.CorrelationID).Str("workspace_id", stored.WorkspaceID).Msg("telling the holder about an async call failed")
+		c.opts.Logger.Warn().Err(err).Str("correlation_id", stored.CorrelationID).Str("endpoint", stored.Endpoint).Str("workspace_id", stored.WorkspaceID).Msg("telling the holder about an async call failed")
 	case n == 0 && req.WaitForWorkspace == 0:
 		out, err := st.Withdraw(opCtx, stored.CorrelationID, protocol.Failure(stored.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", req.WorkspaceID)), time.Now())
 		if err != nil {
@@ -86,7 +94,9 @@ func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, erro
 		}
 		return out.Record, nil
 	case n == 0:
-		log.Msg("async call waits for its workspace")
+		log().Msg("async call waits for its workspace")
+	case created.Told > 0:
+		log().Msg("async call handed to the workspace's holder")
 	}
 	return stored, nil
 }
@@ -106,19 +116,35 @@ func (c *BusCaller) Status(ctx context.Context, cid string) (store.Record, error
 	return rec, nil
 }
 
-// Wait implements Async. It watches for the outcome before reading the
-// record, so an outcome between the two is not missed, and reads it again
-// on the notification, every waitPoll, and when max is over.
+// Wait implements Async.
 func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (store.Record, error) {
+	return c.WaitFor(ctx, cid, max, nil)
+}
+
+// WaitFor is Wait with a check of the record as first read: when allow
+// returns an error, WaitFor returns it at once (the broker's API checks
+// the caller's token this way before it holds a request). It watches for
+// the outcome before reading the record, so that an outcome between the two
+// is not missed, and reads the record again on a notification without it,
+// every waitPoll, and when max is over.
+func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, allow func(*store.Record) error) (store.Record, error) {
 	st, err := c.store()
 	if err != nil {
 		return store.Record{}, err
 	}
-	done, stop := st.Watch(cid)
-	defer stop()
+	outcome, stop := st.Watch(cid)
+	defer func() { stop() }()
 	rec, err := c.Status(ctx, cid)
-	if err != nil || store.IsFinal(rec.Status) || max <= 0 {
+	if err != nil {
 		return rec, err
+	}
+	if allow != nil {
+		if err := allow(&rec); err != nil {
+			return store.Record{}, err
+		}
+	}
+	if store.IsFinal(rec.Status) || max <= 0 {
+		return rec, nil
 	}
 	timer := time.NewTimer(max)
 	defer timer.Stop()
@@ -126,8 +152,16 @@ func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (st
 	defer poll.Stop()
 	for {
 		select {
-		case <-done:
-			return c.Status(ctx, cid)
+		case got := <-outcome:
+			if got.CorrelationID != "" {
+				return got, nil
+			}
+			// Read it again, watching anew first (a watch fires once).
+			stop()
+			outcome, stop = st.Watch(cid)
+			if rec, err = c.Status(ctx, cid); err != nil || store.IsFinal(rec.Status) {
+				return rec, err
+			}
 		case <-poll.C:
 			if rec, err = c.Status(ctx, cid); err != nil || store.IsFinal(rec.Status) {
 				return rec, err

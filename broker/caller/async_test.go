@@ -22,9 +22,10 @@ import (
 // asyncEnv is a caller with a store and, on the same bus and store, what a
 // broker holding a workspace would see.
 type asyncEnv struct {
-	bus   bus.Bus // the holder's side
-	store store.Store
-	c     *caller.BusCaller
+	bus    bus.Bus // the holder's side
+	store  store.Store
+	c      *caller.BusCaller
+	direct bool // the store hands new calls to the holder (Redis, one server)
 }
 
 // eachStore runs f on the in-memory bus and store and on Redis.
@@ -41,7 +42,7 @@ func eachStore(t *testing.T, f func(t *testing.T, e asyncEnv)) {
 		prefix := uniquePrefix(t)
 		cb := newRedis(t, srv.URL(), prefix)
 		st := newRedisStore(t, srv.URL(), prefix, cb)
-		f(t, asyncEnv{bus: newRedis(t, srv.URL(), prefix), store: st, c: newAsyncCaller(t, cb, st)})
+		f(t, asyncEnv{bus: newRedis(t, srv.URL(), prefix), store: st, c: newAsyncCaller(t, cb, st), direct: true})
 	})
 }
 
@@ -79,7 +80,11 @@ func code(err error) string {
 	return ""
 }
 
-func TestAsyncSubmitToAServedWorkspaceQueuesAndTellsTheHolder(t *testing.T) {
+// TestAsyncSubmitToAServedWorkspaceReachesTheHolder: the holder hears of the
+// call: in memory it is queued and the holder told to drain the queue; on a
+// single Redis server the store hands it the call itself, recorded
+// delivered.
+func TestAsyncSubmitToAServedWorkspaceReachesTheHolder(t *testing.T) {
 	eachStore(t, func(t *testing.T, e asyncEnv) {
 		drains := make(chan protocol.BusMessage, 4)
 		sub, err := e.bus.Subscribe(context.Background(), protocol.WorkspaceChannel("w-served"), func(msg []byte) {
@@ -92,20 +97,34 @@ func TestAsyncSubmitToAServedWorkspaceQueuesAndTellsTheHolder(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe(context.Background()) })
 		rec, err := e.c.Submit(context.Background(), caller.Request{WorkspaceID: "w-served", Endpoint: "/api/ping", Payload: json.RawMessage(`{"a":1}`), Timeout: 5 * time.Second})
-		if err != nil || rec.Status != store.Queued || rec.CorrelationID == "" {
-			t.Fatalf("Submit = %+v, %v", rec, err)
+		want := store.Queued
+		if e.direct {
+			want = store.Delivered
 		}
+		if err != nil || rec.Status != want || rec.CorrelationID == "" {
+			t.Fatalf("Submit = %+v, %v; want %s", rec, err, want)
+		}
+		var m protocol.BusMessage
 		select {
-		case m := <-drains:
-			if m.Type != protocol.BusDrain {
-				t.Fatalf("holder got %+v, want a drain message", m)
-			}
+		case m = <-drains:
 		case <-time.After(5 * time.Second):
 			t.Fatal("the holder was not told")
 		}
 		claimed, err := e.store.Claim(context.Background(), "w-served", time.Now(), 10)
-		if err != nil || len(claimed) != 1 || claimed[0].CorrelationID != rec.CorrelationID || string(claimed[0].Payload) != `{"a":1}` {
-			t.Fatalf("Claim = %+v, %v", claimed, err)
+		if e.direct {
+			if m.Type != protocol.BusCall || !m.Async || m.CorrelationID != rec.CorrelationID || string(m.Payload) != `{"a":1}` || m.DeadlineMS != rec.Deadline.UnixMilli() || m.ReplyTo != "" {
+				t.Fatalf("holder got %+v, want the async call", m)
+			}
+			if err != nil || len(claimed) != 0 {
+				t.Fatalf("a call handed to the holder was also queued: %+v, %v", claimed, err)
+			}
+		} else {
+			if m.Type != protocol.BusDrain {
+				t.Fatalf("holder got %+v, want a drain message", m)
+			}
+			if err != nil || len(claimed) != 1 || claimed[0].CorrelationID != rec.CorrelationID || string(claimed[0].Payload) != `{"a":1}` {
+				t.Fatalf("Claim = %+v, %v", claimed, err)
+			}
 		}
 		// Wait ends at its bound with the status then.
 		start := time.Now()

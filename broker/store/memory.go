@@ -57,28 +57,28 @@ func (m *Memory) live(cid string, now int64) *memRecord {
 	return r
 }
 
-// Create implements Store.
-func (m *Memory) Create(ctx context.Context, rec Record) (Record, bool, error) {
+// Create implements Store. The caller tells the holder (Told is -1).
+func (m *Memory) Create(ctx context.Context, rec Record) (Created, error) {
 	rec, err := checkNew(rec)
 	if err != nil {
-		return Record{}, false, err
+		return Created{}, err
 	}
 	rec.Payload = slices.Clone(rec.Payload) // the record outlives the caller's buffer
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return Record{}, false, ErrClosed
+		return Created{}, ErrClosed
 	}
 	now := time.Now().UnixMilli()
 	if rec.IdempotencyKey != "" {
 		if cid, ok := m.idem[idemScope(rec.WorkspaceID, rec.IdempotencyKey)]; ok {
 			if r := m.live(cid, now); r != nil {
-				return r.rec.clone(), true, nil
+				return Created{Record: r.rec.clone(), Existing: true, Told: -1}, nil
 			}
 		}
 	}
 	if m.live(rec.CorrelationID, now) != nil {
-		return Record{}, false, ErrExists
+		return Created{}, ErrExists
 	}
 	r := &memRecord{rec: rec, expireAt: rec.Deadline.Add(m.opts.Grace + m.opts.Retention).UnixMilli()}
 	r.due = dueAt(&r.rec, m.opts.Grace).UnixMilli()
@@ -89,7 +89,7 @@ func (m *Memory) Create(ctx context.Context, rec Record) (Record, bool, error) {
 	if rec.IdempotencyKey != "" {
 		m.idem[idemScope(rec.WorkspaceID, rec.IdempotencyKey)] = rec.CorrelationID
 	}
-	return rec.clone(), false, nil
+	return Created{Record: rec.clone(), Told: -1}, nil
 }
 
 // Get implements Store.
@@ -166,7 +166,7 @@ func (m *Memory) end(cid string, resp protocol.ToolResponse, now time.Time, queu
 	m.finishLocked(r, resp, now)
 	out := Outcome{Record: r.rec.clone(), Won: true, Was: was}
 	m.mu.Unlock()
-	m.watch.notify(cid)
+	m.watch.notify(cid, out.Record)
 	return out, nil
 }
 
@@ -209,7 +209,7 @@ func (m *Memory) Sweep(ctx context.Context, now time.Time, max int) (int, error)
 			}
 		}
 	}
-	var ended []string
+	var ended []Record
 	for len(m.due) > 0 && m.due[0].at <= t && len(ended) < max {
 		e := heap.Pop(&m.due).(timed)
 		r := m.recs[e.cid]
@@ -217,17 +217,17 @@ func (m *Memory) Sweep(ctx context.Context, now time.Time, max int) (int, error)
 			continue // ended, or due again later (claimed)
 		}
 		m.finishLocked(r, sweepFailure(e.cid, r.rec.Status, !r.rec.OfflineAt.IsZero()), now)
-		ended = append(ended, e.cid)
+		ended = append(ended, r.rec.clone())
 	}
 	m.mu.Unlock()
-	for _, cid := range ended {
-		m.watch.notify(cid)
+	for _, rec := range ended {
+		m.watch.notify(rec.CorrelationID, rec)
 	}
 	return len(ended), nil
 }
 
 // Watch implements Store.
-func (m *Memory) Watch(cid string) (<-chan struct{}, func()) { return m.watch.add(cid) }
+func (m *Memory) Watch(cid string) (<-chan Record, func()) { return m.watch.add(cid) }
 
 // Close implements Store.
 func (m *Memory) Close() error {

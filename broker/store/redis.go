@@ -59,6 +59,8 @@ type Redis struct {
 	log     zerolog.Logger
 	k       redisKeys
 	publish string // the command the scripts announce outcomes with
+	single  bool   // one server: Create tells the holder in its script
+	prefix  string
 	sub     bus.Subscription
 	watch   watchers
 	closed  atomic.Bool
@@ -115,12 +117,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
 	}
 	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
-		k: newRedisKeys(cfg.Prefix), publish: publish}
+		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("connecting call store to redis: %w", err)
 	}
-	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel, func(msg []byte) { r.watch.notify(string(msg)) })
+	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel, func(msg []byte) { r.watch.notice(string(msg)) })
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("subscribing call outcomes: %w", err)
@@ -137,35 +139,51 @@ func unavailable(doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
-// Create implements Store.
-func (r *Redis) Create(ctx context.Context, rec Record) (Record, bool, error) {
+// Create implements Store. On a single server the script publishes the
+// call on its workspace channel (the bus's name for it, under the prefix)
+// and, when a holder heard it, records it delivered rather than queued:
+// the holder delivers it as it comes, with no claim. On a Cluster that
+// channel lives on another shard than the records: the call is queued and
+// Told is -1.
+func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	if r.closed.Load() {
-		return Record{}, false, ErrClosed
+		return Created{}, ErrClosed
 	}
 	rec, err := checkNew(rec)
 	if err != nil {
-		return Record{}, false, err
+		return Created{}, err
+	}
+	channel, msg := "", []byte(nil)
+	if r.single {
+		call := rec.Call()
+		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
 	}
 	expire := rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli()
 	idemKey, hasIdem := r.k.record+rec.CorrelationID, "0"
 	if rec.IdempotencyKey != "" {
 		idemKey, hasIdem = r.k.idem+idemScope(rec.WorkspaceID, rec.IdempotencyKey), "1"
 	}
+	now := time.Now()
 	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
-		rec.Deadline.Add(r.opts.Grace).UnixMilli()}
+		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli()}
 	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
 	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
 	if err != nil {
-		return Record{}, false, unavailable("recording call", err)
+		return Created{}, unavailable("recording call", err)
 	}
 	switch code, _ := res[0].(int64); code {
 	case 0:
-		return rec, false, nil
+		told, _ := res[1].(int64)
+		if told > 0 {
+			t := ms(now)
+			rec.Status, rec.DeliveredAt = Delivered, &t
+		}
+		return Created{Record: rec, Told: int(told)}, nil
 	case 1:
 		existing, err := parseRecord(res[1])
-		return existing, err == nil, err
+		return Created{Record: existing, Existing: err == nil, Told: -1}, err
 	}
-	return Record{}, false, ErrExists
+	return Created{}, ErrExists
 }
 
 // fields are the hash fields of a new record.
@@ -330,15 +348,24 @@ func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse,
 	}
 	resp.CorrelationID = cid
 	body := protocol.AppendToolResponse(nil, &resp)
+	done := r.watch.finishing(cid)
+	defer done()
 	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
 		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish).Slice()
 	if err != nil {
+		r.watch.notify(cid, Record{}) // it may have run: watchers read again
 		return Outcome{}, unavailable("recording call outcome", err)
 	}
 	switch code, _ := res[0].(int64); code {
 	case 1:
 		was, _ := res[1].(string)
 		rec, err := parseRecord(res[2])
+		if err == nil {
+			// This instance's watchers get the record now; the others hear
+			// of it on the outcome channel (so does this one, too late to
+			// matter: its watchers are gone).
+			r.watch.notify(cid, rec)
+		}
 		return Outcome{Record: rec, Won: true, Was: was}, err
 	case 2:
 		rec, err := parseRecord(res[1])
@@ -362,7 +389,7 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 }
 
 // Watch implements Store.
-func (r *Redis) Watch(cid string) (<-chan struct{}, func()) { return r.watch.add(cid) }
+func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(cid) }
 
 // Close implements Store: it ends the subscription and the client.
 func (r *Redis) Close() error {

@@ -11,15 +11,22 @@ import "github.com/redis/go-redis/v9"
 // Numbers computed from times come from Go as strings: Lua's own number
 // formatting would lose digits of a unix millisecond.
 
-// createScript records a call and queues it, or finds the retained call
-// with the same idempotency key.
+// createScript records a call, or finds the retained call with the same
+// idempotency key. With a workspace channel (a single server, where a
+// script may publish any channel) it publishes the call there: when a
+// holder hears it, the call is delivered (the takeover protocol gives it to
+// exactly one holder, as any call on the channel) and never queued;
+// otherwise, or without a channel, it joins the workspace's queue.
 //
 // KEYS: record, queue, due, idempotency key (the record again when none).
-// ARGV: correlation id, record expiry (unix ms), due (unix ms), record key
-// prefix, "1" when there is an idempotency key, queue expiry (unix ms),
-// then the record's field/value pairs.
+// ARGV: correlation id, record expiry (unix ms), due while queued (unix
+// ms), record key prefix, "1" when there is an idempotency key, due once
+// delivered (deadline + grace, unix ms; also the queue's expiry), workspace
+// channel ("" for none), the call's bus message, now (unix ms), then the
+// record's field/value pairs.
 //
-// Returns {0} created, {1, fields} the existing call, {2} id taken.
+// Returns {0, holders that heard the call, or -1 without a channel}
+// created, {1, fields} the existing call, {2} id taken.
 var createScript = redis.NewScript(`
 if ARGV[5] == '1' then
   local other = redis.call('GET', KEYS[4])
@@ -29,15 +36,22 @@ if ARGV[5] == '1' then
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {2} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('HSET', KEYS[1], unpack(ARGV, 10))
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[2]) end
+local heard = -1
+if ARGV[7] ~= '' then heard = redis.call('PUBLISH', ARGV[7], ARGV[8]) end
+if heard > 0 then
+  redis.call('HSET', KEYS[1], 'status', 'delivered', 'delivered_at', ARGV[9])
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+  return {0, heard}
+end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 redis.call('RPUSH', KEYS[2], ARGV[1])
 if redis.call('PEXPIRETIME', KEYS[2]) < tonumber(ARGV[6]) then
   redis.call('PEXPIREAT', KEYS[2], ARGV[6])
 end
-if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[2]) end
-return {0}
+return {0, heard}
 `)
 
 // claimScript pops a workspace's queue until it has marked max calls

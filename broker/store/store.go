@@ -16,7 +16,9 @@
 //     stored outcome and changes nothing.
 //   - Claim takes a workspace's queued calls oldest first and marks them
 //     delivered in the same step, so a call is delivered at most once, and
-//     never once its wait for the workspace or its deadline has passed.
+//     never once its wait for the workspace or its deadline has passed. (A
+//     store may instead hand a new call to the workspace's holder in the
+//     step that records it, see Created.Told: then it is never queued.)
 //   - Sweep ends, with a failure, every call whose time passed: a queued
 //     call at the end of its wait (workspace_offline) or at its deadline
 //     (timeout), a delivered call at its deadline plus Options.Grace
@@ -104,6 +106,25 @@ func (r *Record) Call() protocol.ToolCall {
 	}
 }
 
+// Created is what Create did.
+type Created struct {
+	// Record is the call recorded, or the retained call of the same
+	// idempotency key.
+	Record Record
+	// Existing is set when Record is that retained call: nothing new was
+	// recorded.
+	Existing bool
+	// Told is how many holders of the workspace the store handed a new
+	// call to itself, or -1 when it does not (Memory; Redis on a Cluster):
+	// then the call is queued and the caller tells the holder to drain the
+	// queue (protocol.BusDrain on the workspace channel). The Redis store on
+	// a single server publishes the call on the workspace channel in the
+	// step that records it: heard by a holder (Told > 0) the call is
+	// recorded delivered, never queued, and the holder delivers it as it
+	// comes (marked async); heard by nobody (Told 0) it is queued.
+	Told int
+}
+
 // Outcome is what Finish did.
 type Outcome struct {
 	// Record is the call after Finish, with its stored outcome: the one
@@ -123,9 +144,9 @@ type Store interface {
 	// CreatedAt and Deadline; Status, DeliveredAt, FinishedAt and Response
 	// are set by the store. When rec has an IdempotencyKey already used in
 	// the same workspace by a call still retained, nothing is recorded and
-	// that call's record is returned with existing set. A CorrelationID
+	// that call's record is returned with Existing set. A CorrelationID
 	// already recorded is ErrExists.
-	Create(ctx context.Context, rec Record) (stored Record, existing bool, err error)
+	Create(ctx context.Context, rec Record) (Created, error)
 	// Get returns the record of a call, or ErrNotFound.
 	Get(ctx context.Context, correlationID string) (Record, error)
 	// Claim takes up to max calls from the front of workspaceID's queue
@@ -146,13 +167,14 @@ type Store interface {
 	// doc) and forgets records past their retention. It returns how many
 	// calls it ended.
 	Sweep(ctx context.Context, now time.Time, max int) (int, error)
-	// Watch returns a channel closed when the call gets an outcome, by any
-	// Finish or Sweep on any instance sharing the store. Register before
-	// reading the record, so that no outcome falls between the two. On
-	// Redis the notification can be lost while the connection is down:
-	// read the record again now and then. stop releases the watch; it is
-	// idempotent.
-	Watch(correlationID string) (done <-chan struct{}, stop func())
+	// Watch returns a channel that receives one Record when the call gets
+	// an outcome, by any Finish or Sweep on any instance sharing the
+	// store: the final record when this instance wrote it, else an empty
+	// Record (read it with Get). Register before reading the record, so
+	// that no outcome falls between the two. On Redis the notification can
+	// be lost while the connection is down: read the record again now and
+	// then. stop releases the watch; it is idempotent.
+	Watch(correlationID string) (outcome <-chan Record, stop func())
 	// Close releases the store. Methods called after it fail with
 	// ErrClosed; channels from Watch are left open.
 	Close() error

@@ -53,11 +53,11 @@ func ctx(t *testing.T) context.Context {
 
 func create(t *testing.T, s store.Store, rec store.Record) store.Record {
 	t.Helper()
-	got, existing, err := s.Create(ctx(t), rec)
-	if err != nil || existing {
-		t.Fatalf("Create(%s) = existing %v, %v", rec.CorrelationID, existing, err)
+	got, err := s.Create(ctx(t), rec)
+	if err != nil || got.Existing {
+		t.Fatalf("Create(%s) = existing %v, %v", rec.CorrelationID, got.Existing, err)
 	}
-	return got
+	return got.Record
 }
 
 func get(t *testing.T, s store.Store, cid string) store.Record {
@@ -148,7 +148,7 @@ func Run(t *testing.T, pair Pair) {
 		a, b := pair(t, store.Options{})
 		rec := newCall("ws", time.Minute)
 		create(t, a, rec)
-		if _, _, err := b.Create(ctx(t), rec); !errors.Is(err, store.ErrExists) {
+		if _, err := b.Create(ctx(t), rec); !errors.Is(err, store.ErrExists) {
 			t.Fatalf("second Create = %v, want ErrExists", err)
 		}
 		if ids := claim(t, a, "ws", time.Now(), 10); len(ids) != 1 {
@@ -162,9 +162,9 @@ func Run(t *testing.T, pair Pair) {
 		create(t, a, first)
 		retry := newCall("ws", time.Minute)
 		retry.IdempotencyKey, retry.Fingerprint = "job-7", "fp2"
-		got, existing, err := b.Create(ctx(t), retry)
-		if err != nil || !existing || got.CorrelationID != first.CorrelationID || got.Fingerprint != "fp1" {
-			t.Fatalf("retry = %+v existing %v, %v; want the first call", got, existing, err)
+		got, err := b.Create(ctx(t), retry)
+		if err != nil || !got.Existing || got.Record.CorrelationID != first.CorrelationID || got.Record.Fingerprint != "fp1" {
+			t.Fatalf("retry = %+v, %v; want the first call", got, err)
 		}
 		if _, err := a.Get(ctx(t), retry.CorrelationID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("the retry was recorded too: %v", err)
@@ -176,9 +176,9 @@ func Run(t *testing.T, pair Pair) {
 		finish(t, a, first.CorrelationID, ok(first.CorrelationID, `"done"`))
 		again := newCall("ws", time.Minute)
 		again.IdempotencyKey = "job-7"
-		got, existing, err = a.Create(ctx(t), again)
-		if err != nil || !existing || got.CorrelationID != first.CorrelationID || got.Status != store.Succeeded {
-			t.Fatalf("after the outcome: %+v existing %v, %v", got, existing, err)
+		got, err = a.Create(ctx(t), again)
+		if err != nil || !got.Existing || got.Record.CorrelationID != first.CorrelationID || got.Record.Status != store.Succeeded {
+			t.Fatalf("after the outcome: %+v, %v", got, err)
 		}
 		if ids := claim(t, a, "ws", time.Now(), 10); len(ids) != 0 {
 			t.Fatalf("claimed %v; the retries must not be queued", ids)
@@ -424,17 +424,27 @@ func Run(t *testing.T, pair Pair) {
 	})
 	t.Run("WatchFiresOnAnOutcomeFromAnyInstance", func(t *testing.T) {
 		a, b := pair(t, store.Options{})
-		for _, end := range []string{"finish", "sweep"} {
+		for _, end := range []string{"finish here", "finish there", "sweep"} {
 			rec := create(t, a, newCall("ws-watch", time.Second))
 			done, stop := a.Watch(rec.CorrelationID)
 			other, stopOther := a.Watch("another-call")
-			if end == "finish" {
+			switch end {
+			case "finish here":
+				finish(t, a, rec.CorrelationID, ok("", "1"))
+			case "finish there":
 				finish(t, b, rec.CorrelationID, ok("", "1"))
-			} else {
+			default:
 				sweep(t, b, rec.Deadline)
 			}
 			select {
-			case <-done:
+			case got := <-done:
+				// The record itself, or an empty one: read it again.
+				if got.CorrelationID != "" && (got.CorrelationID != rec.CorrelationID || !store.IsFinal(got.Status)) {
+					t.Fatalf("%s: notified with %+v", end, got)
+				}
+				if end == "finish here" && got.Status != store.Succeeded {
+					t.Fatalf("the instance that wrote the outcome notified %+v, want the record", got)
+				}
 			case <-time.After(wait):
 				t.Fatalf("%s: no notification within %s", end, wait)
 			}
@@ -497,7 +507,7 @@ func Run(t *testing.T, pair Pair) {
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := a.Create(ctx(t), newCall("ws", time.Minute)); !errors.Is(err, store.ErrClosed) {
+		if _, err := a.Create(ctx(t), newCall("ws", time.Minute)); !errors.Is(err, store.ErrClosed) {
 			t.Fatalf("Create after Close = %v", err)
 		}
 		if _, err := a.Get(ctx(t), "x"); !errors.Is(err, store.ErrClosed) {
