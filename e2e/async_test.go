@@ -617,3 +617,60 @@ func (p *proc) linesWith(parts ...string) []string {
 	}
 	return out
 }
+
+// TestAsyncPythonExampleSubmitsWaitsAndCancels runs
+// examples/python/tether_async.py, the documented HTTP client of async
+// calls, against two brokers on Redis: submit on one, wait and cancel on
+// the other, and a refused request.
+func TestAsyncPythonExampleSubmitsWaitsAndCancels(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	script, err := filepath.Abs("../examples/python/tether_async.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newRedisEnv(t)
+	a := e.broker("a")
+	b := e.broker("b")
+	startBridge(t, b, "ws-py-async")
+	tok := token(t, broker.RoleCaller, "ws-py-async")
+	run := func(via *brokerProc, args ...string) (string, int) {
+		t.Helper()
+		out, err := exec.Command(py, append([]string{script, "--broker", via.url, "--token", tok}, args...)...).Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("running %s: %v", script, err)
+		}
+		return strings.TrimSpace(string(out)), code
+	}
+	record := func(out string) store.Record {
+		t.Helper()
+		var rec store.Record
+		if err := json.Unmarshal([]byte(out), &rec); err != nil {
+			t.Fatalf("tether_async.py printed %q: %v", out, err)
+		}
+		return rec
+	}
+	id, code := run(a, "submit", "--workspace", "ws-py-async", "--timeout", "10", "--idempotency-key", "py-1", "/api/ping", `{"from":"python"}`)
+	if code != 0 || id == "" {
+		t.Fatalf("submit printed %q, exit %d", id, code)
+	}
+	if again, _ := run(b, "submit", "--workspace", "ws-py-async", "--timeout", "10", "--idempotency-key", "py-1", "/api/ping", `{"from":"python"}`); again != id {
+		t.Fatalf("the retry made call %s, want %s", again, id)
+	}
+	out, code := run(b, "wait", id)
+	if code != 0 {
+		t.Fatalf("wait printed %q, exit %d", out, code)
+	}
+	wantSucceeded(t, record(out), `{"from":"python"}`)
+	if out, code := run(a, "cancel", id); code != 0 || record(out).Status != store.Succeeded {
+		t.Fatalf("cancel after success printed %q, exit %d", out, code)
+	}
+	if out, code := run(a, "status", "no-such-call"); code != 1 || !strings.Contains(out, protocol.CodeCallNotFound) {
+		t.Fatalf("status of an unknown id printed %q, exit %d", out, code)
+	}
+}
