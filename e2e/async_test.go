@@ -674,3 +674,40 @@ func TestAsyncPythonExampleSubmitsWaitsAndCancels(t *testing.T) {
 		t.Fatalf("status of an unknown id printed %q, exit %d", out, code)
 	}
 }
+
+// TestAsyncTypeScriptExampleAgainstARealBridge compiles
+// examples/typescript with the pinned tsc and runs its own test (node
+// --test) against a broker and a bridge: the sandbox interface over async
+// calls, including an abort that cancels a sleep 30. No command the test
+// started may be left running.
+func TestAsyncTypeScriptExampleAgainstARealBridge(t *testing.T) {
+	clients := clientsDir(t)
+	tsc := filepath.Join(clients, "node_modules", ".bin", "tsc")
+	example, err := filepath.Abs("../examples/typescript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if b, err := exec.Command(tsc, "-p", example, "--outDir", out).CombinedOutput(); err != nil {
+		t.Fatalf("tsc -p examples/typescript: %v\n%s", err, b)
+	}
+	// The compiled client is an ES module; its directory says so.
+	if err := os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type":"module"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tb := startTermBridgeOn(t, startBroker(t), "ws-ts")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", filepath.Join(example, "test"))
+	cmd.Env = append(os.Environ(), "TETHER_BROKER="+tb.b.url, "TETHER_TOKEN="+tb.tok, "TETHER_WORKSPACE="+tb.ws,
+		"TETHER_SANDBOX_MODULE=file://"+filepath.Join(out, "sandbox.js"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	report, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test examples/typescript/test: %v\n%s", err, report)
+	}
+	t.Logf("node --test:\n%s", report)
+	if left := tb.running("sleep 30"); len(left) > 0 {
+		t.Fatalf("sleep 30 left running after the test: %v", left)
+	}
+}
