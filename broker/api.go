@@ -50,6 +50,7 @@ func (b *Broker) routes() http.Handler {
 	r.GET("/api/v1/workspaces", b.handleList)
 	r.GET("/api/v1/calls/:cid", b.handleCallStatus)
 	r.POST("/api/v1/calls/:cid/cancel", b.handleCallCancel)
+	r.Any("/api/v1/workspaces/:id/mcp", b.handleMCP)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": b.cfg.InstanceID}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		if err := b.Ready(c.Request.Context()); err != nil {
@@ -147,17 +148,24 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
 		return
 	}
-	if b.isDraining() {
-		if async {
+	if async {
+		if b.isDraining() {
 			apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
 			return
 		}
-		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
-		return
-	}
-	if async {
 		b.submit(c, ws, req, viaPrefer)
 		return
+	}
+	b.finish(c, start, b.route(c.Request.Context(), ws, req))
+}
+
+// route sends an authorised, valid call to workspace ws and returns its one
+// answer: to the holder in this process on the in-memory bus, else through
+// the bus. ctx ending cancels the call (the client gets tool_cancel). The
+// HTTP call API and the MCP endpoint (mcp.go) both call through here.
+func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+	if b.isDraining() {
+		return protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down")
 	}
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
@@ -169,14 +177,14 @@ func (b *Broker) handleCall(c *gin.Context) {
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
 		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
-		resp = b.callLocal(c.Request.Context(), ws, req)
+		resp = b.callLocal(ctx, ws, req)
 	} else {
-		resp = b.callBus(c, ws, req)
+		resp = b.callBus(ctx, ws, req)
 	}
 	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
 	}
-	b.finish(c, start, resp)
+	return resp
 }
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
@@ -192,8 +200,8 @@ func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	return call, nil
 }
 
-func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
-	return b.caller.Call(c.Request.Context(), caller.Request{
+func (b *Broker) callBus(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+	return b.caller.Call(ctx, caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
@@ -204,14 +212,19 @@ func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) proto
 }
 
 func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {
+	b.observe(start, resp)
+	// Results come out of validating decoders: copied, not parsed again.
+	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
+}
+
+// observe counts a call's outcome and its latency since start.
+func (b *Broker) observe(start time.Time, resp protocol.ToolResponse) {
 	outcome := "success"
 	if !resp.Success {
 		outcome = resp.Error
 	}
 	b.metrics.calls.WithLabelValues(outcome).Inc()
 	b.metrics.latency.Observe(time.Since(start).Seconds())
-	// Results come out of validating decoders: copied, not parsed again.
-	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }
 
 func (b *Broker) handleList(c *gin.Context) {

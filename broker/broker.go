@@ -135,6 +135,7 @@ type Broker struct {
 	wg          sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
 	stopping    chan struct{}  // closed when Shutdown stops the sweep and outcome retries
 	stopped     bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
+	mcp         mcpEndpoint    // the MCP servers of /api/v1/workspaces/{id}/mcp (mcp.go)
 }
 
 // New returns a broker. It subscribes the API's caller inbox on the bus.
@@ -410,6 +411,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.caller.Close()
 	close(b.stopping)
 	waitCtx(ctx, &b.apiCalls)
+	b.mcp.close()
 	b.mu.Lock()
 	b.stopped = true
 	b.mu.Unlock()

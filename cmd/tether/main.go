@@ -35,6 +35,7 @@ Usage:
                                                         (--async: submit it and print its id)
   tether calls   status|wait|cancel --broker URL --token T ID
                                                         read, wait for or cancel an async call
+  tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
   tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
                                                         mint a token
@@ -58,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
-	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up") {
+	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
 		// Relaying allocates many short-lived buffers; collecting 4x less
 		// often cuts CPU per call by a sixth for a few MB of heap. GOGC in
 		// the environment overrides it.
@@ -75,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCall(rest, stdout, stderr)
 	case "calls":
 		return runCalls(rest, stdout, stderr)
+	case "mcp":
+		err = runMCP(rest, stderr)
 	case "attach":
 		err = runAttach(rest, stdout, stderr)
 	case "token":

@@ -9,6 +9,11 @@
 //     same run, and the table gives tether's figures as ratios of the
 //     baseline's, because these machines are noisy (STYLE.md, lesson 10).
 //   - BenchmarkIdleConnections: broker memory per idle Socket.IO connection.
+//   - BenchmarkMCPToolCall: the MCP tool call terminal_run {"command":"true"}
+//     over the broker's MCP endpoint and over `tether mcp` (stdio), from a
+//     lean MCP client, against the same tether call through the HTTP call
+//     API in the same run; the p50 differences against the target (MCP adds
+//     at most 0.5 ms), and the Go SDK's client over HTTP for reference.
 //
 // Run them with
 //
