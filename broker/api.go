@@ -201,14 +201,20 @@ func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 }
 
 func (b *Broker) callBus(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
-	return b.caller.Call(ctx, caller.Request{
+	return b.caller.Call(ctx, callerRequest(ws, &req))
+}
+
+// callerRequest is the caller's request for a call the API received for ws.
+func callerRequest(ws string, req *protocol.ToolCall) caller.Request {
+	return caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
 		Timeout:          req.TimeoutDuration(),
 		WaitForWorkspace: time.Duration(req.WaitForWorkspaceMS) * time.Millisecond,
 		CorrelationID:    req.CorrelationID,
-	})
+		IdempotencyKey:   req.IdempotencyKey,
+	}
 }
 
 func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {

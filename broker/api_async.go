@@ -73,15 +73,7 @@ func asyncError(c *gin.Context, err error) {
 func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPrefer bool) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	rec, err := b.caller.Submit(c.Request.Context(), caller.Request{
-		WorkspaceID:      ws,
-		Endpoint:         req.Endpoint,
-		Payload:          req.Payload,
-		Timeout:          req.TimeoutDuration(),
-		WaitForWorkspace: time.Duration(req.WaitForWorkspaceMS) * time.Millisecond,
-		CorrelationID:    req.CorrelationID,
-		IdempotencyKey:   req.IdempotencyKey,
-	})
+	rec, err := b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
 	if err != nil {
 		b.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
 		asyncError(c, err)

@@ -586,11 +586,7 @@ func (e *redisEnv) asyncCaller() *caller.BusCaller {
 	e.t.Helper()
 	rb := e.workerBus()
 	cfg := store.RedisConfig{Prefix: e.prefix, Bus: rb, Logger: e.logger()}
-	if e.cluster != nil {
-		cfg.ClusterAddrs = e.cluster.Addrs()
-	} else {
-		cfg.URL = e.srv.URL()
-	}
+	cfg.URL, cfg.ClusterAddrs = e.addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := store.NewRedis(ctx, cfg)

@@ -79,11 +79,7 @@ func (e *redisEnv) busCaller() *caller.BusCaller {
 func (e *redisEnv) workerBus() *bus.Redis {
 	e.t.Helper()
 	cfg := bus.RedisConfig{Prefix: e.prefix, InstanceID: "worker", Logger: e.logger()}
-	if e.cluster != nil {
-		cfg.ClusterAddrs = e.cluster.Addrs()
-	} else {
-		cfg.URL = e.srv.URL()
-	}
+	cfg.URL, cfg.ClusterAddrs = e.addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rb, err := bus.NewRedis(ctx, cfg)
@@ -92,6 +88,14 @@ func (e *redisEnv) workerBus() *bus.Redis {
 	}
 	e.t.Cleanup(func() { _ = rb.Close() })
 	return rb
+}
+
+// addrs is where this Redis is: a server's URL, or a cluster's seeds.
+func (e *redisEnv) addrs() (url string, cluster []string) {
+	if e.cluster != nil {
+		return "", e.cluster.Addrs()
+	}
+	return e.srv.URL(), nil
 }
 
 func (e *redisEnv) logger() zerolog.Logger {

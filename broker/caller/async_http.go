@@ -1,14 +1,12 @@
 package caller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tetherdev/tether/broker/store"
@@ -85,25 +83,7 @@ func callPath(cid string) string { return "/api/v1/calls/" + url.PathEscape(cid)
 func (h *HTTP) record(ctx context.Context, method, path string, body []byte, want int, wait time.Duration) (store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+httpOpMargin)
 	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(httpBase(h.BaseURL), "/")+path, rd)
-	if err != nil {
-		return store.Record{}, protocol.Errorf(protocol.CodeInvalidRequest, "building request: %v", err)
-	}
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-	}
-	if h.Token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+h.Token)
-	}
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	res, err := client.Do(hreq)
+	res, err := h.do(ctx, method, path, body)
 	if err != nil {
 		return store.Record{}, protocol.Errorf(protocol.CodeBrokerUnreachable, "calling broker: %v", err)
 	}

@@ -3,9 +3,6 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,14 +14,6 @@ import (
 	"github.com/tetherdev/tether/broker/store/storetest"
 	"github.com/tetherdev/tether/protocol"
 )
-
-var prefixSeq atomic.Int64
-
-// uniquePrefix isolates a test on a shared server.
-func uniquePrefix(t *testing.T) string {
-	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
-	return fmt.Sprintf("test:%s:%d:%d:", name, time.Now().UnixNano(), prefixSeq.Add(1))
-}
 
 // newRedis returns a store on a bus of its own (like one broker instance),
 // both closed in t.Cleanup.
@@ -50,7 +39,7 @@ func TestRedisConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Run(t, func(t *testing.T, opts store.Options) (store.Store, store.Store) {
 		// Two instances on one server and prefix, like two brokers.
-		cfg := store.RedisConfig{URL: srv.URL(), Prefix: uniquePrefix(t), Options: opts}
+		cfg := store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t), Options: opts}
 		return newRedis(t, cfg), newRedis(t, cfg)
 	})
 }
@@ -61,7 +50,7 @@ func TestRedisClusterConformance(t *testing.T) {
 	}
 	cl := redistest.StartCluster(t, 3)
 	storetest.Run(t, func(t *testing.T, opts store.Options) (store.Store, store.Store) {
-		cfg := store.RedisConfig{ClusterAddrs: cl.Addrs(), Prefix: uniquePrefix(t), Options: opts}
+		cfg := store.RedisConfig{ClusterAddrs: cl.Addrs(), Prefix: redistest.Prefix(t), Options: opts}
 		return newRedis(t, cfg), newRedis(t, cfg)
 	})
 }
@@ -81,7 +70,7 @@ func TestRedisConfigIsChecked(t *testing.T) {
 // Cluster it is queued and the caller tells the holder (Told -1).
 func TestRedisCreateHandsANewCallToTheHolder(t *testing.T) {
 	srv := redistest.Start(t)
-	prefix := uniquePrefix(t)
+	prefix := redistest.Prefix(t)
 	st := newRedis(t, store.RedisConfig{URL: srv.URL(), Prefix: prefix})
 	holder := newBus(t, bus.RedisConfig{URL: srv.URL(), Prefix: prefix})
 	heard := make(chan protocol.BusMessage, 1)
