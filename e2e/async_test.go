@@ -106,9 +106,10 @@ func wantSucceeded(t *testing.T, rec store.Record, result string) {
 }
 
 // TestAsyncSubmitThenWaitSucceeds: submit, then wait, gives the call's
-// response, on a broker alone (in memory) and across two brokers on Redis
-// (submitted on one, the bridge on the other, read from both); tether call
-// --async and tether calls wait do the same from the command line.
+// response, on a broker alone (in memory), across two brokers on Redis
+// (submitted on one, the bridge on the other, read from both) and on a
+// Redis Cluster; tether call --async and tether calls wait do the same from
+// the command line.
 func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		b := startBroker(t)
@@ -161,6 +162,18 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 		fromB := b.record(rec.CorrelationID, tok, 0)
 		wantSucceeded(t, fromB, `{"n":2}`)
 		b.waitLine(5*time.Second, "call delivered to socket", rec.CorrelationID)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		// On a Cluster the call is queued and the holder drains the queue;
+		// outcomes are announced with sharded pub/sub.
+		e := newClusterEnv(t)
+		a := e.broker("a")
+		b := e.broker("b")
+		startBridge(t, b, "ws-async")
+		tok := token(t, broker.RoleCaller, "ws-async")
+		rec := a.submit("ws-async", tok, `{"endpoint":"/api/ping","payload":{"n":3},"timeout":10,"async":true}`)
+		wantSucceeded(t, a.record(rec.CorrelationID, tok, 10), `{"n":3}`)
+		b.waitLine(5*time.Second, "async call claimed", rec.CorrelationID)
 	})
 }
 
