@@ -119,7 +119,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 	req, err := decodeCallRequest(body)
 	if err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "body is not a JSON call: "+err.Error())
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "call body: "+err.Error())
 		return
 	}
 	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
@@ -189,14 +189,15 @@ func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) pr
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
 // decoder: its fields are a ToolCall's, and a timeout left out or null is
-// protocol.DefaultTimeout. Fields a caller may not set (reply_to,
-// deadline_ms) are dropped; async and idempotency_key stay for handleCall.
+// protocol.DefaultTimeout. A member that is not a CallRequest field
+// (reply_to and deadline_ms included: the broker sets those) is refused,
+// named, with the field it probably meant. async and idempotency_key are
+// CallRequest fields, for handleCall.
 func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	call := protocol.ToolCall{Timeout: protocol.DefaultTimeout}
-	if err := protocol.DecodeToolCall(body, &call); err != nil {
+	if err := protocol.DecodeCallRequest(body, &call); err != nil {
 		return protocol.ToolCall{}, err
 	}
-	call.ReplyTo, call.DeadlineMS = "", 0
 	return call, nil
 }
 

@@ -67,6 +67,17 @@ type Config struct {
 	// SweepInterval is how often the broker ends the async calls whose time
 	// passed without an outcome; default DefaultSweepInterval.
 	SweepInterval time.Duration
+	// Connection limits per remote address (an IPv6 /64), see limit.go:
+	// new Engine.IO sessions at ConnRate per second with bursts of
+	// ConnBurst (defaults DefaultConnRate, DefaultConnBurst), and at most
+	// MaxHandshakesPerIP sessions open without a CONNECT yet (default
+	// DefaultMaxHandshakesPerIP). Beyond them the handshake is answered
+	// HTTP 429. A negative ConnRate or MaxHandshakesPerIP turns that
+	// limit off. Loopback peers are exempt unless LimitLoopback.
+	ConnRate           float64
+	ConnBurst          int
+	MaxHandshakesPerIP int
+	LimitLoopback      bool
 }
 
 func (c *Config) setDefaults() {
@@ -94,6 +105,15 @@ func (c *Config) setDefaults() {
 	if c.CallGrace == 0 {
 		c.CallGrace = caller.DefaultGrace
 	}
+	if c.ConnRate == 0 {
+		c.ConnRate = DefaultConnRate
+	}
+	if c.ConnBurst <= 0 {
+		c.ConnBurst = DefaultConnBurst
+	}
+	if c.MaxHandshakesPerIP == 0 {
+		c.MaxHandshakesPerIP = DefaultMaxHandshakesPerIP
+	}
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()[:8]
 	}
@@ -113,6 +133,7 @@ type Broker struct {
 	store    store.Store
 	ownStore bool
 	auth     *authenticator
+	limits   *connLimiter
 	metrics  *metrics
 	caller   *caller.BusCaller
 	handler  http.Handler
@@ -152,6 +173,7 @@ func New(cfg Config) (*Broker, error) {
 		store:    cfg.Store,
 		stopping: make(chan struct{}),
 	}
+	b.limits = newConnLimiter(&b.cfg, b.log, func(reason string) { b.metrics.connRefused.WithLabelValues(reason).Inc() })
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true

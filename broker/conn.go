@@ -44,7 +44,10 @@ type conn struct {
 	id     string // Engine.IO sid, also the holder id in takeovers
 	remote string
 	bearer string // token from the upgrade's Authorization header
-	since  int64  // when CONNECT succeeded, unix ns: newest holder wins
+	// hs is the connection's place among its address's handshakes in
+	// progress (limit.go), given back at CONNECT or close.
+	hs    *handshake
+	since int64 // when CONNECT succeeded, unix ns: newest holder wins
 	// workspace is set once, when CONNECT succeeds; read it with
 	// workspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
@@ -143,6 +146,7 @@ func (c *conn) close(reason string, notify bool) {
 		return
 	}
 	c.closed = true
+	c.hs.release()
 	wasConnected := c.workspaceID() != ""
 	if c.hbTimer != nil {
 		c.hbTimer.Stop()

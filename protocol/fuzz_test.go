@@ -380,6 +380,16 @@ func FuzzDecodeToolCall(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeToolCall(t, b) })
 }
 
+// FuzzDecodeCallRequest holds the caller API's strict body decoder to
+// encoding/json with DisallowUnknownFields.
+func FuzzDecodeCallRequest(f *testing.F) {
+	addDecodeSeeds(f)
+	for _, s := range []string{`{"endpoint":"/api/ping","timout":5}`, `{"endpoint":"/e","reply_to":"x"}`, `{"\u0074imeout":1,"x":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeCallRequest(t, b) })
+}
+
 func FuzzDecodeBusMessage(f *testing.F) {
 	addDecodeSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeBusMessage(t, b) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Event names on the wire.
@@ -64,6 +65,14 @@ func (c *ToolCall) Validate() error {
 	}
 	if math.IsNaN(c.Timeout) || c.Timeout < MinTimeout || c.Timeout > MaxTimeout {
 		return Errorf(CodeInvalidRequest, "timeout must be between %g and %g seconds, got %g", MinTimeout, MaxTimeout, c.Timeout)
+	}
+	// The payload goes to the client in a WebSocket text frame, which
+	// must be UTF-8: a client that checks (the ws package under
+	// socket.io-client does) would close its connection over it.
+	// Strings were decoded into valid UTF-8 already; only the raw
+	// payload can hold anything else.
+	if !utf8.Valid(c.Payload) {
+		return Errorf(CodeInvalidRequest, "payload is not valid UTF-8")
 	}
 	return nil
 }

@@ -30,7 +30,12 @@ type brokerFlags struct {
 	maxInFlight  int
 	drain        time.Duration
 	instanceID   string
-	retention    time.Duration
+	// Connection limits per remote address (broker/limit.go).
+	connRate      float64
+	connBurst     int
+	maxHandshakes int
+	limitLoopback bool
+	retention     time.Duration
 }
 
 func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
@@ -42,21 +47,38 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
+	fs.Float64Var(&f.connRate, "conn-rate", broker.DefaultConnRate, "new connections per second from one address (an IPv6 /64) before HTTP 429; 0 turns the limit off")
+	fs.IntVar(&f.connBurst, "conn-burst", broker.DefaultConnBurst, "new connections one address may open at once, on top of --conn-rate")
+	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", broker.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")
+	fs.BoolVar(&f.limitLoopback, "limit-loopback", false, "apply the connection limits to loopback peers too (exempt by default: a reverse proxy on this host shows every client as loopback)")
 	fs.DurationVar(&f.retention, "call-retention", store.DefaultRetention, "how long an async call's record is kept after its outcome")
 }
 
 func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 	return broker.Config{
-		Secret:        []byte(f.secret),
-		InstanceID:    f.instanceID,
-		Logger:        log,
-		PingInterval:  f.pingInterval,
-		PingTimeout:   f.pingTimeout,
-		MaxPayload:    f.maxPayload,
-		MaxInFlight:   f.maxInFlight,
-		DrainTimeout:  f.drain,
-		CallRetention: f.retention,
+		Secret:       []byte(f.secret),
+		InstanceID:   f.instanceID,
+		Logger:       log,
+		PingInterval: f.pingInterval,
+		PingTimeout:  f.pingTimeout,
+		MaxPayload:   f.maxPayload,
+		MaxInFlight:  f.maxInFlight,
+		DrainTimeout: f.drain,
+		// 0 on the command line turns a limit off; in Config, 0 is the
+		// default and a negative value is off.
+		ConnRate:           offIfZero(f.connRate),
+		ConnBurst:          f.connBurst,
+		MaxHandshakesPerIP: int(offIfZero(float64(f.maxHandshakes))),
+		LimitLoopback:      f.limitLoopback,
+		CallRetention:      f.retention,
 	}
+}
+
+func offIfZero(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // redisFlags select the Redis bus that lets several brokers share routing.
