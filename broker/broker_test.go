@@ -351,10 +351,10 @@ func TestCallBodyWithAnUnknownFieldAnswers400NamingIt(t *testing.T) {
 	tok := e.token(broker.RoleCaller, "*")
 	for body, want := range map[string]string{
 		`{"endpoint":"/x","timout":5}`:          `call body: unknown field "timout" (did you mean "timeout"?)`,
-		`{"endpoint":"/x","reply_to":"inbox"}`:  `call body: unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms)`,
+		`{"endpoint":"/x","reply_to":"inbox"}`:  `call body: unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
 		`{"endpont":"/x"}`:                      `call body: unknown field "endpont" (did you mean "endpoint"?)`,
 		`{"endpoint":"/x","paylaod":{"a":1}}`:   `call body: unknown field "paylaod" (did you mean "payload"?)`,
-		`{"endpoint":"/x","\u0078":1}`:          `call body: unknown field "x" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms)`,
+		`{"endpoint":"/x","\u0078":1}`:          `call body: unknown field "x" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
 		`{"endpoint":"/x","timeout":"5"}`:       `call body: field "timeout": `,
 		`{"endpoint":"/x","payload":{"b":1}}}`:  `call body: `,
 		`{"endpoint":"/x","payload":{"c":1}} x`: `call body: `,
@@ -524,6 +524,23 @@ func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 	got := awaitResult(t, res, 2*time.Second)
 	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 400*time.Millisecond || got.elapsed > 650*time.Millisecond {
 		t.Fatalf("got %+v after %s, want workspace_offline at the 0.4s deadline", got.resp, got.elapsed)
+	}
+}
+
+// TestCallWaitingForWorkspaceGivesUpAfterItsWait: wait_for_workspace_ms is
+// the longest wait for the workspace, not a wait until the deadline: a call
+// with a 6s timeout that may wait 300ms is answered workspace_offline after
+// 300ms.
+func TestCallWaitingForWorkspaceGivesUpAfterItsWait(t *testing.T) {
+	e := newEnv(t)
+	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":6,"wait_for_workspace_ms":300}`)
+	got := awaitResult(t, res, 3*time.Second)
+	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
+		t.Fatalf("got %+v after %s, want workspace_offline after the 300ms wait", got.resp, got.elapsed)
+	}
+	status, resp := e.httpCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","wait_for_workspace_ms":-1}`)
+	if status != http.StatusBadRequest || resp.Error != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, "wait_for_workspace_ms") {
+		t.Fatalf("negative wait: %d %+v", status, resp)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // A client connection: its state, its life (serve) and its end (close). Each
 // other job of a connection has a file named for it: accept.go,
 // handshake.go, conn_read.go, conn_write.go, heartbeat.go, takeover.go,
-// deliver.go and calls.go.
+// deliver.go, calls.go and async.go.
 
 // Disconnect reasons, sent to the client in a disconnect_reason event before
 // the Socket.IO DISCONNECT and used in logs.
@@ -70,6 +70,11 @@ type conn struct {
 	replaced      bool // a newer holder took the workspace: stay silent on calls
 	sub           bus.Subscription
 	calls         callTable // guarded by mu too
+
+	// Draining the workspace's queue of async calls (async.go).
+	queueRunning bool              // a drain goroutine runs
+	queueAgain   bool              // look at the queue again after this round
+	claimCancels map[string]string // cancels that came during a claim, by correlation id; nil between claims
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel

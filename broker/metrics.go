@@ -20,6 +20,9 @@ type metrics struct {
 	// connRefused counts new sessions refused by the connection limits
 	// (limit.go), by which limit.
 	connRefused *prometheus.CounterVec
+
+	asyncSubmitted prometheus.Counter     // async calls recorded by this broker's API
+	asyncOutcomes  *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status
 }
 
 func newMetrics() *metrics {
@@ -58,8 +61,16 @@ func newMetrics() *metrics {
 			Name: "tether_connections_refused_total",
 			Help: "New Engine.IO sessions refused with HTTP 429 by the per-address connection limits, by limit.",
 		}, []string{"limit"}),
+		asyncSubmitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_async_calls_submitted_total",
+			Help: "Async calls recorded through this broker's HTTP API.",
+		}),
+		asyncOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_async_outcomes_total",
+			Help: "Async call outcomes written by this broker (its clients' answers and its sweeps), by final status.",
+		}, []string{"status"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused,
+	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncSubmitted, m.asyncOutcomes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

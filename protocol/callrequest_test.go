@@ -19,6 +19,8 @@ type callerBody struct {
 	Payload            json.RawMessage `json:"payload,omitempty"`
 	Timeout            float64         `json:"timeout"`
 	WaitForWorkspaceMS int64           `json:"wait_for_workspace_ms,omitempty"`
+	Async              bool            `json:"async,omitempty"`
+	IdempotencyKey     string          `json:"idempotency_key,omitempty"`
 }
 
 // checkDecodeCallRequest asserts DecodeCallRequest agrees with
@@ -46,7 +48,7 @@ func checkDecodeCallRequest(t *testing.T, b []byte) (protocol.ToolCall, error) {
 	}
 	if err == nil {
 		w := protocol.ToolCall{CorrelationID: want.CorrelationID, Endpoint: want.Endpoint, Payload: want.Payload,
-			Timeout: want.Timeout, WaitForWorkspaceMS: want.WaitForWorkspaceMS}
+			Timeout: want.Timeout, WaitForWorkspaceMS: want.WaitForWorkspaceMS, Async: want.Async, IdempotencyKey: want.IdempotencyKey}
 		if !sameValue(got, w) {
 			t.Errorf("DecodeCallRequest(%q) = %+v, encoding/json gives %+v", truncate(b), got, w)
 		}
@@ -64,12 +66,14 @@ func TestDecodeCallRequestNamesTheUnknownFieldAndWhatItMeant(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"endpoint":"/api/ping","timout":5}`:                `unknown field "timout" (did you mean "timeout"?)`,
 		`{"endpoint":"/api/ping","Payload":{},"paylod":{}}`:  `unknown field "paylod" (did you mean "payload"?)`,
-		`{"endpoint":"/api/ping","reply_to":"inbox"}`:        `unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms)`,
-		`{"endpoint":"/api/ping","deadline_ms":1}`:           `unknown field "deadline_ms" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms)`,
-		`{"endpoint":"/api/ping","workspace":"w"}`:           `unknown field "workspace" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms)`,
+		`{"endpoint":"/api/ping","reply_to":"inbox"}`:        `unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","deadline_ms":1}`:           `unknown field "deadline_ms" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","workspace":"w"}`:           `unknown field "workspace" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
 		`{"endpoint":"/api/ping","\u0074imout":5}`:           `unknown field "timout" (did you mean "timeout"?)`,
 		`{"endpoint":"/api/ping","route":"/x","payload":{}}`: `unknown field "route" (did you mean "endpoint"?)`,
 		`{"endpoint":"/api/ping","correlationId":"c","x":1}`: `unknown field "correlationId" (did you mean "correlation_id"?)`,
+		`{"endpoint":"/api/ping","asynch":true}`:             `unknown field "asynch" (did you mean "async"?)`,
+		`{"endpoint":"/api/ping","idempotencyKey":"k"}`:      `unknown field "idempotencyKey" (did you mean "idempotency_key"?)`,
 	} {
 		var c protocol.ToolCall
 		err := protocol.DecodeCallRequest([]byte(body), &c)

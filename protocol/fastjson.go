@@ -643,6 +643,10 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 		err = d.int(&c.DeadlineMS)
 	case keyIs(key, "wait_for_workspace_ms"):
 		err = d.int(&c.WaitForWorkspaceMS)
+	case keyIs(key, "async"):
+		err = d.boolean(&c.Async)
+	case keyIs(key, "idempotency_key"):
+		err = d.str(&c.IdempotencyKey)
 	default:
 		return false, nil
 	}
@@ -664,13 +668,13 @@ func DecodeToolCall(b []byte, c *ToolCall) error { return decodeToolCall(b, c, f
 // callerFields are the members of a caller's call body (POST
 // /api/v1/workspaces/{id}/calls): the ToolCall fields but reply_to and
 // deadline_ms, which only the broker sets.
-var callerFields = []string{"correlation_id", "endpoint", "payload", "timeout", "wait_for_workspace_ms"}
+var callerFields = []string{"correlation_id", "endpoint", "payload", "timeout", "wait_for_workspace_ms", "async", "idempotency_key"}
 
 // DecodeCallRequest decodes a caller's call body into c as DecodeToolCall
 // does, but strictly: a member other than correlation_id, endpoint,
-// payload, timeout and wait_for_workspace_ms (reply_to and deadline_ms
-// included: the broker sets those) is an error that names it and, when one
-// is close, the field it probably meant
+// payload, timeout, wait_for_workspace_ms, async and idempotency_key
+// (reply_to and deadline_ms included: the broker sets those) is an error
+// that names it and, when one is close, the field it probably meant
 // (`unknown field "timout" (did you mean "timeout"?)`).
 func DecodeCallRequest(b []byte, c *ToolCall) error { return decodeToolCall(b, c, true) }
 
@@ -921,6 +925,13 @@ func appendToolCallFields(dst []byte, c *ToolCall) []byte {
 	if c.WaitForWorkspaceMS != 0 {
 		dst = append(dst, `,"wait_for_workspace_ms":`...)
 		dst = strconv.AppendInt(dst, c.WaitForWorkspaceMS, 10)
+	}
+	if c.Async {
+		dst = append(dst, `,"async":true`...)
+	}
+	if c.IdempotencyKey != "" {
+		dst = append(dst, `,"idempotency_key":`...)
+		dst = appendString(dst, c.IdempotencyKey)
 	}
 	return dst
 }
