@@ -23,16 +23,14 @@ import (
 type way uint8
 
 const (
-	wayHTTP way = iota // caller.HTTP to an entry broker
-	wayBus             // caller.BusCaller on the run's own Redis connection
-	wayMCP             // an MCP tool call through an entry broker's MCP endpoint (mcp_test.go)
-	// Async submit/wait callers (POST …/calls with "async": true, then GET
-	// /api/v1/calls/{id}?wait=) come here once async calls are on main,
-	// with their invariant: exactly one final outcome per call.
+	wayHTTP  way = iota // caller.HTTP to an entry broker
+	wayBus              // caller.BusCaller on the run's own Redis connection
+	wayMCP              // an MCP tool call through an entry broker's MCP endpoint (mcp_test.go)
+	wayAsync            // caller.HTTP's Submit, Wait and Status through the brokers (async_test.go)
 	ways
 )
 
-var wayNames = [ways]string{"http", "bus", "mcp"}
+var wayNames = [ways]string{"http", "bus", "mcp", "async"}
 
 func (w way) String() string { return wayNames[w] }
 
@@ -67,15 +65,18 @@ type call struct {
 	cid     string
 	nonce   string
 	ws      *workspace
-	entry   int // entry broker of an HTTP call; -1 for the bus
+	entry   int // entry broker of an HTTP, MCP or async call; -1 for the bus
 	way     way
 	act     act
 	timeout time.Duration
 	// wait: the call waits for an offline workspace (wait_for_workspace_ms)
 	// instead of answering workspace_offline.
 	wait bool
-	// giveUp, for actCancel: when the caller stops waiting.
-	giveUp   time.Duration
+	// giveUp, for actCancel: when the caller stops waiting (an async
+	// call's caller cancels it).
+	giveUp time.Duration
+	// key, for some async calls: the idempotency key.
+	key      string
 	endpoint string
 	payload  json.RawMessage
 }
@@ -89,8 +90,10 @@ type record struct {
 	act        act
 	outcome    uint16 // index in the run's outcome names; 0 is "ok"
 	wait       bool
+	flags      uint8 // flagLost (async_test.go)
 	timeout    time.Duration
 	sent, done time.Duration
+	checked    time.Duration // async: when the outcome was read back
 	finished   bool
 }
 
@@ -110,7 +113,9 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	switch n := rng.IntN(40); {
 	case n < 2 && c.ws.bridge():
 		c.way = wayMCP
-	case n < 21:
+	case n < 8:
+		c.way = wayAsync
+	case n < 24:
 		c.way = wayHTTP
 	default:
 		c.way = wayBus
@@ -123,6 +128,12 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	// many of them.
 	c.timeout = time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	c.timeout = c.timeout.Truncate(time.Millisecond)
+	if c.way == wayMCP {
+		c.timeout = mcpToolTimeout
+	}
+	if c.way == wayAsync && rng.IntN(4) == 0 {
+		c.key = "key-" + c.cid
+	}
 	c.wait = c.way != wayMCP && rng.IntN(10) == 0
 	if c.way == wayMCP {
 		c.act = actRead
@@ -191,7 +202,11 @@ func (r *run) send(c *call) protocol.ToolResponse {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	req := caller.Request{WorkspaceID: c.ws.id, Endpoint: c.endpoint, Payload: c.payload, Timeout: c.timeout, CorrelationID: c.cid, WaitForWorkspace: c.wait}
+	req := caller.Request{WorkspaceID: c.ws.id, Endpoint: c.endpoint, Payload: c.payload, Timeout: c.timeout, CorrelationID: c.cid}
+	if c.wait {
+		// Up to its deadline, which then answers.
+		req.WaitForWorkspace = c.timeout
+	}
 	switch c.way {
 	case wayHTTP:
 		return r.http[c.entry].Call(ctx, req)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,6 +18,15 @@ import (
 // The tool reads whoami.txt from the bridge's root, which names the
 // workspace: the answer must come from the workspace called. (A file read
 // echoes no nonce; the MCP calls check identity, time and success.)
+//
+// A tool call's deadline is the tool's own: file_read gives its tether
+// call mcpToolTimeout, whatever the agent waits, and the tool answers
+// timeout when that is over. The run waits up to 5 s longer, so an answer
+// later than the deadline plus the bound is seen (and reported) as late.
+
+// mcpToolTimeout is file_read's tether call timeout (package mcp's
+// quickCall): an MCP call's deadline.
+const mcpToolTimeout = 5 * time.Second
 
 // whoamiFile is the file in every bridge root that names its workspace.
 const whoamiFile = "whoami.txt"
@@ -38,7 +48,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // mcpCall makes call c as an MCP tool call and returns its outcome: "ok",
 // the tether code of a tool error, or an mcp_* failure of the session.
 func (r *run) mcpCall(c *call) (outcome, bad string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout+5*time.Second)
 	defer cancel()
 	b := r.topo.brokers[c.entry]
 	tr := &sdk.StreamableClientTransport{
@@ -52,7 +62,10 @@ func (r *run) mcpCall(c *call) (outcome, bad string) {
 	}
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "file_read", Arguments: map[string]any{"path": whoamiFile}})
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "mcp_no_answer", "" // late: the lateness check reports it
+	case err != nil:
 		return "mcp_call_failed", ""
 	}
 	text := ""

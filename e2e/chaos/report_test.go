@@ -41,6 +41,8 @@ func (r *run) report(w io.Writer, v verdict, took time.Duration) {
 	fmt.Fprintf(w, "  latest answer past its deadline: %s (bound %s); later ones while the host stalled: %d\n", v.maxLate.Round(time.Millisecond), lateBound, v.lateExcused)
 	fmt.Fprintf(w, "  calls delivered to clients (reported by them): %d; answers published to inboxes (spy): %d; disconnections: %d\n", v.delivered, v.replies, v.disconnects)
 	fmt.Fprintf(w, "  tool_cancel due to clients for calls given up on a clean path: %d, received %d\n", v.cancelsDue, v.cancelsSeen)
+	fmt.Fprintf(w, "  async: requests tried again after a fault %d; keyed submits sent again and answered by their call %d; cancels %d; records lost to a Redis restart %d (delivered again after it %d); outcomes late while Redis was down %d\n",
+		r.asyncRetries.Load(), r.asyncResubmits.Load(), r.asyncCancels.Load(), v.asyncLost, v.redeliveredLost, v.asyncLateRedis)
 	faults := r.faults.all()
 	kinds := map[string]int{}
 	var stalls int

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/tetherdev/tether/protocol"
 )
 
 // The invariants, checked once the run is over:
@@ -13,7 +15,10 @@ import (
 //     (checked as it arrives: one per Call, carrying the call's own
 //     correlation id); no call reaches a socket.io client twice; and no
 //     call has two answers published to a caller's inbox (the spy, a
-//     pattern subscription to every inbox, counts them).
+//     pattern subscription to every inbox, counts them). An async call
+//     has exactly one final outcome: the final record Wait returned is the
+//     one a later Status from another broker, and a later keyed submit,
+//     return (checked as the call ends, async_test.go).
 //  2. Every answer no later than the call's deadline plus lateBound (1 s),
 //     unless the host stalled between the deadline and the answer.
 //  3. An answer's correlation id and payload belong to its call: the echo
@@ -38,6 +43,19 @@ import (
 // on the call's path and its window overlaps the call's time, from sent to
 // answered. A call whose act is to answer late or never is touched by its
 // own act. Every other call is clean and must succeed.
+//
+// Async calls (async_test.go) keep their outcome in Redis, so two more
+// rules hold for them. A Redis fault (a restart or a pause) on or after a
+// call's deadline may hold up its outcome (the owner cannot record it, the
+// sweep cannot end it, a waiter cannot read it) until Redis is back: a
+// late outcome is excused when a Redis fault touches the time from its
+// deadline to its outcome. And the run's Redis restarts empty: a restart
+// loses the records in flight, which then answer call_not_found (main's
+// promise, docs/async-calls.md, has nothing stronger without persistence).
+// A lost record, before the outcome or after it was seen, is a violation
+// unless a Redis restart touched the call up to that read; so is a call
+// delivered twice, unless a Redis restart lost its record in between and a
+// keyed resubmit made it again.
 //
 // A host stall (the test process not scheduled for more than stallGap) is
 // recorded as a fault that touches every call and may explain any
@@ -121,6 +139,17 @@ func (ix faultIndex) stalled(from, to time.Time) bool {
 	return false
 }
 
+// redis reports whether a Redis fault (restartOnly: a restart) touches
+// [from, to].
+func (ix faultIndex) redis(from, to time.Time, restartOnly bool) bool {
+	for _, f := range ix.touching(span{ws: -1, owner: -1, entry: -1, from: from, to: to}) {
+		if f.scope == scopeAll && (!restartOnly || f.kind == "redis_restart") {
+			return true
+		}
+	}
+	return false
+}
+
 // verdict is what the final checks found, for the summary.
 type verdict struct {
 	clean, cleanFailed, touched int
@@ -129,6 +158,9 @@ type verdict struct {
 	disconnects                 int
 	cancelsDue, cancelsSeen     int
 	lateExcused                 int // late answers the host's stalls account for
+	asyncLateRedis              int // late async outcomes a Redis fault accounts for
+	asyncLost                   int // async records a Redis restart lost
+	redeliveredLost             int // async calls delivered again after a Redis restart lost them
 }
 
 // check runs the final checks over the records, the fault log, the
@@ -145,19 +177,39 @@ func (r *run) check(stopped time.Time) verdict {
 	}
 	r.mu.Lock()
 	records := r.records
-	delivered, replies, cancels := r.delivered, r.replies, r.cancels
+	delivered, again, replies, cancels := r.delivered, r.again, r.replies, r.cancels
 	r.mu.Unlock()
+	spanOf := func(rec record) span {
+		w := r.topo.spaces[rec.ws]
+		return span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
+	}
 	for seq, rec := range records {
 		if !rec.finished {
 			r.violate(violation{kind: "no_answer", seq: uint64(seq), hasSeq: true, detail: "the call never returned"})
 			continue
 		}
 		w := r.topo.spaces[rec.ws]
-		s := span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
-		if late := rec.done - rec.sent - rec.timeout; late > lateBound {
-			if ix.stalled(s.from.Add(rec.timeout), s.to) {
-				v.lateExcused++
+		s := spanOf(rec)
+		async := rec.way == wayAsync
+		if async && (r.outcomes[rec.outcome] == protocol.CodeCallNotFound || rec.flags&flagLost != 0) {
+			until := s.to
+			if rec.flags&flagLost != 0 {
+				until = r.start.Add(rec.checked)
+			}
+			if ix.redis(s.from, until, true) {
+				v.asyncLost++
 			} else {
+				r.violate(violation{kind: "record_lost", seq: uint64(seq), hasSeq: true, at: until,
+					detail: fmt.Sprintf("the record of the async call to %s was gone by %s (outcome %s) with no Redis restart since it was sent", w.id, until.Format("15:04:05.000"), r.outcomes[rec.outcome])})
+			}
+		}
+		if late := rec.done - rec.sent - rec.timeout; late > lateBound {
+			switch {
+			case ix.stalled(s.from.Add(rec.timeout), s.to):
+				v.lateExcused++
+			case async && ix.redis(s.from.Add(rec.timeout), s.to, false):
+				v.asyncLateRedis++
+			default:
 				r.violate(violation{kind: "late_answer", seq: uint64(seq), hasSeq: true, at: s.to,
 					detail: fmt.Sprintf("answered %s after its %s deadline (%s)", late.Round(time.Millisecond), rec.timeout, r.outcomes[rec.outcome])})
 			}
@@ -185,6 +237,14 @@ func (r *run) check(stopped time.Time) verdict {
 				detail: fmt.Sprintf("no fault touched it, yet it ended %s (%s call to %s, owner %s, timeout %s, after %s)",
 					r.outcomes[rec.outcome], rec.way, w.id, r.topo.brokers[w.owner].name, rec.timeout, (rec.done - rec.sent).Round(time.Millisecond))})
 		}
+	}
+	for seq, ws := range again {
+		if seq < uint64(len(records)) && records[seq].finished && records[seq].way == wayAsync && ix.redis(spanOf(records[seq]).from, spanOf(records[seq]).to, true) {
+			v.redeliveredLost++
+			continue
+		}
+		r.violate(violation{kind: "delivered_twice", seq: seq, hasSeq: true,
+			detail: fmt.Sprintf("the call reached client %s and then %s", r.topo.spaces[delivered[seq]].id, r.topo.spaces[ws].id)})
 	}
 	for seq, ws := range delivered {
 		v.delivered++

@@ -3,10 +3,12 @@ package chaos
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -183,5 +185,119 @@ func TestCheckFlagsCleanFailuresDoubleAnswersMisdeliveriesAndUnexplainedDisconne
 	}
 	if v.clean != 2 || v.cleanFailed != 1 || v.touched != 4 || v.lateExcused != 1 {
 		t.Errorf("verdict = %+v, want 2 clean (1 failed), 4 touched, 1 late answer excused by the host's stall", v)
+	}
+}
+
+func TestSameFinalRefusesASecondOutcomeForOneAsyncCall(t *testing.T) {
+	fin := t0.Add(time.Second)
+	later := fin.Add(time.Millisecond)
+	ok := store.Record{CorrelationID: "c", Status: store.Succeeded, FinishedAt: &fin,
+		Response: &protocol.ToolResponse{CorrelationID: "c", Success: true, Result: json.RawMessage(`{"a": 1}`)}}
+	with := func(f func(*store.Record)) store.Record {
+		r := ok
+		resp := *ok.Response
+		r.Response = &resp
+		f(&r)
+		return r
+	}
+	cases := []struct {
+		name  string
+		later store.Record
+		same  bool
+	}{
+		{"the same record", ok, true},
+		{"the same result, spaced otherwise", with(func(r *store.Record) { r.Response.Result = json.RawMessage(`{"a":1}`) }), true},
+		{"not final any more", with(func(r *store.Record) { r.Status = store.Delivered }), false},
+		{"another status", with(func(r *store.Record) {
+			r.Status = store.Cancelled
+			*r.Response = protocol.Failure("c", protocol.CodeCancelled, "")
+		}), false},
+		{"another result", with(func(r *store.Record) { r.Response.Result = json.RawMessage(`{"a":2}`) }), false},
+		{"another error code", with(func(r *store.Record) {
+			r.Status = store.Succeeded
+			r.Response.Success, r.Response.Error = false, protocol.CodeTimeout
+		}), false},
+		{"no response", with(func(r *store.Record) { r.Response = nil }), false},
+		{"finished at another time", with(func(r *store.Record) { r.FinishedAt = &later }), false},
+	}
+	for _, c := range cases {
+		if diff := sameFinal(ok, c.later); (diff == "") != c.same {
+			t.Errorf("%s: sameFinal = %q, want same %v", c.name, diff, c.same)
+		}
+	}
+}
+
+func TestOwnRecordRefusesARecordOfAnotherCallWorkspaceOrEndpoint(t *testing.T) {
+	r := testRun(1, 1)
+	c := &call{cid: "c1", ws: r.topo.spaces[0], endpoint: "/api/ping"}
+	good := store.Record{CorrelationID: "c1", WorkspaceID: "wa", Endpoint: "/api/ping", Status: store.Failed,
+		Response: &protocol.ToolResponse{CorrelationID: "c1", Error: protocol.CodeTimeout}}
+	if bad := r.ownRecord(c, good); bad != "" {
+		t.Errorf("the call's own record: %s", bad)
+	}
+	for name, f := range map[string]func(*store.Record){
+		"another correlation id":           func(x *store.Record) { x.CorrelationID = "c2" },
+		"another workspace":                func(x *store.Record) { x.WorkspaceID = "wb" },
+		"another endpoint":                 func(x *store.Record) { x.Endpoint = "/api/terminal/execute" },
+		"final without a response":         func(x *store.Record) { x.Response = nil },
+		"succeeded with a failed response": func(x *store.Record) { x.Status = store.Succeeded },
+	} {
+		x := good
+		f(&x)
+		if bad := r.ownRecord(c, x); bad == "" {
+			t.Errorf("%s: ownRecord accepted it", name)
+		}
+	}
+}
+
+func TestOnlyAFaultsFailureIsTriedAgainOnAnotherBroker(t *testing.T) {
+	for code, want := range map[string]bool{
+		protocol.CodeBrokerUnreachable: true, protocol.CodeBusUnavailable: true, protocol.CodeBrokerShutdown: true,
+		protocol.CodeCallNotFound: false, protocol.CodeConflict: false, protocol.CodeInvalidRequest: false,
+	} {
+		if got := transient(protocol.Errorf(code, "x")); got != want {
+			t.Errorf("%s: transient = %v, want %v", code, got, want)
+		}
+	}
+}
+
+func TestCheckAcceptsALostAsyncRecordOnlyAfterARedisRestart(t *testing.T) {
+	r := testRun(1, 2)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r.outcomes = append(r.outcomes, protocol.CodeCallNotFound, protocol.CodeTimeout)
+	const lost, timeout = 1, 2
+	r.records = []record{
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(1000), done: ms(1500), finished: true},                         // 0: lost in the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(8000), done: ms(8500), finished: true},                         // 1: lost, no restart near
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(1000), done: ms(1100), checked: ms(1300), finished: true},    // 2: seen, then lost in the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(12000), done: ms(12100), checked: ms(12200), finished: true}, // 3: seen, then lost, no restart
+		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                   // 4: late while Redis paused
+		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(14000), done: ms(16500), finished: true},                 // 5: late, Redis fine
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                    // 6: a sync call late while Redis paused
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(1000), done: ms(1800), finished: true},                                        // 7: delivered again after the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(10000), done: ms(10100), finished: true},                                      // 8: delivered twice, no restart
+	}
+	r.faults.add(&fault{kind: "redis_restart", target: "redis", scope: scopeAll, start: at(1200), end: at(1400)})
+	r.faults.add(&fault{kind: "redis_pause", target: "redis", scope: scopeAll, start: at(5200), end: at(5600)})
+	r.delivered = map[uint64]int16{7: 1, 8: 1}
+	r.again = map[uint64]int16{7: 1, 8: 1}
+	v := r.check(at(20000))
+	got := map[string][]uint64{}
+	for _, x := range r.violations {
+		got[x.kind] = append(got[x.kind], x.seq)
+	}
+	// Call 1 also failed with no fault on its path.
+	want := map[string][]uint64{"record_lost": {1, 3}, "late_answer": {5, 6}, "delivered_twice": {8}, "clean_call_failed": {1}}
+	for k, seqs := range want {
+		slices.Sort(got[k])
+		if !slices.Equal(got[k], seqs) {
+			t.Errorf("%s: calls %v, want %v", k, got[k], seqs)
+		}
+	}
+	if len(r.violations) != 6 {
+		t.Errorf("%d violations (%v), want the six above", len(r.violations), got)
+	}
+	if v.asyncLost != 2 || v.asyncLateRedis != 1 || v.redeliveredLost != 1 {
+		t.Errorf("verdict = %+v, want 2 records lost to the restart, 1 late outcome excused by the pause, 1 call delivered again after the restart", v)
 	}
 }
