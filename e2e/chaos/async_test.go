@@ -183,6 +183,8 @@ func (r *run) asyncCall(c *call) (outcome, bad string, done time.Time, note asyn
 	switch {
 	case codeOf(err) == protocol.CodeCallNotFound:
 		note.flags |= flagLost
+	case err != nil && !transient(err):
+		return "status_" + codeOf(err), fmt.Sprintf("reading back the call's final outcome failed: %v", err), done, note
 	case err != nil:
 		// The brokers did not answer for asyncSlack: the final outcome
 		// stands, unchecked.

@@ -6,8 +6,10 @@
 // (each behind a TCP proxy of the test's, which can cut or stall its
 // socket) and socket.io-client processes (e2e/clients/chaos_client.js,
 // which answer after random delays and misbehave on command), then sends
-// calls from HTTP callers and Redis callers (broker/caller's BusCaller)
-// while it injects faults at random: bridge kill -9 and restart, a bridge's
+// calls from HTTP callers, Redis callers (broker/caller's BusCaller), async
+// callers (caller.HTTP's Submit, Wait, Status and Cancel, some with
+// idempotency keys) and MCP clients (the Go MCP SDK on a broker's MCP
+// endpoint) while it injects faults at random: bridge kill -9 and restart, a bridge's
 // socket cut mid-call, a partition between a bridge and its broker, broker
 // kill -9 and restart, Redis restart and CLIENT PAUSE, a client that stops
 // reading, drops its connection, answers twice, late, never, or answers a
@@ -22,8 +24,13 @@
 //
 //	CHAOS_DURATION   how long calls are sent (default 60s)
 //	CHAOS_CALLS      stop after this many calls (default 0: no bound)
-//	CHAOS_RATE       calls per second sent, at most (default 200)
-//	CHAOS_WORKERS    concurrent callers (default 64)
+//	CHAOS_RATE       calls per second sent, at most (default 200; a
+//	                 ceiling: fewer when every caller is busy. The shared
+//	                 2-core machine sustained 387/s at 400 with 160 workers,
+//	                 so the 1,000,000-call run takes about 45 minutes)
+//	CHAOS_WORKERS    concurrent callers (default 64; at rates over 200 give
+//	                 about 0.4 per call a second, calls waiting out a
+//	                 fault hold theirs for seconds)
 //	CHAOS_BROKERS    broker processes (default 3)
 //	CHAOS_BRIDGES    tether bridge processes (default 20)
 //	CHAOS_CLIENTS    socket.io-client processes (default 10)
