@@ -40,21 +40,27 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
 		return
 	}
-	ws, err := websocket.Accept(w, r, acceptOptions)
+	hj := &socketHijacker{ResponseWriter: w, writeTimeout: b.cfg.WriteTimeout}
+	ws, err := websocket.Accept(hj, r, acceptOptions)
 	if err != nil {
 		b.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
 		return
 	}
 	ws.SetReadLimit(int64(b.cfg.MaxPayload))
 	c := b.newConn(r)
-	c.tr = wsTransport{ws}
+	c.tr = wsTransport{ws: ws, s: hj.sock, timeout: b.cfg.WriteTimeout}
 	if !b.track(c) {
 		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
 		c.cancel()
 		return
 	}
-	defer b.untrack(c)
-	c.serve()
+	// The connection gets a goroutine of its own and net/http's returns:
+	// its stack grew while serving the upgrade request, and its frames
+	// keep the request, its headers and the response alive.
+	go func() { // owned by b.wg through track
+		defer b.untrack(c)
+		c.serve()
+	}()
 }
 
 var acceptOptions = &websocket.AcceptOptions{

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -14,8 +15,10 @@ type transport interface {
 	// read returns the client's next packet: a text Engine.IO packet, or
 	// a binary attachment (binary true).
 	read(ctx context.Context) (binary bool, data []byte, err error)
-	// write sends one text Engine.IO packet.
-	write(ctx context.Context, frame []byte) error
+	// write sends text Engine.IO packets, in order, each its own message,
+	// in as few writes to the socket as it can; it gives up after the
+	// broker's write timeout.
+	write(frames ...[]byte) error
 	// close ends the transport politely (a WebSocket closing handshake
 	// with status and reason); closeNow ends it at once.
 	close(status websocket.StatusCode, reason string) error
@@ -23,15 +26,49 @@ type transport interface {
 }
 
 // wsTransport is a client connected over WebSocket from the start.
-type wsTransport struct{ ws *websocket.Conn }
+type wsTransport struct {
+	ws *websocket.Conn
+	// s is the socket under ws (socket.go); nil when the connection
+	// offered no raw access and net/http's buffers serve.
+	s       *sock
+	timeout time.Duration
+}
 
 func (t wsTransport) read(ctx context.Context) (bool, []byte, error) {
+	if t.s != nil {
+		// Closing the socket ends a read; a context with a deadline or a
+		// cancel would cost coder/websocket an AfterFunc per frame.
+		ctx = context.Background()
+	}
 	typ, data, err := t.ws.Read(ctx)
 	return typ == websocket.MessageBinary, data, err
 }
 
-func (t wsTransport) write(ctx context.Context, frame []byte) error {
-	return t.ws.Write(ctx, websocket.MessageText, frame)
+func (t wsTransport) write(frames ...[]byte) error {
+	if t.s == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+		defer cancel()
+		for _, f := range frames {
+			if err := t.ws.Write(ctx, websocket.MessageText, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Corked, coder/websocket's writes only copy into the socket's
+	// buffer and cannot block on the client, so they need no deadline of
+	// their own; uncork writes them all at once, bounded by the timeout.
+	t.s.cork()
+	var err error
+	for _, f := range frames {
+		if err = t.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			break
+		}
+	}
+	if uerr := t.s.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 func (t wsTransport) close(status websocket.StatusCode, reason string) error {

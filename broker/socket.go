@@ -1,0 +1,282 @@
+package broker
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The TCP connection under a client's WebSocket. coder/websocket reads and
+// writes through the bufio.Reader and bufio.Writer that the HTTP server's
+// Hijack returns; net/http's are 4 KB each, which an idle connection would
+// hold for its whole life. socketHijacker gives coder/websocket small ones
+// over a sock instead, which
+//
+//   - holds a read buffer only while bytes wait in it: it waits for the
+//     socket to become readable without one (syscall.RawConn), reads into a
+//     pooled buffer and gives it back once drained;
+//   - collects what is written while corked in one pooled buffer and writes
+//     it with one syscall at uncork, so a batch of queued frames costs one
+//     write; a write that would block waits at most the write timeout.
+//
+// This is hand-written because coder/websocket has no option for it: it
+// takes the bufio pair as net/http's Hijack hands it over.
+
+// Buffer sizes. The bufio pair only has to hold a frame header; the pooled
+// buffers carry the bytes.
+const (
+	sockBufioSize   = 64
+	sockReadBufSize = 4 << 10
+	sockMaxKeptBuf  = 64 << 10 // larger write buffers are not pooled
+)
+
+var sockBufs = sync.Pool{New: func() any { b := make([]byte, 0, sockReadBufSize); return &b }}
+
+func getSockBuf() *[]byte { return sockBufs.Get().(*[]byte) }
+
+func putSockBuf(b *[]byte) {
+	if cap(*b) > sockMaxKeptBuf {
+		return
+	}
+	*b = (*b)[:0]
+	sockBufs.Put(b)
+}
+
+// socketHijacker is the http.ResponseWriter handed to websocket.Accept: its
+// Hijack wraps the connection in a sock. A connection that offers no
+// syscall.RawConn (not a TCP socket) keeps net/http's buffers.
+type socketHijacker struct {
+	http.ResponseWriter
+	writeTimeout time.Duration
+	sock         *sock // set by Hijack
+}
+
+// Hijack implements http.Hijacker.
+func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nc, brw, nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nc, brw, nil
+	}
+	s := &sock{Conn: nc, raw: raw, writeTimeout: h.writeTimeout}
+	// net/http's writer is flushed (the 101 response went out); its reader
+	// may hold bytes the client sent right after the upgrade request.
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		s.rbuf = getSockBuf()
+		*s.rbuf = append(*s.rbuf, b...)
+	}
+	h.sock = s
+	return s, bufio.NewReadWriter(bufio.NewReaderSize(s, sockBufioSize), bufio.NewWriterSize(s, sockBufioSize)), nil
+}
+
+// sock is a client's TCP connection as coder/websocket sees it.
+//
+// Concurrency: Read is called by one reader at a time (coder/websocket's
+// read lock); rmu still guards the read buffer, for the close handshake
+// that reads from another goroutine. Write, cork and uncork may be called
+// from any goroutine; wmu orders them and is held across a socket write,
+// which is bounded by writeTimeout.
+type sock struct {
+	net.Conn
+	raw          syscall.RawConn
+	writeTimeout time.Duration
+
+	rmu  sync.Mutex
+	rbuf *[]byte // unread bytes from the socket; nil when there are none
+	rpos int
+
+	wmu    sync.Mutex
+	corked int
+	wbuf   *[]byte // bytes written while corked; nil when there are none
+	werr   error   // a failed write: the stream is broken, every later write fails
+}
+
+// Read implements io.Reader for coder/websocket's bufio.Reader.
+func (s *sock) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.rbuf == nil {
+		if len(p) >= sockReadBufSize {
+			return s.readInto(p) // a large read goes straight to the caller
+		}
+		b, err := s.fill()
+		if err != nil {
+			return 0, err
+		}
+		s.rbuf, s.rpos = b, 0
+	}
+	n := copy(p, (*s.rbuf)[s.rpos:])
+	s.rpos += n
+	if s.rpos == len(*s.rbuf) {
+		putSockBuf(s.rbuf)
+		s.rbuf = nil
+	}
+	return n, nil
+}
+
+// readInto reads into p, waiting until the socket has something.
+func (s *sock) readInto(p []byte) (int, error) {
+	var n int
+	var rerr error
+	err := s.raw.Read(func(fd uintptr) bool {
+		n, rerr = readFD(fd, p)
+		return rerr != unix.EAGAIN
+	})
+	if err != nil {
+		return 0, err
+	}
+	if rerr != nil {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// fill waits until the socket is readable, holding no buffer meanwhile,
+// and returns what one read brought, in a pooled buffer.
+func (s *sock) fill() (*[]byte, error) {
+	var b *[]byte
+	var n int
+	var rerr error
+	err := s.raw.Read(func(fd uintptr) bool {
+		if b == nil {
+			b = getSockBuf()
+		}
+		n, rerr = readFD(fd, (*b)[:cap(*b)])
+		if rerr == unix.EAGAIN {
+			putSockBuf(b)
+			b = nil
+			return false // wait for readability without a buffer
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+	case rerr != nil:
+		err = &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n == 0:
+		err = io.EOF
+	}
+	if err != nil {
+		if b != nil {
+			putSockBuf(b)
+		}
+		return nil, err
+	}
+	*b = (*b)[:n]
+	return b, nil
+}
+
+// readFD is one read(2), retried on EINTR.
+func readFD(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(fd), p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+}
+
+// cork makes writes collect until the matching uncork.
+func (s *sock) cork() {
+	s.wmu.Lock()
+	s.corked++
+	s.wmu.Unlock()
+}
+
+// uncork ends a cork; the last one writes what was collected.
+func (s *sock) uncork() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.corked--
+	if s.corked > 0 || s.wbuf == nil {
+		return s.werr
+	}
+	b := s.wbuf
+	s.wbuf = nil
+	err := s.writeLocked(*b)
+	putSockBuf(b)
+	return err
+}
+
+// Write implements io.Writer for coder/websocket's bufio.Writer. Corked,
+// it collects; otherwise (coder/websocket's own control frames) it writes
+// through.
+func (s *sock) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.werr != nil {
+		return 0, s.werr
+	}
+	if s.corked > 0 {
+		if s.wbuf == nil {
+			s.wbuf = getSockBuf()
+		}
+		*s.wbuf = append(*s.wbuf, p...)
+		return len(p), nil
+	}
+	if err := s.writeLocked(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// writeLocked writes all of p: one attempt that does not wait, then, for
+// what the socket did not take, a write bounded by writeTimeout. wmu is
+// held. A failure sticks.
+func (s *sock) writeLocked(p []byte) error {
+	if s.werr != nil {
+		return s.werr
+	}
+	var n int
+	var werr error
+	err := s.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Write(int(fd), p)
+			if werr != unix.EINTR {
+				break
+			}
+		}
+		if werr == unix.EAGAIN {
+			n, werr = 0, nil
+		}
+		return true
+	})
+	if err == nil && werr != nil {
+		err = &net.OpError{Op: "write", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("write", werr)}
+	}
+	if err == nil && n < len(p) {
+		// The client reads slower than we write: wait, but not forever.
+		_ = s.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		_, err = s.Conn.Write(p[n:])
+		_ = s.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		s.werr = err
+	}
+	return err
+}
