@@ -40,7 +40,7 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
 		return
 	}
-	hj := &socketHijacker{ResponseWriter: w, writeTimeout: b.cfg.WriteTimeout}
+	hj := &socketHijacker{ResponseWriter: w, writeTimeout: b.cfg.WriteTimeout, poller: b.poller}
 	ws, err := websocket.Accept(hj, r, acceptOptions)
 	if err != nil {
 		b.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
@@ -49,6 +49,9 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(int64(b.cfg.MaxPayload))
 	c := b.newConn(r)
 	c.tr = wsTransport{ws: ws, s: hj.sock, timeout: b.cfg.WriteTimeout}
+	if hj.sock != nil {
+		hj.sock.resume = c.resume
+	}
 	if !b.track(c) {
 		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
 		c.cancel()
@@ -57,10 +60,7 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// The connection gets a goroutine of its own and net/http's returns:
 	// its stack grew while serving the upgrade request, and its frames
 	// keep the request, its headers and the response alive.
-	go func() { // owned by b.wg through track
-		defer b.untrack(c)
-		c.serve()
-	}()
+	c.start()
 }
 
 var acceptOptions = &websocket.AcceptOptions{

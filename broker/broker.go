@@ -105,6 +105,10 @@ type Broker struct {
 	// delivery waits for Redis: replies go out with PublishAsync.
 	inlineReplies bool
 
+	// poller wakes parked WebSocket connections (socket.go); nil where
+	// there is none, and then every connection keeps its reader.
+	poller *poller
+
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
 	holders     map[string]*conn // workspace -> the local connection holding it
@@ -154,6 +158,9 @@ func New(cfg Config) (*Broker, error) {
 			_ = b.bus.Close()
 		}
 		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
+	}
+	if b.poller, err = newPoller(); err != nil {
+		b.log.Info().Err(err).Msg("idle connections keep a goroutine each")
 	}
 	b.handler = b.routes()
 	return b, nil
@@ -222,9 +229,10 @@ func (b *Broker) track(c *conn) bool {
 		return false
 	}
 	b.conns[c] = struct{}{}
-	// A connection holds a count in wg while it serves, so the goroutines
-	// it starts (writers, closers, replies) are added while the counter is
-	// above zero and Shutdown's Wait covers them.
+	// A connection holds a count in wg until close has ended it and its
+	// readers, so the goroutines it starts (writers, closers, replies) are
+	// added while the counter is above zero and Shutdown's Wait covers
+	// them.
 	b.wg.Add(1)
 	return true
 }
@@ -380,6 +388,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.caller.Close()
 	waitCtx(ctx, &b.apiCalls)
 	waitCtx(ctx, &b.wg)
+	if b.poller != nil {
+		_ = b.poller.close()
+	}
 	if b.ownBus {
 		_ = b.bus.Close()
 	}

@@ -190,10 +190,7 @@ func (b *Broker) pollHandshake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.polls.Store(c.id, t)
-	go func() { // owned by b.wg through track
-		defer b.untrack(c)
-		c.serve()
-	}()
+	c.start()
 	t.serveGET(w, r) // the open packet
 }
 

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,7 +26,10 @@ import (
 //     pooled buffer and gives it back once drained;
 //   - collects what is written while corked in one pooled buffer and writes
 //     it with one syscall at uncork, so a batch of queued frames costs one
-//     write; a write that would block waits at most the write timeout.
+//     write; a write that would block waits at most the write timeout;
+//   - parks when its client has been quiet for sockLinger: the reading
+//     goroutine ends and the poller (poller_linux.go) wakes the socket when
+//     the client sends again, so an idle connection has no goroutine.
 //
 // This is hand-written because coder/websocket has no option for it: it
 // takes the bufio pair as net/http's Hijack hands it over.
@@ -35,6 +40,20 @@ const (
 	sockBufioSize   = 64
 	sockReadBufSize = 4 << 10
 	sockMaxKeptBuf  = 64 << 10 // larger write buffers are not pooled
+)
+
+// sockLinger is how long a client is quiet before its socket parks: between
+// half of it and all of it. A connection that is called more often than
+// that keeps its goroutine and pays no parking (an epoll_ctl and a new
+// goroutine); one that is not holds no stack.
+const sockLinger = time.Second
+
+// A sock's read side is owned by one goroutine at a time: a reader
+// (sockReading), or nobody while parked; sockClosing ends parking.
+const (
+	sockReading int32 = iota
+	sockParked
+	sockClosing
 )
 
 var sockBufs = sync.Pool{New: func() any { b := make([]byte, 0, sockReadBufSize); return &b }}
@@ -55,7 +74,8 @@ func putSockBuf(b *[]byte) {
 type socketHijacker struct {
 	http.ResponseWriter
 	writeTimeout time.Duration
-	sock         *sock // set by Hijack
+	poller       *poller // nil: the sock never parks
+	sock         *sock   // set by Hijack
 }
 
 // Hijack implements http.Hijacker.
@@ -72,7 +92,7 @@ func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nc, brw, nil
 	}
-	s := &sock{Conn: nc, raw: raw, writeTimeout: h.writeTimeout}
+	s := &sock{Conn: nc, raw: raw, writeTimeout: h.writeTimeout, poller: h.poller}
 	// net/http's writer is flushed (the 101 response went out); its reader
 	// may hold bytes the client sent right after the upgrade request.
 	if n := brw.Reader.Buffered(); n > 0 {
@@ -80,25 +100,38 @@ func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		s.rbuf = getSockBuf()
 		*s.rbuf = append(*s.rbuf, b...)
 	}
+	s.br = bufio.NewReaderSize(s, sockBufioSize)
 	h.sock = s
-	return s, bufio.NewReadWriter(bufio.NewReaderSize(s, sockBufioSize), bufio.NewWriterSize(s, sockBufioSize)), nil
+	return s, bufio.NewReadWriter(s.br, bufio.NewWriterSize(s, sockBufioSize)), nil
 }
 
 // sock is a client's TCP connection as coder/websocket sees it.
 //
-// Concurrency: Read is called by one reader at a time (coder/websocket's
-// read lock); rmu still guards the read buffer, for the close handshake
-// that reads from another goroutine. Write, cork and uncork may be called
-// from any goroutine; wmu orders them and is held across a socket write,
-// which is bounded by writeTimeout.
+// Concurrency: the read side (Read, quiet, park) belongs to the goroutine
+// that owns it by state: a reader, handed over through the poller; rmu
+// still guards the read buffer, for coder/websocket's close handshake,
+// which reads from the closing goroutine. Write, cork and uncork may be
+// called from any goroutine; wmu orders them and is held across a socket
+// write, which is bounded by writeTimeout.
 type sock struct {
 	net.Conn
 	raw          syscall.RawConn
 	writeTimeout time.Duration
+	br           *bufio.Reader // coder/websocket's reader over this sock
 
-	rmu  sync.Mutex
-	rbuf *[]byte // unread bytes from the socket; nil when there are none
-	rpos int
+	rmu       sync.Mutex
+	rbuf      *[]byte // unread bytes from the socket; nil when there are none
+	rpos      int
+	rdeadline time.Time // the read deadline quiet set; zero when none
+
+	state atomic.Int32 // sockReading, sockParked, sockClosing
+	// poller wakes the socket when parked; nil when it cannot park. The
+	// fields below are the read side's.
+	poller    *poller
+	noPark    bool   // the poller could not watch it: the sock reads on
+	pollID    uint64 // its id with the poller (guarded by the poller's mu)
+	pollAdded bool   // registered with the epoll instance once
+	resume    func() // called (on the poller's goroutine) when a parked sock becomes readable
 
 	wmu    sync.Mutex
 	corked int
@@ -118,6 +151,12 @@ func (s *sock) Read(p []byte) (int, error) {
 			return s.readInto(p) // a large read goes straight to the caller
 		}
 		b, err := s.fill()
+		if errors.Is(err, os.ErrDeadlineExceeded) && !s.rdeadline.IsZero() {
+			// quiet's deadline, in the middle of a message: the client
+			// is not quiet, wait for the rest.
+			s.clearDeadlineLocked()
+			b, err = s.fill()
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -185,6 +224,74 @@ func (s *sock) fill() (*[]byte, error) {
 	}
 	*b = (*b)[:n]
 	return b, nil
+}
+
+// quiet waits, at a message boundary, until the client sends something or
+// has been quiet for about sockLinger, and reports the latter. The
+// deadline is set anew only when half of it is gone, not for every
+// message.
+func (s *sock) quiet() bool {
+	if s.poller == nil || s.noPark || s.br.Buffered() > 0 {
+		return false
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.rbuf != nil {
+		return false
+	}
+	now := time.Now()
+	if s.rdeadline.Sub(now) < sockLinger/2 {
+		s.rdeadline = now.Add(sockLinger)
+		_ = s.SetReadDeadline(s.rdeadline)
+	}
+	b, err := s.fill()
+	if err == nil {
+		s.rbuf, s.rpos = b, 0
+		return false
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.clearDeadlineLocked()
+		return true
+	}
+	return false // the read that follows reports the error
+}
+
+func (s *sock) clearDeadlineLocked() {
+	s.rdeadline = time.Time{}
+	_ = s.SetReadDeadline(time.Time{})
+}
+
+// park hands the quiet socket to the poller; the calling reader must end
+// without touching the read side if it succeeds. It fails once the
+// connection is closing, or when the poller cannot watch the socket (then
+// it never parks again).
+func (s *sock) park() bool {
+	if s.poller == nil || s.noPark || !s.state.CompareAndSwap(sockReading, sockParked) {
+		return false
+	}
+	if err := s.poller.park(s); err != nil {
+		s.noPark = true
+		s.state.CompareAndSwap(sockParked, sockReading)
+		return false
+	}
+	return true
+}
+
+// wake is the poller's: a parked socket became readable.
+func (s *sock) wake() {
+	if s.state.CompareAndSwap(sockParked, sockReading) {
+		s.resume()
+	}
+}
+
+// closing ends parking: a parked socket is not woken any more, and a
+// reader's park fails. The goroutine closing the connection reads from
+// then on (coder/websocket's close handshake) if no reader does.
+func (s *sock) closing() {
+	s.state.Store(sockClosing)
+	if p := s.poller; p != nil {
+		p.forget(s)
+	}
 }
 
 // readFD is one read(2), retried on EINTR.

@@ -25,6 +25,18 @@ type transport interface {
 	closeNow() error
 }
 
+// parker is a transport that can wait for its client without a goroutine
+// (a WebSocket over a sock, socket.go). Only the reader calls it.
+type parker interface {
+	// quiet waits until the client sends or has been quiet for a while,
+	// and reports the latter.
+	quiet() bool
+	// park hands the waiting to the poller, which resumes the connection
+	// on a new goroutine when the client sends; the reader then ends.
+	// false: keep reading.
+	park() bool
+}
+
 // wsTransport is a client connected over WebSocket from the start.
 type wsTransport struct {
 	ws *websocket.Conn
@@ -71,8 +83,20 @@ func (t wsTransport) write(frames ...[]byte) error {
 	return err
 }
 
+func (t wsTransport) quiet() bool { return t.s != nil && t.s.quiet() }
+
+func (t wsTransport) park() bool { return t.s != nil && t.s.park() }
+
 func (t wsTransport) close(status websocket.StatusCode, reason string) error {
+	if t.s != nil {
+		t.s.closing()
+	}
 	return t.ws.Close(status, reason)
 }
 
-func (t wsTransport) closeNow() error { return t.ws.CloseNow() }
+func (t wsTransport) closeNow() error {
+	if t.s != nil {
+		t.s.closing()
+	}
+	return t.ws.CloseNow()
+}
