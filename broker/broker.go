@@ -108,6 +108,7 @@ type Broker struct {
 	// poller wakes parked WebSocket connections (socket.go); nil where
 	// there is none, and then every connection keeps its reader.
 	poller *poller
+	beats  *heartbeats
 
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
@@ -159,6 +160,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
 	}
+	b.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
 	if b.poller, err = newPoller(); err != nil {
 		b.log.Info().Err(err).Msg("idle connections keep a goroutine each")
 	}
@@ -388,6 +390,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.caller.Close()
 	waitCtx(ctx, &b.apiCalls)
 	waitCtx(ctx, &b.wg)
+	b.beats.stop()
 	if b.poller != nil {
 		_ = b.poller.close()
 	}

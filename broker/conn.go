@@ -67,7 +67,7 @@ type conn struct {
 
 	mu            sync.Mutex
 	connectTimer  *time.Timer // until CONNECT succeeds
-	hbTimer       *time.Timer
+	hbSeq         uint32      // the heartbeat step due (heartbeat.go)
 	awaitingPong  bool
 	queue         [][]byte
 	spare         [][]byte
@@ -180,9 +180,6 @@ func (c *conn) close(reason string, notify bool) {
 	}
 	c.closed = true
 	wasConnected := c.workspaceID() != ""
-	if c.hbTimer != nil {
-		c.hbTimer.Stop()
-	}
 	if c.connectTimer != nil {
 		c.connectTimer.Stop()
 	}
