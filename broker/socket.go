@@ -118,6 +118,7 @@ type sock struct {
 	raw          syscall.RawConn
 	writeTimeout time.Duration
 	br           *bufio.Reader // coder/websocket's reader over this sock
+	brmu         sync.Mutex    // orders buffered's look at br before closing
 
 	rmu       sync.Mutex
 	rbuf      *[]byte // unread bytes from the socket; nil when there are none
@@ -231,7 +232,7 @@ func (s *sock) fill() (*[]byte, error) {
 // deadline is set anew only when half of it is gone, not for every
 // message.
 func (s *sock) quiet() bool {
-	if s.poller == nil || s.noPark || s.br.Buffered() > 0 {
+	if s.poller == nil || s.noPark || s.buffered() {
 		return false
 	}
 	s.rmu.Lock()
@@ -254,6 +255,15 @@ func (s *sock) quiet() bool {
 		return true
 	}
 	return false // the read that follows reports the error
+}
+
+// buffered reports whether coder/websocket's reader holds bytes; it
+// answers true once the connection is closing, when the close handshake
+// may be using that reader on another goroutine.
+func (s *sock) buffered() bool {
+	s.brmu.Lock()
+	defer s.brmu.Unlock()
+	return s.state.Load() == sockClosing || s.br.Buffered() > 0
 }
 
 func (s *sock) clearDeadlineLocked() {
@@ -288,7 +298,9 @@ func (s *sock) wake() {
 // reader's park fails. The goroutine closing the connection reads from
 // then on (coder/websocket's close handshake) if no reader does.
 func (s *sock) closing() {
-	s.state.Store(sockClosing)
+	s.brmu.Lock()
+	s.state.Store(sockClosing) // buffered touches br no more
+	s.brmu.Unlock()
 	if p := s.poller; p != nil {
 		p.forget(s)
 	}
