@@ -82,7 +82,7 @@ func (b *Broker) newConn(r *http.Request) *conn {
 		cancel:        cancel,
 		connectAckDue: true,
 	}
-	c.calls = newCallTable(&c.mu, c, b.log, b.metrics.inFlight, b.metrics.duplicates)
+	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		c.bearer = strings.TrimPrefix(h, "Bearer ")
 	}

@@ -59,8 +59,9 @@ type conn struct {
 	ctx    context.Context // ends the read loop of a polling transport
 	cancel context.CancelFunc
 
-	// The read side, owned by the one reader goroutine there is at a time.
-	asm protocol.BinaryAssembler
+	// The read side, owned by the one reader goroutine there is at a time:
+	// the attachments of a binary packet (nil until a client sends one).
+	asm *protocol.BinaryAssembler
 	// readers counts the reader goroutines; close waits for them before
 	// the broker stops tracking the connection.
 	readers sync.WaitGroup

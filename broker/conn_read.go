@@ -23,7 +23,7 @@ const maxAttachments = 16
 func (c *conn) readLoop() (reason string, parked bool) {
 	p, canPark := c.tr.(parker)
 	for {
-		if canPark && !c.asm.Active() && p.quiet() && p.park() {
+		if canPark && !c.assembling() && p.quiet() && p.park() {
 			return "", true
 		}
 		if reason := c.readOne(); reason != "" {
@@ -50,9 +50,9 @@ func (c *conn) readOne() string {
 		}
 		return ReasonTransport
 	}
-	asm := &c.asm
+	asm := c.asm
 	if binary {
-		if !asm.Active() {
+		if !c.assembling() {
 			return c.malformed(fmt.Errorf("unexpected binary frame"))
 		}
 		if !asm.Add(data) {
@@ -64,7 +64,7 @@ func (c *conn) readOne() string {
 		}
 		return c.handleSIO(p)
 	}
-	if asm.Active() {
+	if c.assembling() {
 		return c.malformed(fmt.Errorf("text frame while binary attachments are due"))
 	}
 	pkt, err := protocol.DecodeEIO(data)
@@ -91,6 +91,10 @@ func (c *conn) readOne() string {
 			if sp.Attachments > maxAttachments {
 				return c.malformed(fmt.Errorf("%d binary attachments, over %d", sp.Attachments, maxAttachments))
 			}
+			if asm == nil {
+				asm = new(protocol.BinaryAssembler)
+				c.asm = asm
+			}
 			if !asm.Start(sp) {
 				return ""
 			}
@@ -104,6 +108,9 @@ func (c *conn) readOne() string {
 	}
 	return ""
 }
+
+// assembling reports whether binary attachments are due.
+func (c *conn) assembling() bool { return c.asm != nil && c.asm.Active() }
 
 func (c *conn) malformed(err error) string {
 	c.b.metrics.badPackets.Inc()
