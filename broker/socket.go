@@ -92,7 +92,7 @@ func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nc, brw, nil
 	}
-	s := &sock{Conn: nc, raw: raw, writeTimeout: h.writeTimeout, poller: h.poller}
+	s := newSock(nc, raw, h.writeTimeout, h.poller)
 	// net/http's writer is flushed (the 101 response went out); its reader
 	// may hold bytes the client sent right after the upgrade request.
 	if n := brw.Reader.Buffered(); n > 0 {
@@ -100,9 +100,16 @@ func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		s.rbuf = getSockBuf()
 		*s.rbuf = append(*s.rbuf, b...)
 	}
-	s.br = bufio.NewReaderSize(s, sockBufioSize)
 	h.sock = s
 	return s, bufio.NewReadWriter(s.br, bufio.NewWriterSize(s, sockBufioSize)), nil
+}
+
+// newSock wraps nc, whose raw connection is raw; poller nil: it never parks.
+func newSock(nc net.Conn, raw syscall.RawConn, writeTimeout time.Duration, p *poller) *sock {
+	s := &sock{Conn: nc, raw: raw, writeTimeout: writeTimeout, poller: p}
+	s.readFn, s.writeFn = s.readOnce, s.writeOnce
+	s.br = bufio.NewReaderSize(s, sockBufioSize)
+	return s
 }
 
 // sock is a client's TCP connection as coder/websocket sees it.
@@ -124,6 +131,14 @@ type sock struct {
 	rbuf      *[]byte // unread bytes from the socket; nil when there are none
 	rpos      int
 	rdeadline time.Time // the read deadline quiet set; zero when none
+	// readFn (readOnce) is the callback of every raw read, made once: a
+	// closure per read would be an allocation each. Its arguments and
+	// results are these fields, under rmu.
+	readFn func(fd uintptr) bool
+	rdInto []byte  // read into this; nil: into rdBuf, a pooled buffer
+	rdBuf  *[]byte // the pooled buffer being read into
+	rdN    int
+	rdErr  error
 
 	state atomic.Int32 // sockReading, sockParked, sockClosing
 	// poller wakes the socket when parked; nil when it cannot park. The
@@ -138,6 +153,12 @@ type sock struct {
 	corked int
 	wbuf   *[]byte // bytes written while corked; nil when there are none
 	werr   error   // a failed write: the stream is broken, every later write fails
+	// writeFn (writeOnce) is the callback of every raw write, made once,
+	// with these fields, under wmu.
+	writeFn func(fd uintptr) bool
+	wrP     []byte
+	wrN     int
+	wrErr   error
 }
 
 // Read implements io.Reader for coder/websocket's bufio.Reader.
@@ -172,50 +193,32 @@ func (s *sock) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readInto reads into p, waiting until the socket has something.
+// readInto reads into p, waiting until the socket has something. rmu is
+// held.
 func (s *sock) readInto(p []byte) (int, error) {
-	var n int
-	var rerr error
-	err := s.raw.Read(func(fd uintptr) bool {
-		n, rerr = readFD(fd, p)
-		return rerr != unix.EAGAIN
-	})
+	s.rdInto, s.rdN = p, 0
+	err := s.raw.Read(s.readFn)
+	s.rdInto = nil
+	n, rerr := s.rdN, s.rdErr
+	s.rdErr = nil
+	if err == nil {
+		err = s.readError(n, rerr)
+	}
 	if err != nil {
 		return 0, err
-	}
-	if rerr != nil {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
-	}
-	if n == 0 {
-		return 0, io.EOF
 	}
 	return n, nil
 }
 
 // fill waits until the socket is readable, holding no buffer meanwhile,
-// and returns what one read brought, in a pooled buffer.
+// and returns what one read brought, in a pooled buffer. rmu is held.
 func (s *sock) fill() (*[]byte, error) {
-	var b *[]byte
-	var n int
-	var rerr error
-	err := s.raw.Read(func(fd uintptr) bool {
-		if b == nil {
-			b = getSockBuf()
-		}
-		n, rerr = readFD(fd, (*b)[:cap(*b)])
-		if rerr == unix.EAGAIN {
-			putSockBuf(b)
-			b = nil
-			return false // wait for readability without a buffer
-		}
-		return true
-	})
-	switch {
-	case err != nil:
-	case rerr != nil:
-		err = &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
-	case n == 0:
-		err = io.EOF
+	s.rdN = 0
+	err := s.raw.Read(s.readFn)
+	b, n, rerr := s.rdBuf, s.rdN, s.rdErr
+	s.rdBuf, s.rdErr = nil, nil
+	if err == nil {
+		err = s.readError(n, rerr)
 	}
 	if err != nil {
 		if b != nil {
@@ -225,6 +228,39 @@ func (s *sock) fill() (*[]byte, error) {
 	}
 	*b = (*b)[:n]
 	return b, nil
+}
+
+// readOnce is one read(2) of a raw read: into rdInto, or into a pooled
+// buffer (rdBuf) that it gives back if the socket has nothing yet; false
+// then, to wait for readability.
+func (s *sock) readOnce(fd uintptr) bool {
+	dst := s.rdInto
+	if dst == nil {
+		if s.rdBuf == nil {
+			s.rdBuf = getSockBuf()
+		}
+		dst = (*s.rdBuf)[:cap(*s.rdBuf)]
+	}
+	s.rdN, s.rdErr = readFD(fd, dst)
+	if s.rdErr == unix.EAGAIN {
+		if s.rdBuf != nil {
+			putSockBuf(s.rdBuf)
+			s.rdBuf = nil
+		}
+		return false
+	}
+	return true
+}
+
+// readError turns what read(2) returned into a Read's error.
+func (s *sock) readError(n int, rerr error) error {
+	switch {
+	case rerr != nil:
+		return &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n == 0:
+		return io.EOF
+	}
+	return nil
 }
 
 // quiet waits, at a message boundary, until the client sends something or
@@ -306,6 +342,25 @@ func (s *sock) closing() {
 	}
 }
 
+// writeOnce is one write(2) of a raw write, of wrP; it never waits (what
+// the socket did not take is written by writeLocked, with a deadline).
+func (s *sock) writeOnce(fd uintptr) bool {
+	for {
+		s.wrN, s.wrErr = unix.Write(int(fd), s.wrP)
+		if s.wrErr != unix.EINTR {
+			break
+		}
+	}
+	switch s.wrErr {
+	case nil:
+	case unix.EAGAIN:
+		s.wrN, s.wrErr = 0, nil
+	default:
+		s.wrN = 0
+	}
+	return true
+}
+
 // readFD is one read(2), retried on EINTR.
 func readFD(fd uintptr, p []byte) (int, error) {
 	for {
@@ -371,20 +426,10 @@ func (s *sock) writeLocked(p []byte) error {
 	if s.werr != nil {
 		return s.werr
 	}
-	var n int
-	var werr error
-	err := s.raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Write(int(fd), p)
-			if werr != unix.EINTR {
-				break
-			}
-		}
-		if werr == unix.EAGAIN {
-			n, werr = 0, nil
-		}
-		return true
-	})
+	s.wrP, s.wrN = p, 0
+	err := s.raw.Write(s.writeFn)
+	n, werr := s.wrN, s.wrErr
+	s.wrP, s.wrErr = nil, nil
 	if err == nil && werr != nil {
 		err = &net.OpError{Op: "write", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("write", werr)}
 	}

@@ -46,7 +46,7 @@ func sockPair(t *testing.T, writeTimeout time.Duration) (*sock, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sock{Conn: nc, raw: raw, writeTimeout: writeTimeout}
+	s := newSock(nc, raw, writeTimeout, nil)
 	t.Cleanup(func() { _ = s.Close(); _ = peer.Close() })
 	return s, peer
 }
