@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -156,6 +157,7 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 			c.event(c.b.log.Debug()).Int64("ack", p.ID).Msg("ack without a response ignored")
 			return ""
 		}
+		resp.Result = bytes.Clone(resp.Result) // it aliases the read buffer
 		c.calls.answer(resp, p.ID)
 	case protocol.SIOEvent:
 		name, _ := p.EventName() // validated by DecodeSIO
@@ -176,6 +178,7 @@ func (c *conn) handleSIO(p protocol.SIOPacket) string {
 			c.event(c.b.log.Debug()).Msg("tool_response without correlation_id ignored")
 			return ""
 		}
+		resp.Result = bytes.Clone(resp.Result) // it aliases the read buffer
 		c.calls.answer(resp, protocol.NoAck)
 	case protocol.SIOConnectError:
 		return c.malformed(fmt.Errorf("CONNECT_ERROR from a client"))

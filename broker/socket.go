@@ -139,6 +139,9 @@ type sock struct {
 	rdBuf  *[]byte // the pooled buffer being read into
 	rdN    int
 	rdErr  error
+	// msg holds the message just read (readMessage), until the next; the
+	// reader's, given back when the socket parks.
+	msg *[]byte
 
 	state atomic.Int32 // sockReading, sockParked, sockClosing
 	// poller wakes the socket when parked; nil when it cannot park. The
@@ -263,6 +266,29 @@ func (s *sock) readError(n int, rerr error) error {
 	return nil
 }
 
+// readMessage reads the rest of a message from r into the socket's message
+// buffer and returns it; it is valid until the next readMessage.
+func (s *sock) readMessage(r io.Reader) ([]byte, error) {
+	if s.msg == nil {
+		s.msg = getSockBuf()
+	}
+	b := (*s.msg)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			*s.msg = b
+			if err == io.EOF {
+				return b, nil
+			}
+			return nil, err
+		}
+	}
+}
+
 // quiet waits, at a message boundary, until the client sends something or
 // has been quiet for about sockLinger, and reports the latter. The
 // deadline is set anew only when half of it is gone, not for every
@@ -312,7 +338,14 @@ func (s *sock) clearDeadlineLocked() {
 // connection is closing, or when the poller cannot watch the socket (then
 // it never parks again).
 func (s *sock) park() bool {
-	if s.poller == nil || s.noPark || !s.state.CompareAndSwap(sockReading, sockParked) {
+	if s.poller == nil || s.noPark {
+		return false
+	}
+	if s.msg != nil {
+		putSockBuf(s.msg) // before parking: then the read side is not ours
+		s.msg = nil
+	}
+	if !s.state.CompareAndSwap(sockReading, sockParked) {
 		return false
 	}
 	if err := s.poller.park(s); err != nil {

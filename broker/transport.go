@@ -13,7 +13,8 @@ import (
 // goroutine and never interleave.
 type transport interface {
 	// read returns the client's next packet: a text Engine.IO packet, or
-	// a binary attachment (binary true).
+	// a binary attachment (binary true). data is valid until the next
+	// read: what outlives it is copied.
 	read(ctx context.Context) (binary bool, data []byte, err error)
 	// write sends text Engine.IO packets, in order, each its own message,
 	// in as few writes to the socket as it can; it gives up after the
@@ -47,12 +48,18 @@ type wsTransport struct {
 }
 
 func (t wsTransport) read(ctx context.Context) (bool, []byte, error) {
-	if t.s != nil {
-		// Closing the socket ends a read; a context with a deadline or a
-		// cancel would cost coder/websocket an AfterFunc per frame.
-		ctx = context.Background()
+	if t.s == nil {
+		typ, data, err := t.ws.Read(ctx)
+		return typ == websocket.MessageBinary, data, err
 	}
-	typ, data, err := t.ws.Read(ctx)
+	// Closing the socket ends a read; a context with a deadline or a
+	// cancel would cost coder/websocket an AfterFunc per frame. The
+	// message goes into the socket's buffer, not a new one.
+	typ, r, err := t.ws.Reader(context.Background())
+	if err != nil {
+		return false, nil, err
+	}
+	data, err := t.s.readMessage(r)
 	return typ == websocket.MessageBinary, data, err
 }
 
