@@ -76,7 +76,31 @@ func TestTypedRouteDecodesPayloadAndEncodesResult(t *testing.T) {
 			return addResponse{Sum: req.A + req.B}, nil
 		})
 	})
-	wantSuccess(t, b.Dispatch(context.Background(), call("/api/test/add", `{"a":2,"b":3,"extra":true}`, 5)), `{"sum":5}`)
+	wantSuccess(t, b.Dispatch(context.Background(), call("/api/test/add", `{"a":2,"b":3}`, 5)), `{"sum":5}`)
+}
+
+func TestUnknownPayloadFieldAnswersInvalidPayloadNamingItAndTheClosestField(t *testing.T) {
+	var called atomic.Int32
+	b := localBridge(t, bridge.Config{}, func(r *bridge.Router) {
+		bridge.Handle(r, "/api/test/add", func(_ context.Context, _ *bridge.Call, req addRequest) (addResponse, error) {
+			called.Add(1)
+			return addResponse{Sum: req.A + req.B}, nil
+		})
+	})
+	for payload, want := range map[string]string{
+		`{"a":2,"b":3,"extra":true}`: `unknown field "extra" (known fields: a, b)`,
+		`{"a":2,"B ":3}`:             `unknown field "B " (did you mean "b"?)`,
+		`{"a":2,"b":"3"}`:            `field "b": expected an integer, got a string`,
+	} {
+		resp := b.Dispatch(context.Background(), call("/api/test/add", payload, 5))
+		wantFailure(t, resp, protocol.CodeInvalidPayload)
+		if resp.Message != "decoding payload for /api/test/add: "+want {
+			t.Errorf("%s: message %q, want it to end %q", payload, resp.Message, want)
+		}
+	}
+	if n := called.Load(); n != 0 {
+		t.Errorf("handler called %d times for refused payloads", n)
+	}
 }
 
 func TestUnknownRouteAnswersUnknownRoute(t *testing.T) {

@@ -27,10 +27,11 @@
 // What the adapter guarantees, so handlers need not:
 //
 //   - The payload is decoded into Req with encoding/json (an absent payload
-//     decodes as {}). Handle ignores unknown fields, as the IDE extensions'
-//     terminal and debug routes always have; the workspace and sandbox
-//     routes decode strictly, answering invalid_payload for a field they
-//     do not know, named in the message. A decoding failure answers
+//     decodes as {}), strictly: a member Req has no field for answers
+//     invalid_payload naming it by its JSON path and the field it probably
+//     meant (`unknown field "comand" (did you mean "command"?)`), a value
+//     of the wrong type names the member and the type expected. Maps and
+//     json.RawMessage in Req stay free-form. A decoding failure answers
 //     invalid_payload without calling the handler. If *Req or Req has a
 //     Validate() error method, a non-nil result answers invalid_payload too
 //     (or the code of a *protocol.Error it returns).

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/strictjson"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -27,27 +28,19 @@ import (
 type HandlerFunc[Req, Resp any] func(ctx context.Context, c *Call, req Req) (Resp, error)
 
 // Handle mounts fn at path (gin syntax: "/api/terminal/sessions/:session_id/output")
-// on r. The payload is decoded into Req and the returned Resp becomes the
-// result; see the package documentation for how failures map to error codes.
-// Unknown payload fields are ignored, as the IDE extensions' routes always
-// did; routes mounted for new contracts decode strictly (handleStrict).
+// on r. The payload is decoded into Req strictly (internal/strictjson): a
+// member Req has no field for, a value of the wrong type or anything after
+// the payload object answers invalid_payload naming the member by its JSON
+// path ("breakpoints[0].line") and, when one is close, the field it
+// probably meant. Free-form parts of Req (maps, json.RawMessage) take any
+// members. The returned Resp becomes the result; see the package
+// documentation for how failures map to error codes.
 //
 // Handle must be called before the Bridge starts serving (Run, Dispatch or the
 // HTTP handler); it panics after that, on a nil fn, and on a path gin rejects
 // (malformed, or conflicting with a mounted route). Calls to Handle must not be
 // concurrent with each other.
 func Handle[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
-	handle(r, path, json.Unmarshal, fn)
-}
-
-// handleStrict is Handle with strict decoding: a payload field Req does
-// not have, or anything after the payload object, answers invalid_payload
-// naming it. The workspace and sandbox routes use it.
-func handleStrict[Req, Resp any](r *Router, path string, fn HandlerFunc[Req, Resp]) {
-	handle(r, path, decodeStrict, fn)
-}
-
-func handle[Req, Resp any](r *Router, path string, decode func([]byte, any) error, fn HandlerFunc[Req, Resp]) {
 	if fn == nil {
 		panic("bridge: Handle " + path + " with a nil handler")
 	}
@@ -57,7 +50,7 @@ func handle[Req, Resp any](r *Router, path string, decode func([]byte, any) erro
 		if len(bytes.TrimSpace(payload)) == 0 {
 			payload = emptyObject
 		}
-		if err := decode(payload, &req); err != nil {
+		if err := strictjson.Decode(payload, &req); err != nil {
 			st.err = protocol.Errorf(protocol.CodeInvalidPayload, "decoding payload for %s: %v", st.call.route, err)
 			return
 		}
@@ -81,20 +74,6 @@ func handle[Req, Resp any](r *Router, path string, decode func([]byte, any) erro
 		}
 		st.result = result
 	})
-}
-
-// decodeStrict decodes one JSON value into v, refusing fields v has no
-// place for ("json: unknown field \"x\"") and trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the payload object")
-	}
-	return nil
 }
 
 var emptyObject = json.RawMessage("{}")

@@ -43,13 +43,13 @@ func mountSandbox(r *Router, b *Bridge) {
 	}, errSandboxClosed)
 	b.sbx = h
 
-	handleStrict(r, SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
+	Handle(r, SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
 		return s.AcquireWorkspace(c.Logger().WithContext(ctx), req)
 	}))
-	handleStrict(r, SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
+	Handle(r, SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
 		return s.List(req), nil
 	}))
-	handleStrict(r, SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
+	Handle(r, SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
 		return s.Evict(ctx, req)
 	}))
 
@@ -80,9 +80,9 @@ func mountSandbox(r *Router, b *Bridge) {
 var errSandboxClosed = errors.New("the sandbox is closed")
 
 // sandboxRoute mounts a per-workspace route: fn gets the workspace id
-// from the path. Payloads are decoded strictly.
+// from the path.
 func sandboxRoute[Req, Resp any](r *Router, h *lazy[*sandbox.Service], path string, fn func(*sandbox.Service, context.Context, string, Req) (Resp, error)) {
-	handleStrict(r, path, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req Req) (Resp, error) {
+	Handle(r, path, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req Req) (Resp, error) {
 		// The call's logger rides in ctx, so sandbox events carry its
 		// correlation_id, endpoint and workspace_id.
 		return fn(s, c.Logger().WithContext(ctx), c.Param("workspace_id"), req)

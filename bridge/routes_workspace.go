@@ -8,7 +8,7 @@ import (
 // Workspace endpoints: files, search and git on the bridge's own root
 // (docs/workspace-files.md). They run the sandbox package's Tree, the
 // code the per-workspace sandbox routes run, so both answer alike; paths
-// are resolved inside the root, payloads decoded strictly.
+// are resolved inside the root.
 const (
 	WorkspaceReadFileEndpoint     = "/api/workspace/read-file"
 	WorkspaceWriteFileEndpoint    = "/api/workspace/write-file"
@@ -59,14 +59,14 @@ func mountWorkspace(r *Router, b *Bridge) {
 	workspaceRoute(r, WorkspaceSearchEndpoint, t.Search)
 	workspaceRoute(r, WorkspaceGitStatusEndpoint, t.GitStatus)
 	workspaceRoute(r, WorkspaceGitDiffEndpoint, t.GitDiff)
-	handleStrict(r, WorkspaceCapabilitiesEndpoint, func(context.Context, *Call, struct{}) (CapabilitiesResult, error) {
+	Handle(r, WorkspaceCapabilitiesEndpoint, func(context.Context, *Call, struct{}) (CapabilitiesResult, error) {
 		return b.capabilities(), nil
 	})
 }
 
 // workspaceRoute mounts one operation of the root's Tree.
 func workspaceRoute[Req, Resp any](r *Router, path string, op func(context.Context, Req) (Resp, error)) {
-	handleStrict(r, path, func(ctx context.Context, _ *Call, req Req) (Resp, error) {
+	Handle(r, path, func(ctx context.Context, _ *Call, req Req) (Resp, error) {
 		return op(ctx, req)
 	})
 }

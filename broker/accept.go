@@ -40,19 +40,25 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
 		return
 	}
+	hs, ok := b.admitSession(w, r)
+	if !ok {
+		return
+	}
 	hj := &socketHijacker{ResponseWriter: w, writeTimeout: b.cfg.WriteTimeout, poller: b.poller}
 	ws, err := websocket.Accept(hj, r, acceptOptions)
 	if err != nil {
+		hs.release()
 		b.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
 		return
 	}
 	ws.SetReadLimit(int64(b.cfg.MaxPayload))
-	c := b.newConn(r)
+	c := b.newConn(r, hs)
 	c.tr = wsTransport{ws: ws, s: hj.sock, timeout: b.cfg.WriteTimeout}
 	if hj.sock != nil {
 		hj.sock.resume = c.resume
 	}
 	if !b.track(c) {
+		hs.release()
 		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
 		c.cancel()
 		return
@@ -70,14 +76,15 @@ var acceptOptions = &websocket.AcceptOptions{
 	CompressionMode:    websocket.CompressionDisabled,
 }
 
-// newConn builds the state of a client connection from its first request;
-// the caller sets its transport.
-func (b *Broker) newConn(r *http.Request) *conn {
+// newConn builds the state of a client connection from its first request
+// and the place admitSession gave it; the caller sets its transport.
+func (b *Broker) newConn(r *http.Request, hs *handshake) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		b:             b,
 		id:            newSID(),
 		remote:        r.RemoteAddr,
+		hs:            hs,
 		ctx:           ctx,
 		cancel:        cancel,
 		connectAckDue: true,

@@ -26,9 +26,19 @@ type CallRequest struct {
 	Timeout *float64 `json:"timeout"`
 	// CorrelationID is generated when absent.
 	CorrelationID string `json:"correlation_id"`
-	// WaitForWorkspaceMS > 0 holds the call while the workspace is offline
-	// (up to the call's deadline) instead of answering workspace_offline.
+	// WaitForWorkspaceMS > 0 holds the call while the workspace is offline,
+	// for that long at most, instead of answering workspace_offline at once
+	// (caller.Request.WaitForWorkspace).
 	WaitForWorkspaceMS int64 `json:"wait_for_workspace_ms"`
+	// Async asks for an async call (also: the header Prefer:
+	// respond-async): the answer is 202 with the call's record at once,
+	// and the call is read and ended under /api/v1/calls/{correlation_id}
+	// (docs/async-calls.md).
+	Async bool `json:"async"`
+	// IdempotencyKey (also: the header Idempotency-Key), for an async call:
+	// a submit with a key already used in the workspace, within the
+	// retention, returns that call.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 func (b *Broker) routes() http.Handler {
@@ -38,6 +48,9 @@ func (b *Broker) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.POST("/api/v1/workspaces/:id/calls", b.handleCall)
 	r.GET("/api/v1/workspaces", b.handleList)
+	r.GET("/api/v1/calls/:cid", b.handleCallStatus)
+	r.POST("/api/v1/calls/:cid/cancel", b.handleCallCancel)
+	r.Any("/api/v1/workspaces/:id/mcp", b.handleMCP)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": b.cfg.InstanceID}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		if err := b.Ready(c.Request.Context()); err != nil {
@@ -106,7 +119,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 	req, err := decodeCallRequest(body)
 	if err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "body is not a JSON call: "+err.Error())
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "call body: "+err.Error())
 		return
 	}
 	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
@@ -117,9 +130,42 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
 		return
 	}
-	if b.isDraining() {
-		b.finish(c, start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
+	if req.WaitForWorkspaceMS < 0 {
+		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "wait_for_workspace_ms must not be negative")
 		return
+	}
+	if key := c.GetHeader("Idempotency-Key"); key != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
+			apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "the Idempotency-Key header and the idempotency_key field differ")
+			return
+		}
+		req.IdempotencyKey = key
+	}
+	viaPrefer := prefersAsync(c.Request.Header)
+	async := req.Async || viaPrefer
+	if req.IdempotencyKey != "" && !async {
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
+		return
+	}
+	if async {
+		if b.isDraining() {
+			apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
+			return
+		}
+		b.submit(c, ws, req, viaPrefer)
+		return
+	}
+	b.finish(c, start, b.route(c.Request.Context(), ws, req))
+}
+
+// route sends an authorised, valid call to workspace ws and returns its one
+// answer: to the holder in this process on the in-memory bus, else through
+// the bus. ctx ending cancels the call (the client gets tool_cancel). The
+// HTTP call API and the MCP endpoint (mcp.go) both call through here.
+func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+	if b.isDraining() {
+		return protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down")
 	}
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
@@ -131,49 +177,61 @@ func (b *Broker) handleCall(c *gin.Context) {
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
 		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
-		resp = b.callLocal(c.Request.Context(), ws, req)
+		resp = b.callLocal(ctx, ws, req)
 	} else {
-		resp = b.callBus(c, ws, req)
+		resp = b.callBus(ctx, ws, req)
 	}
 	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
 	}
-	b.finish(c, start, resp)
+	return resp
 }
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
 // decoder: its fields are a ToolCall's, and a timeout left out or null is
-// protocol.DefaultTimeout. Fields a caller may not set (reply_to,
-// deadline_ms) are dropped.
+// protocol.DefaultTimeout. A member that is not a CallRequest field
+// (reply_to and deadline_ms included: the broker sets those) is refused,
+// named, with the field it probably meant. async and idempotency_key are
+// CallRequest fields, for handleCall.
 func decodeCallRequest(body []byte) (protocol.ToolCall, error) {
 	call := protocol.ToolCall{Timeout: protocol.DefaultTimeout}
-	if err := protocol.DecodeToolCall(body, &call); err != nil {
+	if err := protocol.DecodeCallRequest(body, &call); err != nil {
 		return protocol.ToolCall{}, err
 	}
-	call.ReplyTo, call.DeadlineMS = "", 0
 	return call, nil
 }
 
-func (b *Broker) callBus(c *gin.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
-	return b.caller.Call(c.Request.Context(), caller.Request{
+func (b *Broker) callBus(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+	return b.caller.Call(ctx, callerRequest(ws, &req))
+}
+
+// callerRequest is the caller's request for a call the API received for ws.
+func callerRequest(ws string, req *protocol.ToolCall) caller.Request {
+	return caller.Request{
 		WorkspaceID:      ws,
 		Endpoint:         req.Endpoint,
 		Payload:          req.Payload,
 		Timeout:          req.TimeoutDuration(),
-		WaitForWorkspace: req.WaitForWorkspaceMS > 0,
+		WaitForWorkspace: time.Duration(req.WaitForWorkspaceMS) * time.Millisecond,
 		CorrelationID:    req.CorrelationID,
-	})
+		IdempotencyKey:   req.IdempotencyKey,
+	}
 }
 
 func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {
+	b.observe(start, resp)
+	// Results come out of validating decoders: copied, not parsed again.
+	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
+}
+
+// observe counts a call's outcome and its latency since start.
+func (b *Broker) observe(start time.Time, resp protocol.ToolResponse) {
 	outcome := "success"
 	if !resp.Success {
 		outcome = resp.Error
 	}
 	b.metrics.calls.WithLabelValues(outcome).Inc()
 	b.metrics.latency.Observe(time.Since(start).Seconds())
-	// Results come out of validating decoders: copied, not parsed again.
-	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }
 
 func (b *Broker) handleList(c *gin.Context) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -52,6 +53,31 @@ type Config struct {
 	// the owner's answer before answering timeout itself; default
 	// caller.DefaultGrace.
 	CallGrace time.Duration
+
+	// Store keeps the records of async calls (docs/async-calls.md). Nil
+	// means a private in-memory store: async calls then work on this
+	// instance alone. Brokers that share a Redis bus must share a store on
+	// it (store.NewRedis, same Redis and prefix), created with the same
+	// grace. The broker does not close a store it was given.
+	Store store.Store
+	// CallRetention is how long the private store keeps an async call's
+	// record after its outcome; default store.DefaultRetention. A Store
+	// given has its own.
+	CallRetention time.Duration
+	// SweepInterval is how often the broker ends the async calls whose time
+	// passed without an outcome; default DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Connection limits per remote address (an IPv6 /64), see limit.go:
+	// new Engine.IO sessions at ConnRate per second with bursts of
+	// ConnBurst (defaults DefaultConnRate, DefaultConnBurst), and at most
+	// MaxHandshakesPerIP sessions open without a CONNECT yet (default
+	// DefaultMaxHandshakesPerIP). Beyond them the handshake is answered
+	// HTTP 429. A negative ConnRate or MaxHandshakesPerIP turns that
+	// limit off. Loopback peers are exempt unless LimitLoopback.
+	ConnRate           float64
+	ConnBurst          int
+	MaxHandshakesPerIP int
+	LimitLoopback      bool
 }
 
 func (c *Config) setDefaults() {
@@ -79,8 +105,20 @@ func (c *Config) setDefaults() {
 	if c.CallGrace == 0 {
 		c.CallGrace = caller.DefaultGrace
 	}
+	if c.ConnRate == 0 {
+		c.ConnRate = DefaultConnRate
+	}
+	if c.ConnBurst <= 0 {
+		c.ConnBurst = DefaultConnBurst
+	}
+	if c.MaxHandshakesPerIP == 0 {
+		c.MaxHandshakesPerIP = DefaultMaxHandshakesPerIP
+	}
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()[:8]
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
 	}
 }
 
@@ -88,14 +126,17 @@ func (c *Config) setDefaults() {
 // New, serve Handler, and end it with Shutdown. All methods are safe for
 // concurrent use.
 type Broker struct {
-	cfg     Config
-	log     zerolog.Logger
-	bus     bus.Bus
-	ownBus  bool
-	auth    *authenticator
-	metrics *metrics
-	caller  *caller.BusCaller
-	handler http.Handler
+	cfg      Config
+	log      zerolog.Logger
+	bus      bus.Bus
+	ownBus   bool
+	store    store.Store
+	ownStore bool
+	auth     *authenticator
+	limits   *connLimiter
+	metrics  *metrics
+	caller   *caller.BusCaller
+	handler  http.Handler
 	// instances answers list requests from any instance's API.
 	instances bus.Subscription
 
@@ -117,24 +158,34 @@ type Broker struct {
 	draining    atomic.Bool
 	apiCalls    sync.WaitGroup // HTTP calls in progress
 	apiInFlight atomic.Int64
-	wg          sync.WaitGroup // writers, closers, reply publishers
+	wg          sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
+	stopping    chan struct{}  // closed when Shutdown stops the sweep and outcome retries
+	stopped     bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
+	mcp         mcpEndpoint    // the MCP servers of /api/v1/workspaces/{id}/mcp (mcp.go)
 }
 
 // New returns a broker. It subscribes the API's caller inbox on the bus.
 func New(cfg Config) (*Broker, error) {
 	cfg.setDefaults()
 	b := &Broker{
-		cfg:     cfg,
-		log:     cfg.Logger.With().Str("instance", cfg.InstanceID).Logger(),
-		bus:     cfg.Bus,
-		auth:    newAuthenticator(cfg.Secret),
-		metrics: newMetrics(),
-		conns:   make(map[*conn]struct{}),
-		holders: make(map[string]*conn),
+		cfg:      cfg,
+		log:      cfg.Logger.With().Str("instance", cfg.InstanceID).Logger(),
+		bus:      cfg.Bus,
+		auth:     newAuthenticator(cfg.Secret),
+		metrics:  newMetrics(),
+		conns:    make(map[*conn]struct{}),
+		holders:  make(map[string]*conn),
+		store:    cfg.Store,
+		stopping: make(chan struct{}),
 	}
+	b.limits = newConnLimiter(&b.cfg, b.log, func(reason string) { b.metrics.connRefused.WithLabelValues(reason).Inc() })
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
+	}
+	if b.store == nil {
+		b.store = store.NewMemory(store.Options{Retention: cfg.CallRetention, Grace: cfg.CallGrace})
+		b.ownStore = true
 	}
 	if ip, ok := b.bus.(bus.InProcess); ok {
 		b.inlineReplies = ip.InProcess()
@@ -145,19 +196,16 @@ func New(cfg Config) (*Broker, error) {
 		Grace:       cfg.CallGrace,
 		Logger:      b.log,
 		OnUnmatched: b.metrics.dropped.Inc,
+		Store:       b.store,
 	})
 	if err != nil {
-		if b.ownBus {
-			_ = b.bus.Close()
-		}
+		b.closeOwned()
 		return nil, fmt.Errorf("starting broker: %w", err)
 	}
 	b.caller = c
 	if b.instances, err = b.bus.Subscribe(ctx, protocol.InstancesChannel, b.onInstancesMessage); err != nil {
 		_ = c.Close()
-		if b.ownBus {
-			_ = b.bus.Close()
-		}
+		b.closeOwned()
 		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
 	}
 	b.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
@@ -165,6 +213,7 @@ func New(cfg Config) (*Broker, error) {
 		b.log.Info().Err(err).Msg("idle connections keep a goroutine each")
 	}
 	b.handler = b.routes()
+	b.spawn(b.sweepLoop)
 	return b, nil
 }
 
@@ -250,6 +299,10 @@ func (b *Broker) untrack(c *conn) {
 // published to its caller's inbox.
 func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
 	resp.CorrelationID = call.CorrelationID
+	if call.Async {
+		b.recordOutcome(call, resp)
+		return
+	}
 	if waiter != nil {
 		waiter <- resp // buffered 1; the pending table hands each call out once
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Bool("success", resp.Success).Str("error", resp.Error).Msg("response delivered to caller")
@@ -287,7 +340,7 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 	}
 	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
 	ch := make(chan protocol.ToolResponse, 1)
-	c.deliver(call, ch)
+	c.deliver(call, ch, false)
 	// The owner's timer answers at the deadline; this one only guards the
 	// promise of an answer against a bug in that path.
 	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + b.cfg.CallGrace)
@@ -388,17 +441,30 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	unsubCancel()
 	err := b.caller.Close()
+	close(b.stopping)
 	waitCtx(ctx, &b.apiCalls)
+	b.mcp.close()
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
 	waitCtx(ctx, &b.wg)
 	b.beats.stop()
 	if b.poller != nil {
 		_ = b.poller.close()
 	}
+	b.closeOwned()
+	b.log.Info().Msg("shut down")
+	return err
+}
+
+// closeOwned closes the bus and store the broker made itself.
+func (b *Broker) closeOwned() {
+	if b.ownStore {
+		_ = b.store.Close()
+	}
 	if b.ownBus {
 		_ = b.bus.Close()
 	}
-	b.log.Info().Msg("shut down")
-	return err
 }
 
 func (b *Broker) inFlight() int {

@@ -296,7 +296,8 @@ func TestMalformedPacketsCloseOnlyThatConnection(t *testing.T) {
 	e := newEnv(t)
 	good := e.connect("good", e.token(broker.RoleBridge, "good"))
 	caller := e.token(broker.RoleCaller, "*")
-	for i, frame := range []string{"9", "4", "49", `42["tool_response"`, `42{"a":1}`, `42[1,2]`, `43x[]`, `451-["x",{"_placeholder":true,"num":0}]`, `59007199254740991-["x",{"_placeholder":true,"num":0}]`} {
+	for i, frame := range []string{"9", "4", "49", `42["tool_response"`, `42{"a":1}`, `42[1,2]`, `43x[]`, `451-["x",{"_placeholder":true,"num":0}]`, `59007199254740991-["x",{"_placeholder":true,"num":0}]`,
+		"42[\"tool_response\",{\"correlation_id\":\"c\",\"success\":true,\"result\":\"\xff\"}]", "3\xc3"} {
 		bad := e.connect(fmt.Sprintf("bad%d", i), e.token(broker.RoleBridge, fmt.Sprintf("bad%d", i)))
 		bad.send(frame)
 		if frame == `451-["x",{"_placeholder":true,"num":0}]` {
@@ -345,6 +346,30 @@ func TestBadRequestsGetStructuredErrors(t *testing.T) {
 	}
 }
 
+func TestCallBodyWithAnUnknownFieldAnswers400NamingIt(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "*")
+	for body, want := range map[string]string{
+		`{"endpoint":"/x","timout":5}`:          `call body: unknown field "timout" (did you mean "timeout"?)`,
+		`{"endpoint":"/x","reply_to":"inbox"}`:  `call body: unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpont":"/x"}`:                      `call body: unknown field "endpont" (did you mean "endpoint"?)`,
+		`{"endpoint":"/x","paylaod":{"a":1}}`:   `call body: unknown field "paylaod" (did you mean "payload"?)`,
+		`{"endpoint":"/x","\u0078":1}`:          `call body: unknown field "x" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/x","timeout":"5"}`:       `call body: field "timeout": `,
+		`{"endpoint":"/x","payload":{"b":1}}}`:  `call body: `,
+		`{"endpoint":"/x","payload":{"c":1}} x`: `call body: `,
+	} {
+		status, resp := e.httpCall("ws1", tok, body)
+		if status != http.StatusBadRequest || resp.Error != protocol.CodeInvalidRequest || !strings.HasPrefix(resp.Message, want) {
+			t.Errorf("%s: got %d %+v, want 400 invalid_request %q", body, status, resp, want)
+		}
+	}
+	// The payload is the route's business, not the broker's: any members.
+	if status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x","payload":{"anything":[1]},"timeout":1}`); status != http.StatusOK || resp.Error != protocol.CodeWorkspaceOffline {
+		t.Errorf("free-form payload: got %d %+v, want 200 workspace_offline", status, resp)
+	}
+}
+
 func signed(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
 	t.Helper()
 	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
@@ -365,6 +390,7 @@ func TestBadTokensRefused(t *testing.T) {
 		"HS384":            {signed(t, jwt.SigningMethodHS384, testSecret, bridgeClaims), protocol.CodeUnauthorized},
 		"HS512":            {signed(t, jwt.SigningMethodHS512, testSecret, bridgeClaims), protocol.CodeUnauthorized},
 		"expired":          {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}, "exp": time.Now().Add(-time.Hour).Unix()}), protocol.CodeUnauthorized},
+		"not yet valid":    {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}, "exp": exp, "nbf": time.Now().Add(time.Minute).Unix()}), protocol.CodeUnauthorized},
 		"no expiry":        {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}}), protocol.CodeUnauthorized},
 		"other workspace":  {e.token(broker.RoleBridge, "ws2"), protocol.CodeForbidden},
 		"caller as bridge": {e.token(broker.RoleCaller, "ws1"), protocol.CodeForbidden},
@@ -498,6 +524,23 @@ func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 	got := awaitResult(t, res, 2*time.Second)
 	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 400*time.Millisecond || got.elapsed > 650*time.Millisecond {
 		t.Fatalf("got %+v after %s, want workspace_offline at the 0.4s deadline", got.resp, got.elapsed)
+	}
+}
+
+// TestCallWaitingForWorkspaceGivesUpAfterItsWait: wait_for_workspace_ms is
+// the longest wait for the workspace, not a wait until the deadline: a call
+// with a 6s timeout that may wait 300ms is answered workspace_offline after
+// 300ms.
+func TestCallWaitingForWorkspaceGivesUpAfterItsWait(t *testing.T) {
+	e := newEnv(t)
+	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":6,"wait_for_workspace_ms":300}`)
+	got := awaitResult(t, res, 3*time.Second)
+	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
+		t.Fatalf("got %+v after %s, want workspace_offline after the 300ms wait", got.resp, got.elapsed)
+	}
+	status, resp := e.httpCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","wait_for_workspace_ms":-1}`)
+	if status != http.StatusBadRequest || resp.Error != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, "wait_for_workspace_ms") {
+		t.Fatalf("negative wait: %d %+v", status, resp)
 	}
 }
 

@@ -19,7 +19,10 @@ import (
 // the only code that then hands the call its answer. A call refused before
 // it was added (overloaded, too large, a replaced connection) is answered by
 // finish too. When the owning instance itself dies, nobody here answers:
-// that is the caller's own deadline (caller.BusCaller).
+// that is the caller's own deadline (caller.BusCaller), or for an async
+// call the store's sweep (async.go). An async call's answer goes to the
+// store instead of a caller (Broker.reply): finish is its one completion
+// path too.
 
 // callOwner is what the table needs from the connection whose calls it
 // keeps. None of its methods may block.
@@ -204,11 +207,15 @@ func (t *callTable) expire(cid string) {
 	}
 }
 
-// cancel ends a call whose caller stopped waiting.
-func (t *callTable) cancel(cid, reason string) {
-	if p := t.take(cid); p != nil {
-		t.finish(p, endCancelled, protocol.Failure(cid, protocol.CodeCancelled, "caller cancelled: "+reason), reason)
+// cancel ends a call whose caller stopped waiting. It reports whether the
+// call was in the table.
+func (t *callTable) cancel(cid, reason string) bool {
+	p := t.take(cid)
+	if p == nil {
+		return false
 	}
+	t.finish(p, endCancelled, protocol.Failure(cid, protocol.CodeCancelled, "caller cancelled: "+reason), reason)
+	return true
 }
 
 // failAll ends every call with code (endShutdown: the client is told to

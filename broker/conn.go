@@ -17,7 +17,7 @@ import (
 // A client connection: its state, its life (serve) and its end (close). Each
 // other job of a connection has a file named for it: accept.go,
 // handshake.go, conn_read.go, conn_write.go, heartbeat.go, takeover.go,
-// deliver.go and calls.go.
+// deliver.go, calls.go and async.go.
 
 // Disconnect reasons, sent to the client in a disconnect_reason event before
 // the Socket.IO DISCONNECT and used in logs.
@@ -47,7 +47,10 @@ type conn struct {
 	id     string // Engine.IO sid, also the holder id in takeovers
 	remote string
 	bearer string // token from the upgrade's Authorization header
-	since  int64  // when CONNECT succeeded, unix ns: newest holder wins
+	// hs is the connection's place among its address's handshakes in
+	// progress (limit.go), given back at CONNECT or close.
+	hs    *handshake
+	since int64 // when CONNECT succeeded, unix ns: newest holder wins
 	// workspace is set once, when CONNECT succeeds; read it with
 	// workspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
@@ -78,6 +81,11 @@ type conn struct {
 	replaced      bool // a newer holder took the workspace: stay silent on calls
 	sub           bus.Subscription
 	calls         callTable // guarded by mu too
+
+	// Draining the workspace's queue of async calls (async.go).
+	queueRunning bool              // a drain goroutine runs
+	queueAgain   bool              // look at the queue again after this round
+	claimCancels map[string]string // cancels that came during a claim, by correlation id; nil between claims
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel
@@ -180,6 +188,7 @@ func (c *conn) close(reason string, notify bool) {
 		return
 	}
 	c.closed = true
+	c.hs.release()
 	wasConnected := c.workspaceID() != ""
 	if c.connectTimer != nil {
 		c.connectTimer.Stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -67,6 +68,12 @@ func (c *conn) readOne() string {
 	}
 	if c.assembling() {
 		return c.malformed(fmt.Errorf("text frame while binary attachments are due"))
+	}
+	// RFC 6455 requires text frames to be UTF-8. Checked here, once
+	// for both transports, so an answer's result reaches its caller
+	// as valid JSON text (a caller's strict UTF-8 decoder would choke).
+	if !utf8.Valid(data) {
+		return c.malformed(errors.New("text frame is not valid UTF-8"))
 	}
 	pkt, err := protocol.DecodeEIO(data)
 	if err != nil {

@@ -25,9 +25,13 @@ func (c *conn) onBusMessage(msg []byte) {
 		if c.joining.Load() && c.keepEarly(m.ToolCall) {
 			return
 		}
-		c.deliver(m.ToolCall, nil)
+		c.deliver(m.ToolCall, nil, false)
 	case protocol.BusCancel:
-		c.calls.cancel(m.CorrelationID, m.Reason)
+		if !c.calls.cancel(m.CorrelationID, m.Reason) {
+			c.cancelClaiming(m.CorrelationID, m.Reason)
+		}
+	case protocol.BusDrain:
+		c.kickQueue()
 	case protocol.BusTakeover:
 		c.takeover(m)
 	default:
@@ -37,9 +41,12 @@ func (c *conn) onBusMessage(msg []byte) {
 
 // deliver registers a call and queues it for the client, or answers it at
 // once when it cannot be delivered. The answer goes to waiter when it is set,
-// else to call.ReplyTo.
-func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse) {
-	if call.ReplyTo == "" && waiter == nil {
+// else to the store for an async call (async.go), else to call.ReplyTo.
+// claimed marks an async call this connection claimed from the store's
+// queue: no other holder has it, so a replaced connection answers it
+// instead of leaving it to the new holder.
+func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, claimed bool) {
+	if call.ReplyTo == "" && waiter == nil && !call.Async {
 		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
 	}
@@ -68,7 +75,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	}
 
 	c.mu.Lock()
-	if c.replaced && waiter == nil {
+	if c.replaced && waiter == nil && !claimed {
 		c.mu.Unlock()
 		return // the new holder also received it from the bus and answers
 	}

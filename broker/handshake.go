@@ -29,10 +29,35 @@ func (c *conn) startConnectDeadline() {
 	})
 }
 
+// connectAuth is the CONNECT packet's auth object. Members beyond these are
+// ignored: IDE extensions' Socket.IO clients may put more in their auth
+// (client names, versions), and refusing them would lock those clients
+// out.
 type connectAuth struct {
 	Token       string `json:"token"`
 	WorkspaceID string `json:"workspace_id"`
 	Workspace   string `json:"workspace"`
+}
+
+// decodeConnectAuth reads the CONNECT auth object (data may be empty: no
+// auth) and returns its token, or bearer when it has none, and its
+// workspace ("workspace" is an older name of "workspace_id").
+func decodeConnectAuth(data []byte, bearer string) (token, workspace string, err error) {
+	var auth connectAuth
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &auth); err != nil {
+			return "", "", err
+		}
+	}
+	token = auth.Token
+	if token == "" {
+		token = bearer
+	}
+	workspace = auth.WorkspaceID
+	if workspace == "" {
+		workspace = auth.Workspace
+	}
+	return token, workspace, nil
 }
 
 func (c *conn) handleConnect(p protocol.SIOPacket) string {
@@ -40,20 +65,10 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError(p.Namespace, "Invalid namespace", protocol.CodeInvalidRequest)
 		return "" // the client may still connect to "/"
 	}
-	var auth connectAuth
-	if len(p.Data) > 0 {
-		if err := json.Unmarshal(p.Data, &auth); err != nil {
-			c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
-			return "bad CONNECT"
-		}
-	}
-	token := auth.Token
-	if token == "" {
-		token = c.bearer
-	}
-	ws := auth.WorkspaceID
-	if ws == "" {
-		ws = auth.Workspace
+	token, ws, err := decodeConnectAuth(p.Data, c.bearer)
+	if err != nil {
+		c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
+		return "bad CONNECT"
 	}
 	claims, err := c.b.auth.verify(token, RoleBridge, ws)
 	if err == nil && ws == "" {
@@ -69,6 +84,9 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError("/", refusal.Message, refusal.Error)
 		return "CONNECT refused"
 	}
+	// The token is good: no longer an anonymous handshake, whatever
+	// registering brings.
+	c.hs.release()
 	if err := c.b.hold(c, ws); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
 		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)

@@ -17,6 +17,12 @@ type metrics struct {
 	duplicates prometheus.Counter // answers for calls already answered or never sent to that connection
 	dropped    prometheus.Counter // replies that reached no caller
 	badPackets prometheus.Counter
+	// connRefused counts new sessions refused by the connection limits
+	// (limit.go), by which limit.
+	connRefused *prometheus.CounterVec
+
+	asyncSubmitted prometheus.Counter     // async calls recorded by this broker's API
+	asyncOutcomes  *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status
 }
 
 func newMetrics() *metrics {
@@ -51,8 +57,20 @@ func newMetrics() *metrics {
 			Name: "tether_malformed_packets_total",
 			Help: "Connections closed for sending a malformed packet.",
 		}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_connections_refused_total",
+			Help: "New Engine.IO sessions refused with HTTP 429 by the per-address connection limits, by limit.",
+		}, []string{"limit"}),
+		asyncSubmitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_async_calls_submitted_total",
+			Help: "Async calls recorded through this broker's HTTP API.",
+		}),
+		asyncOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_async_outcomes_total",
+			Help: "Async call outcomes written by this broker (its clients' answers and its sweeps), by final status.",
+		}, []string{"status"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets,
+	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncSubmitted, m.asyncOutcomes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -180,11 +180,16 @@ func (b *Broker) handlePolling(w http.ResponseWriter, r *http.Request, sid strin
 }
 
 func (b *Broker) pollHandshake(w http.ResponseWriter, r *http.Request) {
-	c := b.newConn(r)
+	hs, ok := b.admitSession(w, r)
+	if !ok {
+		return
+	}
+	c := b.newConn(r, hs)
 	t := newPollTransport(b, c.id)
 	t.c = c
 	c.tr = t
 	if !b.track(c) {
+		hs.release()
 		writeEIOError(w, http.StatusServiceUnavailable, 4, "Broker shutting down")
 		c.cancel()
 		return
@@ -243,17 +248,13 @@ func (t *pollTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 		t.c.close("message over maxPayload", false)
 		return
 	}
-	for _, p := range bytes.Split(body, []byte{protocol.PayloadSeparator}) {
-		in := inbound{data: p}
-		if len(p) > 0 && p[0] == 'b' { // binary, base64 in a text payload
-			raw, err := base64.StdEncoding.DecodeString(string(p[1:]))
-			if err != nil {
-				writeEIOError(w, http.StatusBadRequest, 3, "Bad request: binary packet is not base64")
-				t.c.close(ReasonMalformed, false)
-				return
-			}
-			in = inbound{binary: true, data: raw}
-		}
+	packets, err := splitPollPayload(body)
+	if err != nil {
+		writeEIOError(w, http.StatusBadRequest, 3, "Bad request: "+err.Error())
+		t.c.close(ReasonMalformed, false)
+		return
+	}
+	for _, in := range packets {
 		select {
 		case t.in <- in:
 		case <-t.done:
@@ -265,6 +266,27 @@ func (t *pollTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html")
 	_, _ = w.Write([]byte("ok"))
+}
+
+// splitPollPayload splits the body of a polling POST into the client's
+// packets: Engine.IO v4 separates them with 0x1e, and sends a binary one
+// as 'b' and its base64. The text packets alias body; the read loop
+// decodes each as it would a WebSocket frame.
+func splitPollPayload(body []byte) ([]inbound, error) {
+	parts := bytes.Split(body, []byte{protocol.PayloadSeparator})
+	packets := make([]inbound, 0, len(parts))
+	for _, p := range parts {
+		in := inbound{data: p}
+		if len(p) > 0 && p[0] == 'b' {
+			raw, err := base64.StdEncoding.DecodeString(string(p[1:]))
+			if err != nil {
+				return nil, errors.New("binary packet is not base64")
+			}
+			in = inbound{binary: true, data: raw}
+		}
+		packets = append(packets, in)
+	}
+	return packets, nil
 }
 
 // upgrade switches a polling session to the WebSocket of this request.

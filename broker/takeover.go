@@ -63,6 +63,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 	if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(ws)); err != nil {
 		c.event(b.log.Warn()).Err(err).Msg("announcing workspace online failed")
 	}
+	c.kickQueue() // async calls that waited for the workspace
 	return nil
 }
 
@@ -91,8 +92,8 @@ func (b *Broker) announce(c *conn) {
 // workspace this broker holds. Call it when the bus has resubscribed after
 // losing Redis (bus.RedisConfig.OnReconnect): what was published meanwhile
 // is lost, so a connection elsewhere that took a workspace during the outage
-// hears of this one (the older yields), and callers waiting for a workspace
-// learn that it is served.
+// hears of this one (the older yields), callers waiting for a workspace learn
+// that it is served, and each holder drains its queue of async calls.
 func (b *Broker) Reannounce() {
 	b.mu.Lock()
 	conns := make([]*conn, 0, len(b.holders))
@@ -110,6 +111,7 @@ func (b *Broker) Reannounce() {
 		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
 		}
+		c.kickQueue() // drain messages published meanwhile were lost
 	}
 	b.log.Info().Int("workspaces", len(conns)).Msg("bus reconnected; workspaces reannounced")
 }
@@ -192,6 +194,6 @@ func (c *conn) joinStep(set func()) {
 		return
 	}
 	for _, call := range early {
-		c.deliver(call, nil)
+		c.deliver(call, nil, false)
 	}
 }

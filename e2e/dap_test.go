@@ -93,15 +93,7 @@ type debugWorkspace struct {
 func startDebugWorkspace(t *testing.T, files map[string]string, env []string) *debugWorkspace {
 	t.Helper()
 	root := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, root, files)
 	b := startBroker(t)
 	ws := "dbg-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	args := []string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", root, "--log-level", "debug"}

@@ -328,17 +328,8 @@ func clientsDir(t *testing.T) string {
 // (connected or connect_error), which it returns.
 func startIDE(t *testing.T, b *brokerProc, ws, tok, mode string, extra ...string) (*ideClient, map[string]any) {
 	t.Helper()
-	dir := clientsDir(t)
 	args := append([]string{"ide_client.js", "--url", b.url, "--token", tok, "--workspace", ws, "--mode", mode}, extra...)
-	cmd := exec.Command("node", args...)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting node: %v", err)
-	}
+	cmd, stdin, stdout := startNode(t, clientsDir(t), args...)
 	c := &ideClient{t: t, proc: cmd, stdin: stdin, events: make(chan map[string]any, 4096), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -361,6 +352,37 @@ func startIDE(t *testing.T, b *brokerProc, ws, tok, mode string, extra ...string
 	t.Cleanup(c.kill)
 	first := c.next(10 * time.Second)
 	return c, first
+}
+
+// startNode starts node with args in dir (one of e2e/clients' scripts),
+// talking over its stdin and stdout; its stderr is this process's. It is
+// killed if this process dies.
+func startNode(t *testing.T, dir string, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command("node", args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting node: %v", err)
+	}
+	return cmd, stdin, stdout
+}
+
+// writeFiles writes files (name → content) under dir, making directories.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (c *ideClient) kill() {

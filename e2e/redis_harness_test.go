@@ -71,27 +71,49 @@ func startNamedBroker(t *testing.T, name string, env []string, extra ...string) 
 // its own bus.Redis, both closed in t.Cleanup.
 func (e *redisEnv) busCaller() *caller.BusCaller {
 	e.t.Helper()
-	cfg := bus.RedisConfig{Prefix: e.prefix, InstanceID: "worker", Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)}
-	if e.cluster != nil {
-		cfg.ClusterAddrs = e.cluster.Addrs()
-	} else {
-		cfg.URL = e.srv.URL()
-	}
+	return e.newBusCaller(e.workerBus(), caller.BusCallerOptions{})
+}
+
+// workerBus opens a bus.Redis on this Redis and prefix, closed in
+// t.Cleanup.
+func (e *redisEnv) workerBus() *bus.Redis {
+	e.t.Helper()
+	cfg := bus.RedisConfig{Prefix: e.prefix, InstanceID: "worker", Logger: e.logger()}
+	cfg.URL, cfg.ClusterAddrs = e.addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rb, err := bus.NewRedis(ctx, cfg)
 	if err != nil {
 		e.t.Fatalf("NewRedis: %v", err)
 	}
-	c, err := caller.NewBusCaller(ctx, rb, caller.BusCallerOptions{Logger: cfg.Logger})
+	e.t.Cleanup(func() { _ = rb.Close() })
+	return rb
+}
+
+// addrs is where this Redis is: a server's URL, or a cluster's seeds.
+func (e *redisEnv) addrs() (url string, cluster []string) {
+	if e.cluster != nil {
+		return "", e.cluster.Addrs()
+	}
+	return e.srv.URL(), nil
+}
+
+func (e *redisEnv) logger() zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)
+}
+
+// newBusCaller is a caller.BusCaller on rb, closed in t.Cleanup (before
+// what was opened for it earlier).
+func (e *redisEnv) newBusCaller(rb *bus.Redis, opts caller.BusCallerOptions) *caller.BusCaller {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts.Logger = e.logger()
+	c, err := caller.NewBusCaller(ctx, rb, opts)
 	if err != nil {
-		_ = rb.Close()
 		e.t.Fatalf("NewBusCaller: %v", err)
 	}
-	e.t.Cleanup(func() {
-		_ = c.Close()
-		_ = rb.Close()
-	})
+	e.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

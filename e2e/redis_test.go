@@ -364,7 +364,7 @@ func TestRedisGoCallersGetAnswers(t *testing.T) {
 	results := make(chan string, 2)
 	for name, cl := range map[string]caller.Caller{"redis": overRedis, "http": overHTTP} {
 		go func() {
-			resp := cl.Call(ctx, caller.Request{WorkspaceID: "ws-late", Endpoint: "/api/ping", Payload: json.RawMessage(`"` + name + `"`), Timeout: 15 * time.Second, WaitForWorkspace: true})
+			resp := cl.Call(ctx, caller.Request{WorkspaceID: "ws-late", Endpoint: "/api/ping", Payload: json.RawMessage(`"` + name + `"`), Timeout: 15 * time.Second, WaitForWorkspace: 15 * time.Second})
 			results <- fmt.Sprintf("%s %v %s %s", name, resp.Success, resp.Result, resp.Error)
 		}()
 	}

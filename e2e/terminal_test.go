@@ -47,12 +47,17 @@ type termBridge struct {
 // stopped and no process it started may be left.
 func startTermBridge(t *testing.T, extra ...string) *termBridge {
 	t.Helper()
-	b := startBroker(t)
+	return startTermBridgeOn(t, startBroker(t), "ws-term", extra...)
+}
+
+// startTermBridgeOn starts such a bridge for workspace ws on broker b.
+func startTermBridgeOn(t *testing.T, b *brokerProc, ws string, extra ...string) *termBridge {
+	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &termBridge{t: t, b: b, ws: "ws-term", root: root, tag: "e2e-" + rand.Text()}
+	e := &termBridge{t: t, b: b, ws: ws, root: root, tag: "e2e-" + rand.Text()}
 	e.tok = token(t, broker.RoleCaller, e.ws)
 	args := append([]string{"bridge", "--broker", b.url, "--workspace", e.ws, "--token", token(t, broker.RoleBridge, e.ws),
 		"--root", root, "--http", "127.0.0.1:0", "--log-level", "debug"}, extra...)

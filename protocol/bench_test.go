@@ -180,6 +180,30 @@ func BenchmarkDecodeToolCall(b *testing.B) {
 	})
 }
 
+// The caller API's body: the strict decoder against json.Unmarshal into
+// the same type (which ignores unknown fields; a strict json.Decoder costs
+// more still).
+func BenchmarkDecodeCallRequest(b *testing.B) {
+	body := mustMarshal(protocol.ToolCall{CorrelationID: benchCall.CorrelationID, Endpoint: benchCall.Endpoint,
+		Payload: benchCall.Payload, Timeout: benchCall.Timeout})
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		var c protocol.ToolCall
+		if err := protocol.DecodeCallRequest(body, &c); err != nil || c.Endpoint == "" {
+			b.Fatal(c, err)
+		}
+		n++
+	}
+	reportRatio(b, n, func() {
+		var c protocol.ToolCall
+		if err := json.Unmarshal(body, &c); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // Baseline: json.Unmarshal into the same type.
 func BenchmarkDecodeBusMessage(b *testing.B) {
 	b.SetBytes(int64(len(benchBusJSON)))

@@ -10,6 +10,10 @@ const (
 	BusCall     = ""
 	BusCancel   = "cancel"   // the caller no longer waits for correlation_id
 	BusTakeover = "takeover" // a newer connection now serves the workspace
+	// BusDrain tells the holder that async calls wait in the workspace's
+	// queue in the call store: it claims and delivers them
+	// (docs/async-calls.md).
+	BusDrain = "drain"
 	// BusList, on InstancesChannel, asks every broker instance for the
 	// workspaces it serves; each answers reply_to with a ToolResponse for
 	// correlation_id whose result is an InstanceWorkspaces.

@@ -14,6 +14,9 @@ const (
 	CodeUnauthorized          = "unauthorized"
 	CodeForbidden             = "forbidden"
 	CodePayloadTooLarge       = "payload_too_large"
+	// Async calls (docs/async-calls.md).
+	CodeCallNotFound = "call_not_found" // no record of that correlation id (never made, or past retention)
+	CodeConflict     = "conflict"       // an idempotency key reused with another body, or a correlation id already taken
 
 	// Bridge outcomes.
 	CodeUnknownRoute   = "unknown_route"

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/tetherdev/tether/internal/strictjson"
 )
 
 // A validating JSON codec for the few message shapes on the broker's hot
@@ -639,6 +643,10 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 		err = d.int(&c.DeadlineMS)
 	case keyIs(key, "wait_for_workspace_ms"):
 		err = d.int(&c.WaitForWorkspaceMS)
+	case keyIs(key, "async"):
+		err = d.boolean(&c.Async)
+	case keyIs(key, "idempotency_key"):
+		err = d.str(&c.IdempotencyKey)
 	default:
 		return false, nil
 	}
@@ -648,12 +656,29 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 // DecodeToolCall decodes the JSON object b into c as json.Unmarshal(b, c)
 // would: same fields set (others keep their values), an error whenever
 // json.Unmarshal returns one (the text differs). It also rejects a top-level
-// null, which json.Unmarshal ignores. Payload aliases b.
+// null, which json.Unmarshal ignores. Payload aliases b. Members that are
+// not ToolCall fields are skipped: a tool_call from a newer broker may
+// carry fields this version does not know.
 //
 // The key loop is written out in each decoder rather than shared through a
 // callback: passing the decoder to a func value makes it escape, which costs
 // an allocation per message on the hot path.
-func DecodeToolCall(b []byte, c *ToolCall) error {
+func DecodeToolCall(b []byte, c *ToolCall) error { return decodeToolCall(b, c, false) }
+
+// callerFields are the members of a caller's call body (POST
+// /api/v1/workspaces/{id}/calls): the ToolCall fields but reply_to and
+// deadline_ms, which only the broker sets.
+var callerFields = []string{"correlation_id", "endpoint", "payload", "timeout", "wait_for_workspace_ms", "async", "idempotency_key"}
+
+// DecodeCallRequest decodes a caller's call body into c as DecodeToolCall
+// does, but strictly: a member other than correlation_id, endpoint,
+// payload, timeout, wait_for_workspace_ms, async and idempotency_key
+// (reply_to and deadline_ms included: the broker sets those) is an error
+// that names it and, when one is close, the field it probably meant
+// (`unknown field "timout" (did you mean "timeout"?)`).
+func DecodeCallRequest(b []byte, c *ToolCall) error { return decodeToolCall(b, c, true) }
+
+func decodeToolCall(b []byte, c *ToolCall, caller bool) error {
 	saved := *c
 	d, err := openObject(b)
 	for err == nil {
@@ -662,8 +687,12 @@ func DecodeToolCall(b []byte, c *ToolCall) error {
 		if key, ok, err = d.next(); !ok || err != nil {
 			break
 		}
-		if known, ferr := d.toolCallField(key, c); ferr != nil {
+		if caller && (keyIs(key, "reply_to") || keyIs(key, "deadline_ms")) {
+			err = strictjson.UnknownField(string(key), callerFields)
+		} else if known, ferr := d.toolCallField(key, c); ferr != nil {
 			err = fieldError(key, ferr)
+		} else if !known && caller {
+			err = strictjson.UnknownField(string(key), callerFields)
 		} else if !known {
 			err = d.skip()
 		}
@@ -673,9 +702,37 @@ func DecodeToolCall(b []byte, c *ToolCall) error {
 	}
 	if err == errSlowKey {
 		saved.Payload = cloneRaw(saved.Payload)
+		if caller {
+			if err := onlyCallerFields(b); err != nil {
+				*c = saved
+				return err
+			}
+		}
 		return unmarshalFrom(b, c, saved)
 	}
 	return err
+}
+
+// onlyCallerFields checks the keys of the object b against callerFields
+// the way encoding/json matches them (ignoring case), for a body whose
+// keys need encoding/json's unescaping. The first unknown key in sorted
+// order is reported: a map keeps no order.
+func onlyCallerFields(b []byte) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.ContainsFunc(callerFields, func(f string) bool { return strings.EqualFold(f, k) }) {
+			return strictjson.UnknownField(k, callerFields)
+		}
+	}
+	return nil
 }
 
 // DecodeBusMessage decodes the JSON object b into m as json.Unmarshal(b, m)
@@ -868,6 +925,13 @@ func appendToolCallFields(dst []byte, c *ToolCall) []byte {
 	if c.WaitForWorkspaceMS != 0 {
 		dst = append(dst, `,"wait_for_workspace_ms":`...)
 		dst = strconv.AppendInt(dst, c.WaitForWorkspaceMS, 10)
+	}
+	if c.Async {
+		dst = append(dst, `,"async":true`...)
+	}
+	if c.IdempotencyKey != "" {
+		dst = append(dst, `,"idempotency_key":`...)
+		dst = appendString(dst, c.IdempotencyKey)
 	}
 	return dst
 }

@@ -241,7 +241,7 @@ func TestSplitArrayEnforcesEncodingJSONsDepthLimit(t *testing.T) {
 func oldToolCall() protocol.ToolCall {
 	return protocol.ToolCall{
 		CorrelationID: "old", Endpoint: "/old", Payload: json.RawMessage(`"old"`), Timeout: 7,
-		ReplyTo: "old", DeadlineMS: 7, WaitForWorkspaceMS: 7,
+		ReplyTo: "old", DeadlineMS: 7, WaitForWorkspaceMS: 7, Async: true, IdempotencyKey: "old",
 	}
 }
 
@@ -330,6 +330,7 @@ var decodeTexts = []string{
 	" {\n \"correlation_id\" :\t\"c1\" ,\r\n \"payload\" : [ 1 , { } ] , \"timeout\" : 5 , \"success\" : true } \n",
 	// Null leaves strings, numbers and bools alone and stores null in a RawMessage.
 	`{"correlation_id":null,"endpoint":null,"payload":null,"timeout":null,"reply_to":null,"deadline_ms":null,"wait_for_workspace_ms":null}`,
+	`{"async":null,"idempotency_key":null}`, `{"async":true,"idempotency_key":"k\u00e9y"}`, `{"async":false}`, `{"async":tru}`, `{"async":0}`,
 	`{"type":null,"reason":null,"holder":null,"since":null,"success":null,"result":null,"error":null,"message":null}`,
 	// Duplicate keys: the last wins.
 	`{"correlation_id":"a","correlation_id":"b","payload":1,"payload":[2],"timeout":1,"timeout":2,"success":true,"success":false}`,
@@ -394,12 +395,12 @@ func TestDecodersEnforceDepthLimitInsideValues(t *testing.T) {
 func TestDecodeToolCallReadsEveryField(t *testing.T) {
 	var c protocol.ToolCall
 	b := []byte(`{"correlation_id":"c1","endpoint":"/fs/read","payload":{"path":"/a b"},"timeout":2.5,` +
-		`"reply_to":"inbox.7","deadline_ms":1700000000000,"wait_for_workspace_ms":5000}`)
+		`"reply_to":"inbox.7","deadline_ms":1700000000000,"wait_for_workspace_ms":5000,"async":true,"idempotency_key":"job-1"}`)
 	if err := protocol.DecodeToolCall(b, &c); err != nil {
 		t.Fatal(err)
 	}
 	want := protocol.ToolCall{CorrelationID: "c1", Endpoint: "/fs/read", Payload: json.RawMessage(`{"path":"/a b"}`),
-		Timeout: 2.5, ReplyTo: "inbox.7", DeadlineMS: 1700000000000, WaitForWorkspaceMS: 5000}
+		Timeout: 2.5, ReplyTo: "inbox.7", DeadlineMS: 1700000000000, WaitForWorkspaceMS: 5000, Async: true, IdempotencyKey: "job-1"}
 	if !sameValue(c, want) {
 		t.Errorf("got %+v, want %+v", c, want)
 	}
@@ -513,7 +514,7 @@ func TestDecodeBusMessageReadsEmbeddedCallAndControlFields(t *testing.T) {
 		`"reply_to":"r","deadline_ms":123,"reason":"why","holder":"h1","since":42}`))
 	want := protocol.BusMessage{Type: protocol.BusTakeover, Reason: "why", Holder: "h1", Since: 42,
 		ToolCall: protocol.ToolCall{CorrelationID: "c1", Endpoint: "/e", Timeout: 5, ReplyTo: "r", DeadlineMS: 123,
-			Payload: json.RawMessage(`"old"`), WaitForWorkspaceMS: 7}}
+			Payload: json.RawMessage(`"old"`), WaitForWorkspaceMS: 7, Async: true, IdempotencyKey: "old"}}
 	if err != nil || !sameValue(m, want) {
 		t.Errorf("got %+v, %v; want %+v", m, err, want)
 	}
@@ -573,6 +574,8 @@ func TestAppendToolCallMatchesMarshal(t *testing.T) {
 		for _, raw := range encodeRaws {
 			c := protocol.ToolCall{CorrelationID: s, Endpoint: "/e" + s, Payload: rawOrNil(raw), Timeout: 30, ReplyTo: s}
 			checkAppendMatchesMarshal(t, "AppendToolCall", c, protocol.AppendToolCall)
+			c.Async, c.IdempotencyKey = true, "k"+s
+			checkAppendMatchesMarshal(t, "AppendToolCall", c, protocol.AppendToolCall)
 		}
 	}
 	for _, timeout := range encodeTimeouts {
@@ -606,7 +609,7 @@ func TestAppendBusMessageMatchesMarshal(t *testing.T) {
 	for _, s := range encodeStrings {
 		for _, raw := range encodeRaws[:4] {
 			m := protocol.BusMessage{Type: s, Reason: s, Holder: "h" + s, Since: 1700000000123456789,
-				ToolCall: protocol.ToolCall{CorrelationID: s, Endpoint: "/e", Payload: rawOrNil(raw), Timeout: 0.5, ReplyTo: "r", DeadlineMS: 12, WaitForWorkspaceMS: 34}}
+				ToolCall: protocol.ToolCall{CorrelationID: s, Endpoint: "/e", Payload: rawOrNil(raw), Timeout: 0.5, ReplyTo: "r", DeadlineMS: 12, WaitForWorkspaceMS: 34, Async: true, IdempotencyKey: s}}
 			checkAppendMatchesMarshal(t, "AppendBusMessage", m, protocol.AppendBusMessage)
 		}
 	}
@@ -648,7 +651,7 @@ func TestAppendToolResponseKeepsWhitespaceOfResult(t *testing.T) {
 
 func TestAppendThenDecodeRoundTrips(t *testing.T) {
 	c := protocol.ToolCall{CorrelationID: "c<1>", Endpoint: "/fs/read", Payload: json.RawMessage(`{"path":"/a\u0026b"}`),
-		Timeout: 0.25, ReplyTo: "inbox", DeadlineMS: -3, WaitForWorkspaceMS: 9}
+		Timeout: 0.25, ReplyTo: "inbox", DeadlineMS: -3, WaitForWorkspaceMS: 9, Async: true, IdempotencyKey: "job/1 <&>"}
 	var back protocol.ToolCall
 	if err := protocol.DecodeToolCall(protocol.AppendToolCall(nil, &c), &back); err != nil || !sameValue(back, c) {
 		t.Errorf("round trip of %+v = %+v, %v", c, back, err)

@@ -333,6 +333,9 @@ func hasPlaceholder(t *testing.T, data []byte) bool {
 var jsonMessageSeeds = []string{
 	`{"correlation_id":"0b9d6f3e-5c1a-4f7e-9a2b-8d4c3e2f1a0b","endpoint":"/fs/read","payload":{"path":"/workspace/src/main.go","offset":0,"limit":65536},"timeout":30}`,
 	`{"correlation_id":"c1","endpoint":"/git/status","timeout":0.5,"reply_to":"reply:b1","deadline_ms":1767225600000,"wait_for_workspace_ms":5000}`,
+	`{"endpoint":"/api/terminal/execute","payload":{"command":"make"},"timeout":35,"async":true,"idempotency_key":"job-42/step-1"}`,
+	`{"type":"drain","correlation_id":"","endpoint":"","timeout":0}`,
+	`{"async":1}`, `{"async":"true"}`, `{"ASYNC":false,"Idempotency_Key":null}`, `{"idempotency_key":7}`,
 	`{"type":"cancel","correlation_id":"c9","endpoint":"","timeout":0,"reason":"caller gone"}`,
 	`{"type":"takeover","correlation_id":"","endpoint":"","timeout":0,"holder":"b2:conn17","since":1767225600123456789}`,
 	`{"correlation_id":"c1","success":true,"result":{"content":"package main\n\nimport \"fmt\"\n","size":27,"truncated":false}}`,
@@ -375,6 +378,16 @@ func addDecodeSeeds(f *testing.F) {
 func FuzzDecodeToolCall(f *testing.F) {
 	addDecodeSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeToolCall(t, b) })
+}
+
+// FuzzDecodeCallRequest holds the caller API's strict body decoder to
+// encoding/json with DisallowUnknownFields.
+func FuzzDecodeCallRequest(f *testing.F) {
+	addDecodeSeeds(f)
+	for _, s := range []string{`{"endpoint":"/api/ping","timout":5}`, `{"endpoint":"/e","reply_to":"x"}`, `{"\u0074imeout":1,"x":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeCallRequest(t, b) })
 }
 
 func FuzzDecodeBusMessage(f *testing.F) {
@@ -427,28 +440,29 @@ func checkAppendMarshals[T any](t *testing.T, name string, v T, appendFn func([]
 }
 
 func FuzzAppendToolCall(f *testing.F) {
-	f.Add("0b9d6f3e-5c1a-4f7e-9a2b-8d4c3e2f1a0b", "/fs/read", []byte(`{"path":"/a","limit":65536}`), 30.0, "", int64(0), int64(0))
-	f.Add("c<1>&", "/e\u2028", []byte(`"<\u2028>"`+"\u2029"), 0.1, "reply:b1", int64(1767225600000), int64(5000))
-	f.Add("\xff\x00\n", "", []byte(`[1,2,{"a":null}]`), 1e21, "r\"\\", int64(-1), int64(math.MaxInt64))
-	f.Add("", "/x", []byte(` { } `), 1e-7, "", int64(math.MinInt64), int64(0))
-	f.Add("c", "/x", []byte(nil), math.Copysign(0, -1), "", int64(0), int64(0))
-	f.Fuzz(func(t *testing.T, id, endpoint string, payload []byte, timeout float64, replyTo string, deadline, wait int64) {
+	f.Add("0b9d6f3e-5c1a-4f7e-9a2b-8d4c3e2f1a0b", "/fs/read", []byte(`{"path":"/a","limit":65536}`), 30.0, "", int64(0), int64(0), false, "")
+	f.Add("c<1>&", "/e\u2028", []byte(`"<\u2028>"`+"\u2029"), 0.1, "reply:b1", int64(1767225600000), int64(5000), true, "job<1>&\u2028")
+	f.Add("\xff\x00\n", "", []byte(`[1,2,{"a":null}]`), 1e21, "r\"\\", int64(-1), int64(math.MaxInt64), false, "\xff")
+	f.Add("", "/x", []byte(` { } `), 1e-7, "", int64(math.MinInt64), int64(0), true, "")
+	f.Add("c", "/x", []byte(nil), math.Copysign(0, -1), "", int64(0), int64(0), false, "k")
+	f.Fuzz(func(t *testing.T, id, endpoint string, payload []byte, timeout float64, replyTo string, deadline, wait int64, async bool, key string) {
 		c := protocol.ToolCall{CorrelationID: id, Endpoint: endpoint, Payload: marshalRaw(payload), Timeout: timeout,
-			ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait}
+			ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait, Async: async, IdempotencyKey: key}
 		checkAppendMarshals(t, "AppendToolCall", c, protocol.AppendToolCall, timeout)
 	})
 }
 
 func FuzzAppendBusMessage(f *testing.F) {
-	f.Add("", "c1", "/fs/read", []byte(`{"path":"/a"}`), 30.0, "reply:b1", int64(1767225600000), int64(0), "", "", int64(0))
-	f.Add("cancel", "c9", "", []byte(nil), 0.0, "", int64(0), int64(0), "caller gone <now>", "", int64(0))
-	f.Add("takeover", "", "", []byte(nil), 0.0, "", int64(0), int64(0), "", "b2:conn17", int64(1767225600123456789))
-	f.Add("\u2028", "\xed\xa0\x80", "&", []byte(`"\u0026"`), 123456789.125, "\t", int64(-7), int64(7), "\x7f", "\xc3", int64(-1))
+	f.Add("", "c1", "/fs/read", []byte(`{"path":"/a"}`), 30.0, "reply:b1", int64(1767225600000), int64(0), false, "", "", "", int64(0))
+	f.Add("cancel", "c9", "", []byte(nil), 0.0, "", int64(0), int64(0), false, "", "caller gone <now>", "", int64(0))
+	f.Add("takeover", "", "", []byte(nil), 0.0, "", int64(0), int64(0), false, "", "", "b2:conn17", int64(1767225600123456789))
+	f.Add("drain", "", "", []byte(nil), 0.0, "", int64(0), int64(0), true, "k&1", "", "", int64(0))
+	f.Add("\u2028", "\xed\xa0\x80", "&", []byte(`"\u0026"`), 123456789.125, "\t", int64(-7), int64(7), true, "\u2029", "\x7f", "\xc3", int64(-1))
 	f.Fuzz(func(t *testing.T, typ, id, endpoint string, payload []byte, timeout float64, replyTo string, deadline, wait int64,
-		reason, holder string, since int64) {
+		async bool, key, reason, holder string, since int64) {
 		m := protocol.BusMessage{Type: typ, Reason: reason, Holder: holder, Since: since,
 			ToolCall: protocol.ToolCall{CorrelationID: id, Endpoint: endpoint, Payload: marshalRaw(payload), Timeout: timeout,
-				ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait}}
+				ReplyTo: replyTo, DeadlineMS: deadline, WaitForWorkspaceMS: wait, Async: async, IdempotencyKey: key}}
 		checkAppendMarshals(t, "AppendBusMessage", m, protocol.AppendBusMessage, timeout)
 	})
 }

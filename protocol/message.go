@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Event names on the wire.
@@ -32,9 +33,20 @@ type ToolCall struct {
 	Timeout       float64         `json:"timeout"`
 	ReplyTo       string          `json:"reply_to,omitempty"`
 	DeadlineMS    int64           `json:"deadline_ms,omitempty"`
-	// WaitForWorkspaceMS asks the broker to hold a call for an offline
-	// workspace until it connects or the deadline passes.
+	// WaitForWorkspaceMS is the longest a call for an offline workspace
+	// waits for it to connect (bounded by the deadline); 0 answers
+	// workspace_offline at once.
 	WaitForWorkspaceMS int64 `json:"wait_for_workspace_ms,omitempty"`
+	// Async, in a caller's request, asks for a durable async call: the
+	// broker records it and answers at once with its id
+	// (docs/async-calls.md). On the broker side it marks a call whose
+	// outcome goes to the call store instead of a caller's inbox. It is
+	// never sent to clients.
+	Async bool `json:"async,omitempty"`
+	// IdempotencyKey, in a caller's async request, makes a retried submit
+	// return the call already made with the same key instead of making
+	// another. It is never sent to clients.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // TimeoutDuration returns Timeout as a duration.
@@ -53,6 +65,14 @@ func (c *ToolCall) Validate() error {
 	}
 	if math.IsNaN(c.Timeout) || c.Timeout < MinTimeout || c.Timeout > MaxTimeout {
 		return Errorf(CodeInvalidRequest, "timeout must be between %g and %g seconds, got %g", MinTimeout, MaxTimeout, c.Timeout)
+	}
+	// The payload goes to the client in a WebSocket text frame, which
+	// must be UTF-8: a client that checks (the ws package under
+	// socket.io-client does) would close its connection over it.
+	// Strings were decoded into valid UTF-8 already; only the raw
+	// payload can hold anything else.
+	if !utf8.Valid(c.Payload) {
+		return Errorf(CodeInvalidRequest, "payload is not valid UTF-8")
 	}
 	return nil
 }

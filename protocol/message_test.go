@@ -124,6 +124,19 @@ func TestToolCallValidateRejectsRelativeEndpoint(t *testing.T) {
 	}
 }
 
+func TestToolCallValidateRejectsAPayloadThatIsNotUTF8(t *testing.T) {
+	for _, payload := range []string{"\"\xff\"", "{\"a\":\"\xed\xa0\x80\"}", "\"\xc3\""} {
+		c := validCall()
+		c.Payload = json.RawMessage(payload)
+		assertInvalidRequest(t, c)
+	}
+	c := validCall()
+	c.Payload = json.RawMessage(`{"a":"é \ud800"}`) // an escaped lone surrogate is valid JSON text
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate(UTF-8 payload): %v", err)
+	}
+}
+
 func TestToolCallValidateAcceptsRootEndpoint(t *testing.T) {
 	c := validCall()
 	c.Endpoint = "/"

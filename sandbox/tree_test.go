@@ -376,7 +376,8 @@ func FuzzTreePath(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, s := range []string{"sub/in.txt", "out/secret", "sub/secret", "sub/up/secret", "../secret", "/etc/passwd", "sub//./in.txt", "loop", "a\x00b", "", ".", strings.Repeat("x/", 2049)} {
+	for _, s := range []string{"sub/in.txt", "out/secret", "sub/secret", "sub/up/secret", "../secret", "/etc/passwd", "sub//./in.txt", "loop", "a\x00b", "", ".", strings.Repeat("x/", 2049),
+		"OUT/secret", "Sub/Up/secret", "%2e%2e/secret", "sub\\..\\..\\secret", "sub/in.txt\x00/../../secret", dir + "/out/secret", "./../" + filepath.Base(outside) + "/secret"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {

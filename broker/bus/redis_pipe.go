@@ -263,9 +263,9 @@ func (p *pipe) open() (net.Conn, error) {
 		return nil, fmt.Errorf("setting up redis connection: %w", err)
 	}
 	rd := bufio.NewReader(conn)
-	for range n {
+	for i := range n {
 		line, err := rd.ReadSlice('\n')
-		if err == nil && !bytes.HasPrefix(line, []byte("+OK")) {
+		if err == nil && !bytes.HasPrefix(line, []byte("+OK")) && !(i == 0 && authNotNeeded(p.opts, line)) {
 			err = errors.New(string(bytes.TrimSpace(line)))
 		}
 		if err != nil {
@@ -279,6 +279,16 @@ func (p *pipe) open() (net.Conn, error) {
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+// authNotNeeded reports whether reply refuses a password-only AUTH because
+// the server has no password configured: the connection is then as
+// authorised as it can be, and go-redis's subscriber (whose HELLO carries
+// the password as the default user's) accepts the same URL, so the pipe does
+// too rather than failing every publish of a broker that started fine.
+func authNotNeeded(opts *redis.Options, reply []byte) bool {
+	return opts.Password != "" && opts.Username == "" &&
+		bytes.HasPrefix(reply, []byte("-ERR")) && bytes.Contains(reply, []byte("without any password configured"))
 }
 
 // read hands each reply on conn to its command's pubDone until conn fails.

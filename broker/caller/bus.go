@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -29,6 +30,11 @@ type BusCallerOptions struct {
 	// OnUnmatched is called for each reply that found no waiter (it came
 	// after the caller gave up). Optional; for metrics.
 	OnUnmatched func()
+	// Store keeps the records of async calls (Submit, Status, Wait,
+	// Cancel): the brokers' store (store.NewRedis on the same Redis and
+	// prefix as the bus). Without it those methods fail invalid_request.
+	// The caller does not close it.
+	Store store.Store
 }
 
 // BusCaller is a Caller that travels over a bus.Bus (HTTP is the other
@@ -154,7 +160,8 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 		cid = uuid.NewString()
 	}
 	timeout := req.timeout()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	call := protocol.BusMessage{ToolCall: protocol.ToolCall{
 		CorrelationID: cid,
 		Endpoint:      req.Endpoint,
@@ -166,9 +173,11 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 	if err := call.Validate(); err != nil {
 		return protocol.FailureFrom(cid, err, protocol.CodeInvalidRequest)
 	}
-	if req.WaitForWorkspace {
-		call.WaitForWorkspaceMS = timeout.Milliseconds()
+	if req.WaitForWorkspace < 0 {
+		return protocol.Failure(cid, protocol.CodeInvalidRequest, "wait_for_workspace must not be negative")
 	}
+	waits := req.WaitForWorkspace > 0
+	call.WaitForWorkspaceMS = req.WaitForWorkspace.Milliseconds()
 	if len(req.Payload) > 0 && !protocol.Valid(req.Payload) {
 		return protocol.Failure(cid, protocol.CodeInvalidRequest, "payload is not valid JSON")
 	}
@@ -194,9 +203,15 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 	defer timer.Stop()
 
 	channel := protocol.WorkspaceChannel(req.WorkspaceID)
+	var waitTimer *time.Timer // the end of the wait for the workspace
+	waitEnd, waitCode := req.waitEnd(start)
+	if waits {
+		waitTimer = time.NewTimer(time.Until(waitEnd))
+		defer waitTimer.Stop()
+	}
 	for {
 		var wake chan struct{}
-		if req.WaitForWorkspace {
+		if waits {
 			// Registered before publishing, so an announcement between the
 			// publish and the wait is not missed.
 			wake = c.waitOnline(req.WorkspaceID)
@@ -215,7 +230,7 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 			c.dropOnline(req.WorkspaceID, wake)
 			return resp
 		}
-		if !req.WaitForWorkspace {
+		if !waits {
 			c.forget(cid)
 			w.log(c.opts.Logger.Debug()).Msg("workspace offline")
 			return protocol.Failure(cid, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", req.WorkspaceID))
@@ -224,10 +239,13 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 		select {
 		case <-wake:
 			continue
-		case <-time.After(time.Until(deadline)):
+		case <-waitTimer.C:
 			c.dropOnline(req.WorkspaceID, wake)
 			c.forget(cid)
-			return protocol.Failure(cid, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client served workspace %q before the deadline", req.WorkspaceID))
+			if waitCode == protocol.CodeTimeout {
+				return protocol.Failure(cid, waitCode, fmt.Sprintf("workspace %q did not connect before the deadline; the call was never delivered", req.WorkspaceID))
+			}
+			return protocol.Failure(cid, waitCode, fmt.Sprintf("no client served workspace %q within %s; the call was never delivered", req.WorkspaceID, req.WaitForWorkspace))
 		case <-ctx.Done():
 			c.dropOnline(req.WorkspaceID, wake)
 			c.forget(cid)

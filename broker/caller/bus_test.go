@@ -221,7 +221,7 @@ func TestBusCloseReleasesWaitersWithCallerClosed(t *testing.T) {
 		}
 		// Also one that waits for its workspace to come online.
 		wg.Go(func() {
-			answers <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 30 * time.Second, WaitForWorkspace: true})
+			answers <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 30 * time.Second, WaitForWorkspace: 30 * time.Second})
 		})
 		o.waitCalls(t, n)
 		deadline := time.Now().Add(5 * time.Second)
@@ -263,7 +263,7 @@ func TestBusWaitForWorkspaceIsRoutedWhenItComesOnline(t *testing.T) {
 		c := newCaller(t, cb, 0)
 		done := make(chan protocol.ToolResponse, 1)
 		go func() {
-			done <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-later", Endpoint: "/api/ping", Payload: json.RawMessage(`"hi"`), Timeout: 10 * time.Second, WaitForWorkspace: true})
+			done <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-later", Endpoint: "/api/ping", Payload: json.RawMessage(`"hi"`), Timeout: 10 * time.Second, WaitForWorkspace: 10 * time.Second})
 		}()
 		deadline := time.Now().Add(5 * time.Second)
 		for c.Pending() != 1 {
@@ -300,13 +300,48 @@ func TestBusWaitForWorkspaceGivesUpAtDeadline(t *testing.T) {
 		_, cb := pair(t)
 		c := newCaller(t, cb, 0)
 		start := time.Now()
-		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 300 * time.Millisecond, WaitForWorkspace: true})
+		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 300 * time.Millisecond, WaitForWorkspace: 300 * time.Millisecond})
 		el := time.Since(start)
 		if resp.Error != protocol.CodeWorkspaceOffline || el < 300*time.Millisecond || el > 500*time.Millisecond {
 			t.Fatalf("got %+v after %v, want workspace_offline at 300ms", resp, el)
 		}
 		if c.Pending() != 0 {
 			t.Fatalf("%d waiters left", c.Pending())
+		}
+	})
+}
+
+// TestBusWaitForWorkspaceGivesUpAfterItsWait: wait_for_workspace means its
+// name: a call with a 5s timeout that may wait 300ms for its workspace is
+// answered workspace_offline after 300ms, not at its deadline.
+func TestBusWaitForWorkspaceGivesUpAfterItsWait(t *testing.T) {
+	eachBus(t, func(t *testing.T, pair busPair) {
+		_, cb := pair(t)
+		c := newCaller(t, cb, 0)
+		start := time.Now()
+		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 5 * time.Second, WaitForWorkspace: 300 * time.Millisecond})
+		el := time.Since(start)
+		if resp.Error != protocol.CodeWorkspaceOffline || el < 300*time.Millisecond || el > 500*time.Millisecond {
+			t.Fatalf("got %+v after %v, want workspace_offline at 300ms", resp, el)
+		}
+		if c.Pending() != 0 {
+			t.Fatalf("%d waiters left", c.Pending())
+		}
+	})
+}
+
+// TestBusWaitLongerThanTheTimeoutEndsAtTheDeadline: a wait for the workspace
+// longer than the call's timeout is cut by the deadline, which answers
+// timeout.
+func TestBusWaitLongerThanTheTimeoutEndsAtTheDeadline(t *testing.T) {
+	eachBus(t, func(t *testing.T, pair busPair) {
+		_, cb := pair(t)
+		c := newCaller(t, cb, 0)
+		start := time.Now()
+		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 300 * time.Millisecond, WaitForWorkspace: time.Minute})
+		el := time.Since(start)
+		if resp.Error != protocol.CodeTimeout || el < 300*time.Millisecond || el > 500*time.Millisecond {
+			t.Fatalf("got %+v after %v, want timeout at the 300ms deadline", resp, el)
 		}
 	})
 }
@@ -319,6 +354,7 @@ func TestBusRefusesABadRequestWithoutPublishing(t *testing.T) {
 		for _, req := range []caller.Request{
 			{WorkspaceID: "w-bad", Endpoint: "no-slash"},
 			{WorkspaceID: "w-bad", Endpoint: "/api/ping", Timeout: time.Millisecond},
+			{WorkspaceID: "w-bad", Endpoint: "/api/ping", WaitForWorkspace: -time.Second},
 		} {
 			if resp := c.Call(context.Background(), req); resp.Error != protocol.CodeInvalidRequest {
 				t.Fatalf("%+v got %+v", req, resp)

@@ -22,11 +22,17 @@ type Request struct {
 	Payload     json.RawMessage
 	// Timeout bounds the whole call; zero means protocol.DefaultTimeout.
 	Timeout time.Duration
-	// WaitForWorkspace holds the call while nobody serves the workspace, up
-	// to the call's deadline, instead of answering workspace_offline at once.
-	WaitForWorkspace bool
+	// WaitForWorkspace is the longest the call waits for its workspace to
+	// connect when nobody serves it. Zero answers workspace_offline at
+	// once. When the wait ends the call is answered workspace_offline; a
+	// wait longer than Timeout is cut by the deadline, which answers
+	// timeout.
+	WaitForWorkspace time.Duration
 	// CorrelationID is generated when empty.
 	CorrelationID string
+	// IdempotencyKey, for Submit: a retried Submit with the same key and
+	// workspace, within the retention, returns the call already made.
+	IdempotencyKey string
 }
 
 // Caller is implemented by BusCaller and HTTP.
@@ -39,4 +45,14 @@ func (r *Request) timeout() time.Duration {
 		return time.Duration(protocol.DefaultTimeout * float64(time.Second))
 	}
 	return r.Timeout
+}
+
+// waitEnd is when a call made at start that waits for its offline
+// workspace gives up, and the code it then answers: workspace_offline at the
+// end of its wait, or timeout when the deadline comes first.
+func (r *Request) waitEnd(start time.Time) (time.Time, string) {
+	if r.WaitForWorkspace > r.timeout() {
+		return start.Add(r.timeout()), protocol.CodeTimeout
+	}
+	return start.Add(r.WaitForWorkspace), protocol.CodeWorkspaceOffline
 }

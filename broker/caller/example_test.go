@@ -48,7 +48,7 @@ func ExampleHTTP() {
 		Endpoint:         "/api/ping",
 		Payload:          json.RawMessage(`{"hello":"tether"}`),
 		Timeout:          5 * time.Second,
-		WaitForWorkspace: true, // ride out a reconnecting client
+		WaitForWorkspace: 3 * time.Second, // ride out a reconnecting client
 	})
 	fmt.Println(resp.Success, string(resp.Result))
 }

@@ -47,30 +47,16 @@ func (h *HTTP) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	if len(req.Payload) > 0 {
 		body["payload"] = req.Payload
 	}
-	if req.WaitForWorkspace {
-		body["wait_for_workspace_ms"] = timeout.Milliseconds()
+	if req.WaitForWorkspace > 0 {
+		body["wait_for_workspace_ms"] = req.WaitForWorkspace.Milliseconds()
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return protocol.Failure(cid, protocol.CodeInvalidRequest, "encoding call: "+err.Error())
 	}
-	base := strings.TrimRight(httpBase(h.BaseURL), "/")
-	u := base + "/api/v1/workspaces/" + url.PathEscape(req.WorkspaceID) + "/calls"
 	ctx, cancel := context.WithTimeout(ctx, timeout+httpMargin)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(raw))
-	if err != nil {
-		return protocol.Failure(cid, protocol.CodeInvalidRequest, "building request: "+err.Error())
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if h.Token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+h.Token)
-	}
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	res, err := client.Do(hreq)
+	res, err := h.do(ctx, http.MethodPost, "/api/v1/workspaces/"+url.PathEscape(req.WorkspaceID)+"/calls", raw)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return protocol.Failure(cid, protocol.CodeTimeout, "broker did not answer in time: "+err.Error())
@@ -90,6 +76,30 @@ func (h *HTTP) Call(ctx context.Context, req Request) protocol.ToolResponse {
 		resp.CorrelationID = cid
 	}
 	return resp
+}
+
+// do sends one request to the broker, with the token and, for a body, its
+// JSON content type.
+func (h *HTTP) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(httpBase(h.BaseURL), "/")+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if h.Token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	client := h.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return client.Do(hreq)
 }
 
 // httpBase turns ws(s):// into http(s):// and adds a scheme when missing.

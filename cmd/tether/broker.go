@@ -18,6 +18,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/store"
 )
 
 type brokerFlags struct {
@@ -29,6 +30,12 @@ type brokerFlags struct {
 	maxInFlight  int
 	drain        time.Duration
 	instanceID   string
+	// Connection limits per remote address (broker/limit.go).
+	connRate      float64
+	connBurst     int
+	maxHandshakes int
+	limitLoopback bool
+	retention     time.Duration
 }
 
 func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
@@ -40,6 +47,11 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
+	fs.Float64Var(&f.connRate, "conn-rate", broker.DefaultConnRate, "new connections per second from one address (an IPv6 /64) before HTTP 429; 0 turns the limit off")
+	fs.IntVar(&f.connBurst, "conn-burst", broker.DefaultConnBurst, "new connections one address may open at once, on top of --conn-rate")
+	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", broker.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")
+	fs.BoolVar(&f.limitLoopback, "limit-loopback", false, "apply the connection limits to loopback peers too (exempt by default: a reverse proxy on this host shows every client as loopback)")
+	fs.DurationVar(&f.retention, "call-retention", store.DefaultRetention, "how long an async call's record is kept after its outcome")
 }
 
 func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
@@ -52,7 +64,21 @@ func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 		MaxPayload:   f.maxPayload,
 		MaxInFlight:  f.maxInFlight,
 		DrainTimeout: f.drain,
+		// 0 on the command line turns a limit off; in Config, 0 is the
+		// default and a negative value is off.
+		ConnRate:           offIfZero(f.connRate),
+		ConnBurst:          f.connBurst,
+		MaxHandshakesPerIP: int(offIfZero(float64(f.maxHandshakes))),
+		LimitLoopback:      f.limitLoopback,
+		CallRetention:      f.retention,
 	}
+}
+
+func offIfZero(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // redisFlags select the Redis bus that lets several brokers share routing.
@@ -80,18 +106,34 @@ func (f *redisFlags) open(instanceID string, log zerolog.Logger, onReconnect fun
 	if f.url != "" && f.cluster != "" {
 		return nil, usagef("--redis and --redis-cluster exclude each other")
 	}
-	cfg := bus.RedisConfig{URL: f.url, Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
-	for _, addr := range strings.Split(f.cluster, ",") {
-		if addr = strings.TrimSpace(addr); addr != "" {
-			cfg.ClusterAddrs = append(cfg.ClusterAddrs, addr)
-		}
-	}
+	cfg := bus.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
 	if f.cluster != "" && len(cfg.ClusterAddrs) == 0 {
 		return nil, usagef("--redis-cluster needs at least one host:port")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return bus.NewRedis(ctx, cfg)
+}
+
+// clusterAddrs are the --redis-cluster seeds.
+func (f *redisFlags) clusterAddrs() []string {
+	var addrs []string
+	for _, addr := range strings.Split(f.cluster, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs
+}
+
+// openStore connects the store of async call records on the Redis the
+// flags select, with the prefix of rb, the bus open returned: every broker
+// on that Redis reads and ends every async call.
+func (f *redisFlags) openStore(rb *bus.Redis, retention time.Duration, log zerolog.Logger) (*store.Redis, error) {
+	cfg := store.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, Bus: rb, Options: store.Options{Retention: retention}, Logger: log}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return store.NewRedis(ctx, cfg)
 }
 
 // isLoopback reports whether addr (host:port) only listens on loopback.
@@ -147,7 +189,13 @@ func runBroker(args []string, stderr io.Writer) error {
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus
-		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Msg("routing through redis")
+		st, err := rf.openStore(rb, f.retention, log)
+		if err != nil {
+			return err
+		}
+		cfg.Store = st
+		defer st.Close() // after the broker's Shutdown: its last outcomes go there
+		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Dur("call_retention", f.retention).Msg("routing through redis")
 	}
 	b, err := broker.New(cfg)
 	if err != nil {

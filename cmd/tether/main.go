@@ -31,8 +31,12 @@ Usage:
   tether bridge  --broker URL --workspace ID --token T --root DIR [--http ADDR]
                                                         serve a directory's routes to a broker
   tether up      [--listen ADDR] [--root DIR]          broker + bridge in one process, for trying tether out
-  tether call    --broker URL --token T --workspace ID [--timeout SEC] ENDPOINT [PAYLOAD_JSON]
+  tether call    --broker URL --token T --workspace ID [--timeout SEC] [--async] ENDPOINT [PAYLOAD_JSON]
                                                         send one call and print its response
+                                                        (--async: submit it and print its id)
+  tether calls   status|wait|cancel --broker URL --token T ID
+                                                        read, wait for or cancel an async call
+  tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
   tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
                                                         mint a token
@@ -56,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
-	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up") {
+	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
 		// Relaying allocates many short-lived buffers; collecting 4x less
 		// often cuts CPU per call by a sixth for a few MB of heap, but
 		// over the heap of many idle connections 4x is tens of MB of
@@ -73,6 +77,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runUp(rest, stdout, stderr)
 	case "call":
 		return runCall(rest, stdout, stderr)
+	case "calls":
+		return runCalls(rest, stdout, stderr)
+	case "mcp":
+		err = runMCP(rest, stderr)
 	case "attach":
 		err = runAttach(rest, stdout, stderr)
 	case "token":

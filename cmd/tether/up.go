@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -134,9 +135,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 Paste this in another terminal:
 
   %s call --broker %s --workspace %s --token %s /api/ping '{"hello":"tether"}'
-%s
+%s%s
 Ctrl-C stops it.
-`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok, attach)
+`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok, attach, mcpHowTo(self, url, *workspace, callerTok))
 	} else if ctx.Err() == nil {
 		fmt.Fprintf(stderr, "tether up: the bridge did not connect within 10s: %v\n", err)
 		stop()
@@ -147,6 +148,45 @@ Ctrl-C stops it.
 	stopBridge()
 	bridgeErr := <-bridgeDone
 	return firstErr(brokerErr, bridgeErr)
+}
+
+// mcpHowTo tells how to add the workspace's tools to an agent: Claude Code
+// by command, Cursor and VS Code by an mcp.json file; each over stdio
+// (tether mcp) or over HTTP (the broker's MCP endpoint).
+func mcpHowTo(self, brokerURL, ws, tok string) string {
+	endpoint := brokerURL + "/api/v1/workspaces/" + ws + "/mcp"
+	args := []string{"mcp", "--broker", brokerURL, "--workspace", ws, "--token", tok}
+	type stdioServer struct {
+		Type    string   `json:"type"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}
+	type httpServer struct {
+		Type    string            `json:"type"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+	}
+	file := func(server any) string {
+		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"tether": server}})
+		return string(b)
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return fmt.Sprintf(`
+Give an agent this workspace's tools over MCP. Claude Code, over stdio or over HTTP:
+
+  claude mcp add --transport stdio tether -- %s %s
+  claude mcp add --transport http tether %s --header "Authorization: Bearer %s"
+
+Cursor: .cursor/mcp.json, one of these (VS Code: .vscode/mcp.json, with "servers" for "mcpServers"):
+
+  %s
+  %s
+`, shellQuote(self), strings.Join(quoted, " "), endpoint, tok,
+		file(stdioServer{Type: "stdio", Command: self, Args: args}),
+		file(httpServer{Type: "http", URL: endpoint, Headers: map[string]string{"Authorization": "Bearer " + tok}}))
 }
 
 // defaultSandboxDir is where `tether up` keeps sandbox workspaces: the

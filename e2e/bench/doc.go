@@ -9,6 +9,15 @@
 //     same run, and the table gives tether's figures as ratios of the
 //     baseline's, because these machines are noisy (STYLE.md, lesson 10).
 //   - BenchmarkIdleConnections: broker memory per idle Socket.IO connection.
+//   - BenchmarkAsyncCalls: an async submit followed by a wait for its outcome
+//     against a synchronous call of the same /api/ping, in the same run, on a
+//     broker in memory and on Redis, at concurrency 1 and 64; the medians of
+//     the per-run ratios against the target (1.5x the sync p50 on Redis).
+//   - BenchmarkMCPToolCall: the MCP tool call terminal_run {"command":"true"}
+//     over the broker's MCP endpoint and over `tether mcp` (stdio), from a
+//     lean MCP client, against the same tether call through the HTTP call
+//     API in the same run; the p50 differences against the target (MCP adds
+//     at most 0.5 ms), and the Go SDK's client over HTTP for reference.
 //
 // Run them with
 //

@@ -24,10 +24,16 @@ var pingPayload = []byte(`{"kind":"bench","text":"` + strings.Repeat("tether", 1
 // callBody is the HTTP call every request sends.
 var callBody = []byte(`{"endpoint":"/api/ping","payload":` + string(pingPayload) + `,"timeout":10}`)
 
+// asyncCallBody is callBody as an async call (docs/async-calls.md).
+var asyncCallBody = []byte(`{"endpoint":"/api/ping","payload":` + string(pingPayload) + `,"timeout":10,"async":true}`)
+
 // target is where the load generator sends calls.
 type target struct {
 	url   string
 	token string // bearer token; empty sends none
+	// async makes each call an async submit followed by a wait for its
+	// outcome (GET /api/v1/calls/{id}?wait=), measured as one round trip.
+	async bool
 }
 
 // runStats is one load run: the latencies of the calls that started in the
@@ -162,7 +168,11 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 					})
 				}
 				i := n % len(tgts)
-				if err := callers[i].call(reqs[i]); err != nil {
+				call := callers[i].call
+				if tgts[i].async {
+					call = callers[i].callAsync
+				}
+				if err := call(reqs[i]); err != nil {
 					r.err = fmt.Errorf("%s: %w", tgts[i].url, err)
 					return
 				}
@@ -210,13 +220,17 @@ func callRequest(tgt target) (host string, req []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	body := callBody
+	if tgt.async {
+		body = asyncCallBody
+	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, len(callBody))
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, len(body))
 	if tgt.token != "" {
 		fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", tgt.token)
 	}
 	b.WriteString("\r\n")
-	b.Write(callBody)
+	b.Write(body)
 	return u.Host, b.Bytes(), nil
 }
 
@@ -232,20 +246,79 @@ func (c *httpCaller) close() { _ = c.conn.Close() }
 
 // call sends one prepared call and checks its answer.
 func (c *httpCaller) call(req []byte) error {
+	code, err := c.exchange(req)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("HTTP %d: %.300s", code, c.body)
+	}
+	return checkAnswer(c.body)
+}
+
+// callAsync sends one prepared async submit, then waits for the call's
+// outcome with GET /api/v1/calls/{id}?wait=, on the same connection, and
+// checks it.
+func (c *httpCaller) callAsync(submit []byte) error {
+	code, err := c.exchange(submit)
+	if err != nil {
+		return err
+	}
+	var rec struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if code != 202 || json.Unmarshal(c.body, &rec) != nil || rec.CorrelationID == "" {
+		return fmt.Errorf("submit: HTTP %d: %.300s", code, c.body)
+	}
+	// The wait request reuses the submit's Host and Authorization lines.
+	head, _, _ := bytes.Cut(submit, []byte("\r\n\r\n"))
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "GET /api/v1/calls/%s?wait=10 HTTP/1.1\r\n", rec.CorrelationID)
+	for line := range bytes.SplitSeq(head, []byte("\r\n")) {
+		if bytes.HasPrefix(line, []byte("Host:")) || bytes.HasPrefix(line, []byte("Authorization:")) {
+			b.Write(line)
+			b.WriteString("\r\n")
+		}
+	}
+	b.WriteString("\r\n")
+	if code, err = c.exchange(b.Bytes()); err != nil {
+		return err
+	}
+	var final struct {
+		Status   string          `json:"status"`
+		Response json.RawMessage `json:"response"`
+	}
+	if code != 200 || json.Unmarshal(c.body, &final) != nil {
+		return fmt.Errorf("wait: HTTP %d: %.300s", code, c.body)
+	}
+	if final.Status != "succeeded" {
+		return fmt.Errorf("async call ended %s: %.300s", final.Status, c.body)
+	}
+	return checkAnswer(final.Response)
+}
+
+// exchange writes one prepared request and reads its answer into c.body;
+// it returns the status code.
+func (c *httpCaller) exchange(req []byte) (int, error) {
 	_ = c.conn.SetDeadline(time.Now().Add(15 * time.Second))
 	if _, err := c.conn.Write(req); err != nil {
-		return fmt.Errorf("sending call: %w", err)
+		return 0, fmt.Errorf("sending call: %w", err)
 	}
 	status, err := c.rd.ReadSlice('\n')
 	if err != nil {
-		return fmt.Errorf("reading status line: %w", err)
+		return 0, fmt.Errorf("reading status line: %w", err)
 	}
-	ok := bytes.HasPrefix(status, []byte("HTTP/1.1 200 "))
+	code := 0 // from "HTTP/1.1 200 …", without a string per answer
+	if len(status) >= 12 && bytes.HasPrefix(status, []byte("HTTP/1.1 ")) {
+		for _, d := range status[9:12] {
+			code = code*10 + int(d-'0')
+		}
+	}
 	length := -1
 	for {
 		line, err := c.rd.ReadSlice('\n')
 		if err != nil {
-			return fmt.Errorf("reading headers: %w", err)
+			return 0, fmt.Errorf("reading headers: %w", err)
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
@@ -253,28 +326,25 @@ func (c *httpCaller) call(req []byte) error {
 		}
 		name, value, found := bytes.Cut(line, []byte(":"))
 		if !found {
-			return fmt.Errorf("bad header line %q", line)
+			return 0, fmt.Errorf("bad header line %q", line)
 		}
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil {
-				return fmt.Errorf("bad Content-Length %q", value)
+				return 0, fmt.Errorf("bad Content-Length %q", value)
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")), bytes.EqualFold(name, []byte("Connection")) && bytes.EqualFold(bytes.TrimSpace(value), []byte("close")):
-			return fmt.Errorf("unexpected header %q: the bench client reads Content-Length bodies on keep-alive connections", line)
+			return 0, fmt.Errorf("unexpected header %q: the bench client reads Content-Length bodies on keep-alive connections", line)
 		}
 	}
 	if length < 0 {
-		return errors.New("answer without Content-Length")
+		return 0, errors.New("answer without Content-Length")
 	}
 	c.body = slices.Grow(c.body[:0], length)[:length]
 	if _, err := io.ReadFull(c.rd, c.body); err != nil {
-		return fmt.Errorf("reading answer body: %w", err)
+		return 0, fmt.Errorf("reading answer body: %w", err)
 	}
-	if !ok {
-		return fmt.Errorf("%s: %.300s", bytes.TrimSpace(status), c.body)
-	}
-	return checkAnswer(c.body)
+	return code, nil
 }
 
 // checkAnswer requires a successful ToolResponse carrying the payload back.

@@ -60,23 +60,9 @@ func BenchmarkTerminalExecute(b *testing.B) {
 	bridgeCPU0 := cpuTime(bridge.pid())
 	calls := 0
 	for r := 1; r <= cfg.runs; r++ {
-		runLat := map[string][]time.Duration{}
-		start := time.Now()
-		from, until := start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.measure)
-		for now := start; now.Before(until); now = time.Now() {
-			for _, mode := range terminalModes {
-				t0 := time.Now()
-				if err := run[mode](); err != nil {
-					b.Fatalf("%s: %v\n%s", mode, err, bridge.logTail())
-				}
-				if d := time.Since(t0); !now.Before(from) {
-					runLat[mode] = append(runLat[mode], d)
-				}
-			}
-			calls++
-		}
+		runLat, rounds := interleave(b, cfg, terminalModes, run, bridge.logTail)
+		calls += rounds
 		for _, mode := range terminalModes {
-			slices.Sort(runLat[mode])
 			lat[mode] = append(lat[mode], runLat[mode]...)
 		}
 		d := quantile(runLat["direct"], .5)
@@ -121,6 +107,35 @@ func BenchmarkTerminalExecute(b *testing.B) {
 	b.ReportMetric(median(overVisible), "visible-over-p50-ms")
 	b.ReportMetric(ms(quantile(lat["hidden"], .99)), "hidden-p99-ms")
 	b.ReportMetric(ms(quantile(lat["visible"], .99)), "visible-p99-ms")
+}
+
+// interleave runs one measured run of rounds: each round calls every way
+// once, in order, so drift on a shared machine hits all alike; cfg.warmup
+// of rounds first, unmeasured, then cfg.measure of them. It returns each
+// way's latencies, sorted, and how many rounds ran; the first failing call
+// fails the benchmark, with logTail's lines.
+func interleave(b *testing.B, cfg loadConfig, ways []string, run map[string]func() error, logTail func() string) (map[string][]time.Duration, int) {
+	b.Helper()
+	lat := map[string][]time.Duration{}
+	rounds := 0
+	start := time.Now()
+	from, until := start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.measure)
+	for now := start; now.Before(until); now = time.Now() {
+		for _, way := range ways {
+			t0 := time.Now()
+			if err := run[way](); err != nil {
+				b.Fatalf("%s: %v\n%s", way, err, logTail())
+			}
+			if d := time.Since(t0); !now.Before(from) {
+				lat[way] = append(lat[way], d)
+			}
+		}
+		rounds++
+	}
+	for _, way := range ways {
+		slices.Sort(lat[way])
+	}
+	return lat, rounds
 }
 
 // quantile is the nearest-rank quantile q of the sorted latencies.

@@ -90,15 +90,21 @@ class Caller:
                 self.announced[workspace] += 1
                 self.online.notify_all()
 
-    def call(self, workspace, endpoint, payload=None, timeout=30.0, wait_for_workspace=False):
+    def call(self, workspace, endpoint, payload=None, timeout=30.0, wait_for_workspace=0.0):
         """Send endpoint(payload) to workspace and return its ToolResponse.
 
-        timeout is in seconds (0.1 to 600). With wait_for_workspace, a call
-        for a workspace nobody serves waits for it to connect, up to the
-        timeout, instead of failing with workspace_offline at once.
+        timeout is in seconds (0.1 to 600). wait_for_workspace is how many
+        seconds a call for a workspace nobody serves may wait for it to
+        connect: 0 fails with workspace_offline at once; at the end of the
+        wait it fails workspace_offline; a wait longer than the timeout is
+        cut by the deadline, which answers timeout.
         """
         correlation_id = str(uuid.uuid4())
-        deadline = time.time() + timeout
+        start = time.time()
+        deadline = start + timeout
+        wait_end, wait_code = start + wait_for_workspace, "workspace_offline"
+        if wait_for_workspace > timeout:
+            wait_end, wait_code = deadline, "timeout"
         message = json.dumps({
             "correlation_id": correlation_id,
             "endpoint": endpoint,
@@ -127,8 +133,8 @@ class Caller:
                     return failure(correlation_id, "workspace_offline", "no client serves workspace %r" % workspace)
                 print("tether_call: waiting for workspace %s" % workspace, file=sys.stderr, flush=True)
                 with self.online:
-                    if not self.online.wait_for(lambda: self.announced[workspace] != seen, deadline - time.time()):
-                        return failure(correlation_id, "workspace_offline", "no client served workspace %r before the deadline" % workspace)
+                    if not self.online.wait_for(lambda: self.announced[workspace] != seen, wait_end - time.time()):
+                        return failure(correlation_id, wait_code, "no client served workspace %r in time; the call was never delivered" % workspace)
                     seen = self.announced[workspace]
             # The broker answers by the deadline, timeout included; the grace
             # covers a broker that died with the call.
@@ -156,14 +162,17 @@ def main():
     parser.add_argument("--prefix", default="tether:", help="the brokers' --redis-prefix")
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds")
-    parser.add_argument("--wait", action="store_true", help="wait for the workspace to come online")
+    parser.add_argument("--wait", action="store_true", help="wait for the workspace to come online, up to the timeout")
+    parser.add_argument("--wait-for", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to SECONDS for the workspace to come online")
     parser.add_argument("endpoint")
     parser.add_argument("payload", nargs="?", default="{}", help="JSON")
     args = parser.parse_args()
 
     caller = Caller(redis.Redis.from_url(args.redis), prefix=args.prefix)
     try:
-        response = caller.call(args.workspace, args.endpoint, json.loads(args.payload), args.timeout, args.wait)
+        wait = args.timeout if args.wait else args.wait_for
+        response = caller.call(args.workspace, args.endpoint, json.loads(args.payload), args.timeout, wait)
     finally:
         caller.close()
     print(json.dumps(response))

@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The HTTP API of async calls (docs/async-calls.md):
+//
+//	POST /api/v1/workspaces/{id}/calls  "async":true or Prefer: respond-async → 202
+//	GET  /api/v1/calls/{correlation_id}[?wait=S]                            → 200
+//	POST /api/v1/calls/{correlation_id}/cancel                              → 200
+//
+// Each answers the call's record (store.Record), or an error object with a
+// code. Records live in the store, so any instance on it answers for any
+// call. The work is the broker's caller.BusCaller's (Submit, Status, Wait,
+// Cancel); this file adds HTTP, auth and the bounds.
+
+// maxWait bounds ?wait=.
+const maxWait = caller.MaxWaitPerRequest
+
+// prefersAsync reports whether the request carries Prefer: respond-async
+// (RFC 7240).
+func prefersAsync(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			token, _, _ := strings.Cut(pref, ";")
+			if strings.EqualFold(strings.TrimSpace(token), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// asyncStatus is the HTTP status of an async request that failed with code.
+func asyncStatus(code string) int {
+	switch code {
+	case protocol.CodeInvalidRequest:
+		return http.StatusBadRequest
+	case protocol.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case protocol.CodeForbidden:
+		return http.StatusForbidden
+	case protocol.CodeCallNotFound:
+		return http.StatusNotFound
+	case protocol.CodeConflict:
+		return http.StatusConflict
+	case protocol.CodeBusUnavailable, protocol.CodeBrokerShutdown, protocol.CodeCallerClosed:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func asyncError(c *gin.Context, err error) {
+	fail := protocol.FailureFrom("", err, protocol.CodeInternalError)
+	apiError(c, asyncStatus(fail.Error), fail.Error, fail.Message)
+}
+
+// submit answers a POST .../calls that asks for an async call: 202 with the
+// record once the store holds it, never before.
+func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPrefer bool) {
+	b.apiCalls.Add(1)
+	defer b.apiCalls.Done()
+	rec, err := b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
+	if err != nil {
+		b.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
+		asyncError(c, err)
+		return
+	}
+	b.metrics.asyncSubmitted.Inc()
+	c.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
+	if viaPrefer {
+		c.Header("Preference-Applied", "respond-async")
+	}
+	c.JSON(http.StatusAccepted, rec)
+}
+
+// callerAllowed checks the request's token for the API of async calls; it
+// answers the request itself and returns nil when the token is refused.
+func (b *Broker) callerAllowed(c *gin.Context) *Claims {
+	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
+	if err != nil {
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		apiError(c, authStatus(err), refusal.Error, refusal.Message)
+		return nil
+	}
+	return claims
+}
+
+// covers is the check that a token may read and cancel a call: it may call
+// the call's workspace.
+func covers(claims *Claims) func(*store.Record) error {
+	return func(rec *store.Record) error {
+		if !claims.Allows(rec.WorkspaceID) {
+			return protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %s", strconv.Quote(rec.WorkspaceID))
+		}
+		return nil
+	}
+}
+
+// handleCallStatus answers GET /api/v1/calls/{cid}: the record now, or with
+// ?wait=S as soon as the call is final and at the latest after S seconds.
+func (b *Broker) handleCallStatus(c *gin.Context) {
+	wait, err := parseWait(c.Query("wait"), c.Request.URL.Query().Has("wait"))
+	if err != nil {
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
+		return
+	}
+	b.apiCalls.Add(1)
+	defer b.apiCalls.Done()
+	claims := b.callerAllowed(c)
+	if claims == nil {
+		return
+	}
+	rec, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), wait, covers(claims))
+	if err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || (pe.Code != protocol.CodeCallerClosed && pe.Code != protocol.CodeCancelled) || rec.CorrelationID == "" {
+			asyncError(c, err)
+			return
+		}
+		// Shutting down, or the request went: the status as last read.
+	}
+	c.JSON(http.StatusOK, rec)
+}
+
+// parseWait reads ?wait=: seconds from 0 to maxWait.
+func parseWait(s string, given bool) (time.Duration, error) {
+	if !given {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxWait.Seconds() {
+		return 0, errors.New("wait must be a number of seconds from 0 to " + strconv.Itoa(int(maxWait.Seconds())) + ", got " + strconv.Quote(s))
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// handleCallCancel answers POST /api/v1/calls/{cid}/cancel with the record
+// after the cancel: cancelled, or the outcome the call already had.
+func (b *Broker) handleCallCancel(c *gin.Context) {
+	b.apiCalls.Add(1)
+	defer b.apiCalls.Done()
+	claims := b.callerAllowed(c)
+	if claims == nil {
+		return
+	}
+	if _, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), 0, covers(claims)); err != nil {
+		asyncError(c, err)
+		return
+	}
+	rec, err := b.caller.Cancel(c.Request.Context(), c.Param("cid"))
+	if err != nil {
+		asyncError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, rec)
+}

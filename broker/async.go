@@ -1,0 +1,212 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Async calls on the owner's side (docs/async-calls.md). A submitted call
+// waits in its workspace's queue in the store; the connection that holds
+// the workspace drains the queue (when it takes the workspace, when a
+// submit tells it with a drain message, after a bus reconnect): it claims
+// calls, which marks them delivered in the store before their frame is
+// written, and delivers them as any call. The call's one answer, from the
+// call table's finish like every answer, goes to the store (recordOutcome);
+// whoever wrote an outcome first (a cancel, the sweep) keeps it. A sweep on
+// every instance ends the calls nobody ends: queued past their wait or
+// deadline, delivered past deadline plus grace (their owner died).
+
+const (
+	// claimMax is how many calls one claim takes from a queue.
+	claimMax = 32
+	// sweepMax is how many calls one sweep ends at most; a full sweep is
+	// followed by another at once.
+	sweepMax = 256
+	// storeOp bounds one store operation of the owner or the sweep.
+	storeOp = 5 * time.Second
+	// DefaultSweepInterval is how often each broker sweeps the store.
+	DefaultSweepInterval = 100 * time.Millisecond
+)
+
+// kickQueue starts draining the workspace's queue of async calls or, while
+// a drain runs, makes it look again. It never blocks.
+func (c *conn) kickQueue() {
+	c.mu.Lock()
+	if c.closed || c.replaced || c.workspaceID() == "" || c.b.isDraining() {
+		c.mu.Unlock()
+		return
+	}
+	if c.queueRunning {
+		c.queueAgain = true
+		c.mu.Unlock()
+		return
+	}
+	c.queueRunning = true
+	c.mu.Unlock()
+	if !c.b.spawn(c.drainQueue) {
+		c.mu.Lock()
+		c.queueRunning = false
+		c.mu.Unlock()
+	}
+}
+
+// drainQueue claims and delivers queued calls until the queue is empty and
+// nobody asked to look again, the connection ends, or the store fails (the
+// next drain message or reconnect starts it again).
+func (c *conn) drainQueue() {
+	for {
+		c.mu.Lock()
+		c.queueAgain = false
+		stop := c.closed || c.replaced || c.b.isDraining()
+		if !stop {
+			c.claimCancels = make(map[string]string)
+		}
+		c.mu.Unlock()
+		n := 0
+		if !stop {
+			n = c.claimBatch()
+		}
+		c.mu.Lock()
+		again := !stop && n >= 0 && (c.queueAgain || n == claimMax)
+		if !again {
+			c.queueRunning = false
+		}
+		c.mu.Unlock()
+		if !again {
+			return
+		}
+	}
+}
+
+// claimBatch claims up to claimMax calls and delivers them; -1 when the
+// store failed.
+func (c *conn) claimBatch() int {
+	ws := c.workspaceID()
+	ctx, cancel := context.WithTimeout(c.ctx, storeOp)
+	recs, err := c.b.store.Claim(ctx, ws, time.Now(), claimMax)
+	cancel()
+	if err != nil && c.ctx.Err() == nil {
+		c.event(c.b.log.Warn()).Err(err).Msg("claiming queued async calls failed")
+	}
+	for i := range recs {
+		call := recs[i].Call()
+		c.callEvent(c.b.log.Debug(), &call).Msg("async call claimed")
+		c.deliver(call, nil, true)
+	}
+	// A cancel that came while the claim was in flight found none of its
+	// calls in the table; they are there now.
+	c.mu.Lock()
+	cancels := c.claimCancels
+	c.claimCancels = nil
+	c.mu.Unlock()
+	for cid, reason := range cancels {
+		c.calls.cancel(cid, reason)
+	}
+	if err != nil {
+		return -1
+	}
+	return len(recs)
+}
+
+// cancelClaiming keeps a cancel for a call not in the table while a claim
+// is in flight: the call may be one the claim is taking.
+func (c *conn) cancelClaiming(cid, reason string) {
+	c.mu.Lock()
+	if c.claimCancels != nil {
+		c.claimCancels[cid] = reason
+	}
+	c.mu.Unlock()
+}
+
+// recordOutcome writes an async call's one answer to the store, off the
+// calling goroutine (the call table's finish never blocks). A Finish that
+// loses (the call was cancelled, or the sweep ended it) changes nothing. A
+// store that cannot be reached is tried again until the call's deadline
+// plus grace; past that the sweep ends the call.
+func (b *Broker) recordOutcome(call protocol.ToolCall, resp protocol.ToolResponse) {
+	ok := b.spawn(func() {
+		until := time.UnixMilli(call.DeadlineMS).Add(b.cfg.CallGrace)
+		backoff := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOp)
+			out, err := b.store.Finish(ctx, call.CorrelationID, resp, time.Now())
+			cancel()
+			e := b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint)
+			switch {
+			case err == nil && out.Won:
+				b.metrics.asyncOutcomes.WithLabelValues(out.Record.Status).Inc()
+				e.Str("workspace_id", out.Record.WorkspaceID).Str("status", out.Record.Status).Msg("async call outcome recorded")
+				return
+			case err == nil:
+				e.Str("workspace_id", out.Record.WorkspaceID).Str("status", out.Record.Status).Msg("async call already had its outcome; this answer dropped")
+				return
+			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrClosed), !time.Now().Add(backoff).Before(until):
+				b.log.Warn().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("async call outcome not recorded")
+				return
+			}
+			select {
+			case <-time.After(backoff):
+			case <-b.stopping:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	})
+	if !ok {
+		b.log.Warn().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Msg("async call answered after shutdown; outcome not recorded")
+	}
+}
+
+// sweepLoop sweeps the store every SweepInterval until the broker stops.
+func (b *Broker) sweepLoop() {
+	t := time.NewTicker(b.cfg.SweepInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-b.stopping:
+			return
+		case <-t.C:
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOp)
+			n, err := b.store.Sweep(ctx, time.Now(), sweepMax)
+			cancel()
+			if err != nil {
+				if !failing && !errors.Is(err, store.ErrClosed) {
+					b.log.Warn().Err(err).Msg("sweeping async calls failed; retrying every interval")
+				}
+				failing = true
+				break
+			}
+			if failing {
+				b.log.Info().Msg("sweeping async calls works again")
+				failing = false
+			}
+			if n > 0 {
+				b.metrics.asyncOutcomes.WithLabelValues(store.Failed).Add(float64(n))
+				b.log.Debug().Int("calls", n).Msg("async calls ended by the sweep")
+			}
+			if n < sweepMax {
+				break
+			}
+		}
+	}
+}
+
+// spawn runs f on a goroutine of the broker's wait group, unless Shutdown
+// is already waiting for that group (then it returns false): the group is
+// never added to while its Wait may be under way.
+func (b *Broker) spawn(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return false
+	}
+	b.wg.Go(f)
+	return true
+}

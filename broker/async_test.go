@@ -1,0 +1,309 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// apiRequest sends one request to the broker's API and returns its status,
+// its headers and its body.
+func (e *env) apiRequest(method, path, token, body string, header ...string) (int, http.Header, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, raw
+}
+
+// submit posts an async call and returns its record; want is the HTTP
+// status expected.
+func (e *env) submit(ws, token, body string, want int, header ...string) (store.Record, http.Header) {
+	e.t.Helper()
+	status, h, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/"+ws+"/calls", token, body, header...)
+	if status != want {
+		e.t.Fatalf("submit %s: HTTP %d %s, want %d", body, status, raw, want)
+	}
+	var rec store.Record
+	if status == http.StatusAccepted {
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			e.t.Fatalf("submit answered %s: %v", raw, err)
+		}
+	}
+	return rec, h
+}
+
+// callStatus reads GET /api/v1/calls/{cid}{query}.
+func (e *env) callStatus(cid, token, query string) (int, store.Record, protocol.ToolResponse) {
+	e.t.Helper()
+	status, _, raw := e.apiRequest(http.MethodGet, "/api/v1/calls/"+cid+query, token, "")
+	var rec store.Record
+	var fail protocol.ToolResponse
+	if status == http.StatusOK {
+		_ = json.Unmarshal(raw, &rec)
+	} else {
+		_ = json.Unmarshal(raw, &fail)
+	}
+	return status, rec, fail
+}
+
+func (e *env) cancelCall(cid, token string) (int, store.Record) {
+	e.t.Helper()
+	status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/calls/"+cid+"/cancel", token, "")
+	var rec store.Record
+	_ = json.Unmarshal(raw, &rec)
+	return status, rec
+}
+
+func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-a", e.token(broker.RoleBridge, "ws-a"))
+	tok := e.token(broker.RoleCaller, "ws-a")
+	rec, h := e.submit("ws-a", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5,"async":true}`, http.StatusAccepted)
+	if rec.CorrelationID == "" || rec.Status != store.Queued || rec.WorkspaceID != "ws-a" || rec.Endpoint != "/x" || h.Get("Location") != "/api/v1/calls/"+rec.CorrelationID {
+		t.Fatalf("submit: %+v, Location %q", rec, h.Get("Location"))
+	}
+	r := c.nextCall()
+	if r.call.CorrelationID != rec.CorrelationID || string(r.call.Payload) != `{"n":1}` || r.call.Async || r.call.IdempotencyKey != "" {
+		t.Fatalf("client got %+v", r.call)
+	}
+	waited := make(chan store.Record, 1)
+	go func() {
+		_, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=10")
+		waited <- got
+	}()
+	time.Sleep(50 * time.Millisecond) // the wait is under way; it must not answer yet
+	select {
+	case got := <-waited:
+		t.Fatalf("wait answered before the outcome: %+v", got)
+	default:
+	}
+	start := time.Now()
+	c.ackOK(r, `{"done":true}`)
+	select {
+	case got := <-waited:
+		if got.Status != store.Succeeded || got.Response == nil || !got.Response.Success || string(got.Response.Result) != `{"done":true}` || got.DeliveredAt == nil || got.FinishedAt == nil {
+			t.Fatalf("after the answer: %+v %+v", got, got.Response)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Fatalf("wait answered %s after the outcome", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait not answered after the outcome")
+	}
+}
+
+func TestAsyncPreferRespondAsyncHeaderSubmits(t *testing.T) {
+	e := newEnv(t)
+	e.connect("ws-p", e.token(broker.RoleBridge, "ws-p"))
+	rec, h := e.submit("ws-p", e.token(broker.RoleCaller, "ws-p"), `{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "Prefer", "wait=5, respond-async")
+	if rec.CorrelationID == "" || h.Get("Preference-Applied") != "respond-async" {
+		t.Fatalf("%+v %v", rec, h)
+	}
+}
+
+func TestAsyncBadRequestsGetStructuredErrors(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "ws-b")
+	other := e.token(broker.RoleCaller, "ws-other")
+	c := e.connect("ws-b", e.token(broker.RoleBridge, "ws-b"))
+	rec, _ := e.submit("ws-b", tok, `{"endpoint":"/x","timeout":5,"async":true}`, http.StatusAccepted)
+	c.nextCall()
+	for _, tc := range []struct {
+		name, cid, token, query string
+		status                  int
+		code                    string
+	}{
+		{"unknown id", "no-such-call", tok, "", http.StatusNotFound, protocol.CodeCallNotFound},
+		{"another workspace's call", rec.CorrelationID, other, "", http.StatusForbidden, protocol.CodeForbidden},
+		{"no token", rec.CorrelationID, "", "", http.StatusUnauthorized, protocol.CodeUnauthorized},
+		{"bridge token", rec.CorrelationID, e.token(broker.RoleBridge, "ws-b"), "", http.StatusForbidden, protocol.CodeForbidden},
+		{"wait too long", rec.CorrelationID, tok, "?wait=61", http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"wait negative", rec.CorrelationID, tok, "?wait=-1", http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"wait not a number", rec.CorrelationID, tok, "?wait=soon", http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"wait empty", rec.CorrelationID, tok, "?wait=", http.StatusBadRequest, protocol.CodeInvalidRequest},
+	} {
+		status, _, fail := e.callStatus(tc.cid, tc.token, tc.query)
+		if status != tc.status || fail.Error != tc.code || fail.Message == "" {
+			t.Errorf("%s: HTTP %d %+v, want %d %s", tc.name, status, fail, tc.status, tc.code)
+		}
+	}
+	if status, _ := e.cancelCall(rec.CorrelationID, other); status != http.StatusForbidden {
+		t.Errorf("cancel with another workspace's token: HTTP %d", status)
+	}
+	if status, _ := e.cancelCall("no-such-call", tok); status != http.StatusNotFound {
+		t.Errorf("cancel of an unknown id: HTTP %d", status)
+	}
+	// Submits that cannot be made.
+	for _, tc := range []struct {
+		name, body string
+		header     []string
+		status     int
+		code       string
+	}{
+		{"no endpoint", `{"async":true}`, nil, http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"negative wait", `{"endpoint":"/x","async":true,"wait_for_workspace_ms":-5}`, nil, http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"key without async", `{"endpoint":"/x","idempotency_key":"k"}`, nil, http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"header and field differ", `{"endpoint":"/x","async":true,"idempotency_key":"k"}`, []string{"Idempotency-Key", "other"}, http.StatusBadRequest, protocol.CodeInvalidRequest},
+		{"id taken", `{"endpoint":"/x","async":true,"correlation_id":"` + rec.CorrelationID + `"}`, nil, http.StatusConflict, protocol.CodeConflict},
+	} {
+		status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-b/calls", tok, tc.body, tc.header...)
+		var fail protocol.ToolResponse
+		_ = json.Unmarshal(raw, &fail)
+		if status != tc.status || fail.Error != tc.code || fail.Message == "" {
+			t.Errorf("%s: HTTP %d %s, want %d %s", tc.name, status, raw, tc.status, tc.code)
+		}
+	}
+}
+
+func TestAsyncIdempotencyKeyReturnsTheSameCallOnce(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-i", e.token(broker.RoleBridge, "ws-i"))
+	tok := e.token(broker.RoleCaller, "ws-i")
+	body := `{"endpoint":"/x","payload":{"a":1},"timeout":5,"async":true}`
+	first, _ := e.submit("ws-i", tok, body, http.StatusAccepted, "Idempotency-Key", "job-1")
+	again, _ := e.submit("ws-i", tok, `{"endpoint":"/x","payload":{ "a" : 1 },"timeout":5,"async":true,"idempotency_key":"job-1"}`, http.StatusAccepted)
+	if again.CorrelationID != first.CorrelationID {
+		t.Fatalf("retry made call %s, want %s", again.CorrelationID, first.CorrelationID)
+	}
+	status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-i/calls", tok, `{"endpoint":"/x","payload":{"a":2},"timeout":5,"async":true}`, "Idempotency-Key", "job-1")
+	var fail protocol.ToolResponse
+	_ = json.Unmarshal(raw, &fail)
+	if status != http.StatusConflict || fail.Error != protocol.CodeConflict || !strings.Contains(fail.Message, "job-1") {
+		t.Fatalf("same key, other body: HTTP %d %s", status, raw)
+	}
+	r := c.nextCall()
+	c.ackOK(r, `"once"`)
+	select {
+	case f := <-c.frames:
+		t.Fatalf("a second frame reached the client: %q", f)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestAsyncCancelWhileDeliveredSendsToolCancel(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-c", e.token(broker.RoleBridge, "ws-c"))
+	tok := e.token(broker.RoleCaller, "ws-c")
+	rec, _ := e.submit("ws-c", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
+	r := c.nextCall()
+	status, got := e.cancelCall(rec.CorrelationID, tok)
+	if status != http.StatusOK || got.Status != store.Cancelled || got.Response == nil || got.Response.Error != protocol.CodeCancelled {
+		t.Fatalf("cancel: HTTP %d %+v", status, got)
+	}
+	name, _, arg := c.nextEvent()
+	var tc protocol.ToolCancel
+	_ = json.Unmarshal(arg, &tc)
+	if name != protocol.EventToolCancel || tc.CorrelationID != rec.CorrelationID {
+		t.Fatalf("client got %s %s, want tool_cancel", name, arg)
+	}
+	// The client's late answer loses: the call stays cancelled.
+	c.ackOK(r, `"late"`)
+	_, after, _ := e.callStatus(rec.CorrelationID, tok, "")
+	if after.Status != store.Cancelled {
+		t.Fatalf("after the late answer: %+v", after)
+	}
+	// Cancelling a call with an outcome leaves it as it is.
+	done, _ := e.submit("ws-c", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
+	c.ackOK(c.nextCall(), `"ok"`)
+	_, final, _ := e.callStatus(done.CorrelationID, tok, "?wait=5")
+	if final.Status != store.Succeeded {
+		t.Fatalf("waited for %+v", final)
+	}
+	if status, got := e.cancelCall(done.CorrelationID, tok); status != http.StatusOK || got.Status != store.Succeeded || string(got.Response.Result) != `"ok"` {
+		t.Fatalf("cancel after success: HTTP %d %+v", status, got)
+	}
+}
+
+func TestAsyncOfflineWorkspaceWithoutWaitFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "ws-off")
+	rec, _ := e.submit("ws-off", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
+	if rec.Status != store.Failed || rec.Response == nil || rec.Response.Error != protocol.CodeWorkspaceOffline {
+		t.Fatalf("submit: %+v %+v", rec, rec.Response)
+	}
+}
+
+func TestAsyncQueuedCallIsDeliveredWhenTheWorkspaceConnects(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "ws-late")
+	first, _ := e.submit("ws-late", tok, `{"endpoint":"/first","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
+	second, _ := e.submit("ws-late", tok, `{"endpoint":"/second","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
+	if _, rec, _ := e.callStatus(first.CorrelationID, tok, "?wait=0.2"); rec.Status != store.Queued {
+		t.Fatalf("before the workspace connects: %+v", rec)
+	}
+	c := e.connect("ws-late", e.token(broker.RoleBridge, "ws-late"))
+	r1, r2 := c.nextCall(), c.nextCall()
+	if r1.call.CorrelationID != first.CorrelationID || r2.call.CorrelationID != second.CorrelationID {
+		t.Fatalf("delivered %s then %s, want the submit order", r1.call.Endpoint, r2.call.Endpoint)
+	}
+	if r1.call.Timeout > 10 || r1.call.Timeout < 9 {
+		t.Fatalf("timeout sent %v, want the time left", r1.call.Timeout)
+	}
+	c.ackOK(r1, `1`)
+	c.ackOK(r2, `2`)
+	for _, cid := range []string{first.CorrelationID, second.CorrelationID} {
+		if _, rec, _ := e.callStatus(cid, tok, "?wait=5"); rec.Status != store.Succeeded {
+			t.Fatalf("%s: %+v", cid, rec)
+		}
+	}
+}
+
+func TestAsyncQueuedCallPastItsDeadlineTimesOutAndIsNeverDelivered(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(broker.RoleCaller, "ws-dl")
+	rec, _ := e.submit("ws-dl", tok, `{"endpoint":"/x","timeout":0.3,"async":true,"wait_for_workspace_ms":60000}`, http.StatusAccepted)
+	_, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=5")
+	if got.Status != store.Failed || got.Response.Error != protocol.CodeTimeout || got.DeliveredAt != nil {
+		t.Fatalf("got %+v %+v", got, got.Response)
+	}
+	if late := got.FinishedAt.Sub(rec.Deadline); late < 0 || late > 500*time.Millisecond {
+		t.Fatalf("ended %s after its deadline", late)
+	}
+	c := e.connect("ws-dl", e.token(broker.RoleBridge, "ws-dl"))
+	select {
+	case f := <-c.frames:
+		t.Fatalf("the timed-out call reached the client: %q", f)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A wait shorter than the timeout ends workspace_offline.
+	rec, _ = e.submit("ws-gone", e.token(broker.RoleCaller, "ws-gone"), `{"endpoint":"/x","timeout":30,"async":true,"wait_for_workspace_ms":200}`, http.StatusAccepted)
+	_, got, _ = e.callStatus(rec.CorrelationID, e.token(broker.RoleCaller, "ws-gone"), "?wait=5")
+	if got.Status != store.Failed || got.Response.Error != protocol.CodeWorkspaceOffline {
+		t.Fatalf("got %+v %+v", got, got.Response)
+	}
+}
+
+func TestAsyncWaitAnswersWithTheCurrentStatusWhenItEnds(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
+	tok := e.token(broker.RoleCaller, "ws-w")
+	rec, _ := e.submit("ws-w", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
+	c.nextCall()
+	start := time.Now()
+	status, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=0.3")
+	if el := time.Since(start); status != http.StatusOK || got.Status != store.Delivered || el < 300*time.Millisecond || el > time.Second {
+		t.Fatalf("HTTP %d %+v after %s, want delivered after 0.3s", status, got, el)
+	}
+}

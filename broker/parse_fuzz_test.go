@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Fuzz targets for what the broker parses itself from clients: the body
+// of a polling POST and the CONNECT auth with the token in it. The packets
+// inside both go through protocol's decoders, fuzzed there.
+
+// FuzzPollPayload: splitting never panics, and a body it accepts is
+// exactly its packets joined again (text as sent, binary as 'b' and
+// base64), so no byte is lost or invented between the POST and the read
+// loop.
+func FuzzPollPayload(f *testing.F) {
+	for _, s := range []string{
+		"", "2", "3", "40", `40{"token":"t"}`, "42[\"tool_response\",{}]\x1e3\x1e3",
+		"451-[\"tool_response\",{\"_placeholder\":true,\"num\":0}]\x1ebAQID", "b", "b!!!", "bAQ==\x1e", "\x1e\x1e",
+		"4" + strings.Repeat("x", 300), "bAAECAwQFBgcICQ==\x1e42[\"e\"]",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		packets, err := splitPollPayload(body)
+		if err != nil {
+			return
+		}
+		var joined [][]byte
+		for _, p := range packets {
+			if p.binary {
+				joined = append(joined, []byte("b"+base64.StdEncoding.EncodeToString(p.data)))
+				continue
+			}
+			if len(p.data) > 0 && p.data[0] == 'b' {
+				t.Fatalf("text packet %q starts with b", p.data)
+			}
+			joined = append(joined, p.data)
+		}
+		// base64 has one encoding per byte string, bar padding bits
+		// that DecodeString tolerates being set; compare decoded then.
+		again, err := splitPollPayload(bytes.Join(joined, []byte{protocol.PayloadSeparator}))
+		if err != nil || len(again) != len(packets) {
+			t.Fatalf("re-joined body splits into %d packets (%v), want %d", len(again), err, len(packets))
+		}
+		for i := range packets {
+			if again[i].binary != packets[i].binary || !bytes.Equal(again[i].data, packets[i].data) {
+				t.Fatalf("packet %d changed: %+v, then %+v", i, packets[i], again[i])
+			}
+		}
+	})
+}
+
+// FuzzConnectAuth: whatever the CONNECT auth holds, decoding and checking
+// its token never panics, and only a token signed with the broker's
+// secret, for the bridge role and a workspace it names, is accepted.
+func FuzzConnectAuth(f *testing.F) {
+	secret := []byte("fuzz-secret-0123456789")
+	good, err := IssueToken(secret, RoleBridge, []string{"ws1"}, time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	caller, _ := IssueToken(secret, RoleCaller, []string{"*"}, time.Hour)
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"role": RoleBridge, "workspaces": []string{"ws1"},
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte("another-secret"))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"role": RoleBridge, "workspaces": []string{"ws1"},
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	for _, s := range []string{
+		``, `{}`, `null`, `[]`, `"x"`, `{"token":1}`, `{"token":"` + good + `","workspace_id":"ws1"}`,
+		`{"token":"` + good + `"}`, `{"token":"` + good + `","workspace":"ws1"}`, `{"token":"` + good + `","workspace_id":"ws2"}`,
+		`{"token":"` + caller + `","workspace_id":"ws1"}`, `{"token":"` + forged + `","workspace_id":"ws1"}`,
+		`{"token":"` + none + `","workspace_id":"ws1"}`, `{"token":"a.b.c","workspace_id":"ws1","client":"vscode"}`,
+		`{"token":"` + good[:len(good)-2] + `"}`, `{"token":"` + strings.Repeat("A", 5000) + `"}`,
+	} {
+		f.Add([]byte(s), "")
+	}
+	f.Add([]byte(`{"workspace_id":"ws1"}`), good)
+	a := newAuthenticator(secret)
+	f.Fuzz(func(t *testing.T, data []byte, bearer string) {
+		token, ws, err := decodeConnectAuth(data, bearer)
+		if err != nil {
+			return
+		}
+		claims, err := a.verify(token, RoleBridge, ws)
+		if err != nil {
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || (pe.Code != protocol.CodeUnauthorized && pe.Code != protocol.CodeForbidden) {
+				t.Fatalf("refusal %v is not unauthorized or forbidden", err)
+			}
+			return
+		}
+		// Only the bridge token the test signed can pass (or a spelling
+		// of it that decodes to the same signed bytes).
+		if claims.Role != RoleBridge || len(claims.Workspaces) != 1 || claims.Workspaces[0] != "ws1" || (ws != "" && ws != "ws1") {
+			t.Fatalf("accepted token %q with claims %+v for workspace %q", token, claims, ws)
+		}
+	})
+}

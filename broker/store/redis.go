@@ -1,0 +1,406 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// RedisConfig configures NewRedis. Exactly one of URL and ClusterAddrs must
+// be set: the same Redis as the brokers' bus.
+type RedisConfig struct {
+	// URL of a single Redis server (redis://, rediss://).
+	URL string
+	// ClusterAddrs are seed addresses of a Redis Cluster. Every key of the
+	// store carries one hash tag, so all records live in one slot: one
+	// shard serves the store.
+	ClusterAddrs []string
+	// Prefix starts every key; bus.DefaultRedisPrefix when empty. It must
+	// be Bus's prefix.
+	Prefix string
+	// Bus is this process's bus on the same Redis and prefix. The store
+	// hears outcomes on it (one subscription to OutcomeChannel, for Watch),
+	// so that an instance keeps one pub/sub connection. The store does not
+	// close it.
+	Bus bus.Bus
+	Options
+	Logger zerolog.Logger
+}
+
+// OutcomeChannel is the bus channel (under the prefix) on which the Redis
+// store announces the correlation id of every call that got its outcome.
+// It carries the keys' hash tag, so that on a Cluster the scripts publish
+// it (SPUBLISH) on the shard that holds the records.
+const OutcomeChannel = "{calls}:done"
+
+// Redis is the Store shared by broker instances on one Redis: a hash per
+// call, a list per workspace for its queue, one sorted set of the times
+// Sweep acts at, and a key per idempotency key; every step that must be
+// atomic is a Lua script (redis_scripts.go). The scripts that write an
+// outcome also publish it on OutcomeChannel, which every instance's store
+// subscribes on its bus, for Watch.
+//
+// Commands are never retried by the client: a script whose reply was lost
+// may have run, and running Create twice would answer the retry ErrExists.
+// All methods are safe for concurrent use.
+type Redis struct {
+	client  redis.UniversalClient
+	opts    Options
+	log     zerolog.Logger
+	k       redisKeys
+	publish string // the command the scripts announce outcomes with
+	single  bool   // one server: Create tells the holder in its script
+	prefix  string
+	sub     bus.Subscription
+	watch   watchers
+	closed  atomic.Bool
+}
+
+var _ Store = (*Redis)(nil)
+
+// redisKeys names the store's keys. The "{calls}" hash tag keeps them in
+// one cluster slot (a prefix with a tag of its own does the same).
+type redisKeys struct {
+	record  string // + correlation id: the call's hash
+	queue   string // + workspace id: its list of queued correlation ids
+	idem    string // + workspace id NUL key: the correlation id
+	due     string // sorted set: correlation id by the unix ms Sweep acts at
+	channel string // prefix + OutcomeChannel, as the scripts publish it
+}
+
+func newRedisKeys(prefix string) redisKeys {
+	base := prefix + "{calls}:"
+	return redisKeys{
+		record:  base + "call:",
+		queue:   base + "queue:",
+		idem:    base + "idem:",
+		due:     base + "due",
+		channel: prefix + OutcomeChannel,
+	}
+}
+
+// NewRedis connects to Redis and subscribes OutcomeChannel on cfg.Bus. It
+// fails if Redis does not answer within ctx. Close releases it.
+func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+	if (cfg.URL == "") == (len(cfg.ClusterAddrs) == 0) {
+		return nil, errors.New("creating redis call store: set exactly one of URL and ClusterAddrs")
+	}
+	if cfg.Bus == nil {
+		return nil, errors.New("creating redis call store: a bus is required (RedisConfig.Bus)")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = bus.DefaultRedisPrefix
+	}
+	cfg.Options.setDefaults()
+	var client redis.UniversalClient
+	publish := "PUBLISH"
+	if cfg.URL != "" {
+		opts, err := redis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis URL: %w", err)
+		}
+		opts.MaxRetries = -1 // see Redis
+		opts.ContextTimeoutEnabled = true
+		client = redis.NewClient(opts)
+	} else {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
+	}
+	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
+		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("connecting call store to redis: %w", err)
+	}
+	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel, func(msg []byte) { r.watch.notice(string(msg)) })
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("subscribing call outcomes: %w", err)
+	}
+	r.sub = sub
+	return r, nil
+}
+
+// unavailable wraps a Redis failure.
+func unavailable(doing string, err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// Create implements Store. On a single server the script publishes the
+// call on its workspace channel (the bus's name for it, under the prefix)
+// and, when a holder heard it, records it delivered rather than queued:
+// the holder delivers it as it comes, with no claim. On a Cluster that
+// channel lives on another shard than the records: the call is queued and
+// Told is -1.
+func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
+	if r.closed.Load() {
+		return Created{}, ErrClosed
+	}
+	rec, err := checkNew(rec)
+	if err != nil {
+		return Created{}, err
+	}
+	channel, msg := "", []byte(nil)
+	if r.single {
+		call := rec.Call()
+		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
+	}
+	expire := rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli()
+	idemKey, hasIdem := r.k.record+rec.CorrelationID, "0"
+	if rec.IdempotencyKey != "" {
+		idemKey, hasIdem = r.k.idem+idemScope(rec.WorkspaceID, rec.IdempotencyKey), "1"
+	}
+	now := time.Now()
+	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
+		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli()}
+	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
+	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
+	if err != nil {
+		return Created{}, unavailable("recording call", err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 0:
+		told, _ := res[1].(int64)
+		if told > 0 {
+			t := ms(now)
+			rec.Status, rec.DeliveredAt = Delivered, &t
+		}
+		return Created{Record: rec, Told: int(told)}, nil
+	case 1:
+		existing, err := parseRecord(res[1])
+		return Created{Record: existing, Existing: err == nil, Told: -1}, err
+	}
+	return Created{}, ErrExists
+}
+
+// fields are the hash fields of a new record.
+func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
+	f := []any{
+		"correlation_id", rec.CorrelationID,
+		"workspace_id", rec.WorkspaceID,
+		"endpoint", rec.Endpoint,
+		"status", rec.Status,
+		"created_at", rec.CreatedAt.UnixMilli(),
+		"deadline", rec.Deadline.UnixMilli(),
+		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
+		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
+	}
+	if !rec.OfflineAt.IsZero() {
+		f = append(f, "offline_at", rec.OfflineAt.UnixMilli())
+	}
+	if len(rec.Payload) > 0 {
+		f = append(f, "payload", []byte(rec.Payload))
+	}
+	if hasIdem {
+		f = append(f, "idempotency_key", rec.IdempotencyKey, "idem_ref", idemKey)
+	}
+	if rec.Fingerprint != "" {
+		f = append(f, "fingerprint", rec.Fingerprint)
+	}
+	return f
+}
+
+// parseRecord reads a record from a script's HGETALL reply.
+func parseRecord(v any) (Record, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return Record{}, fmt.Errorf("reading call record: unexpected reply %T", v)
+	}
+	var rec Record
+	for i := 0; i < len(list); i += 2 {
+		k, _ := list[i].(string)
+		val, _ := list[i+1].(string)
+		if err := rec.setField(k, val); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, rec.complete()
+}
+
+// setField sets the record field named k of a Redis hash to v.
+func (rec *Record) setField(k, v string) error {
+	msTime := func() (time.Time, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return fromMS(n), err
+	}
+	var err error
+	switch k {
+	case "correlation_id":
+		rec.CorrelationID = v
+	case "workspace_id":
+		rec.WorkspaceID = v
+	case "endpoint":
+		rec.Endpoint = v
+	case "status":
+		rec.Status = v
+	case "created_at":
+		rec.CreatedAt, err = msTime()
+	case "deadline":
+		rec.Deadline, err = msTime()
+	case "offline_at":
+		rec.OfflineAt, err = msTime()
+	case "delivered_at":
+		var t time.Time
+		t, err = msTime()
+		rec.DeliveredAt = &t
+	case "finished_at":
+		var t time.Time
+		t, err = msTime()
+		rec.FinishedAt = &t
+	case "timeout":
+		rec.Timeout, err = strconv.ParseFloat(v, 64)
+	case "payload":
+		rec.Payload = json.RawMessage(v)
+	case "response":
+		rec.Response = new(protocol.ToolResponse)
+		err = json.Unmarshal([]byte(v), rec.Response)
+	case "idempotency_key":
+		rec.IdempotencyKey = v
+	case "fingerprint":
+		rec.Fingerprint = v
+	}
+	if err != nil {
+		return fmt.Errorf("reading call record field %s: %w", k, err)
+	}
+	return nil
+}
+
+// complete checks a record read field by field; the response carries the
+// record's correlation id (a sweep wrote it through Lua's JSON encoder).
+func (rec *Record) complete() error {
+	if rec.CorrelationID == "" {
+		return errors.New("reading call record: no correlation_id")
+	}
+	if rec.Response != nil {
+		rec.Response.CorrelationID = rec.CorrelationID
+	}
+	return nil
+}
+
+// Get implements Store.
+func (r *Redis) Get(ctx context.Context, cid string) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	m, err := r.client.HGetAll(ctx, r.k.record+cid).Result()
+	if err != nil {
+		return Record{}, unavailable("reading call record", err)
+	}
+	if len(m) == 0 {
+		return Record{}, ErrNotFound
+	}
+	var rec Record
+	for k, v := range m {
+		if err := rec.setField(k, v); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, rec.complete()
+}
+
+// Claim implements Store.
+func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([]Record, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	res, err := claimScript.Run(ctx, r.client, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("claiming queued calls", err)
+	}
+	out := make([]Record, 0, len(res))
+	for _, v := range res {
+		rec, err := parseRecord(v)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Finish implements Store.
+func (r *Redis) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return r.end(ctx, cid, resp, now, "0")
+}
+
+// Withdraw implements Store.
+func (r *Redis) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
+	return r.end(ctx, cid, resp, now, "1")
+}
+
+// end is Finish, or Withdraw when withdraw is "1".
+func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw string) (Outcome, error) {
+	if r.closed.Load() {
+		return Outcome{}, ErrClosed
+	}
+	resp.CorrelationID = cid
+	body := protocol.AppendToolResponse(nil, &resp)
+	done := r.watch.finishing(cid)
+	defer done()
+	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
+		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish).Slice()
+	if err != nil {
+		r.watch.notify(cid, Record{}) // it may have run: watchers read again
+		return Outcome{}, unavailable("recording call outcome", err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		was, _ := res[1].(string)
+		rec, err := parseRecord(res[2])
+		if err == nil {
+			// This instance's watchers get the record now; the others hear
+			// of it on the outcome channel (so does this one, too late to
+			// matter: its watchers are gone).
+			r.watch.notify(cid, rec)
+		}
+		return Outcome{Record: rec, Won: true, Was: was}, err
+	case 2:
+		rec, err := parseRecord(res[1])
+		return Outcome{Record: rec}, err
+	}
+	return Outcome{}, ErrNotFound
+}
+
+// Sweep implements Store. Redis forgets records itself (their TTL).
+func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	n, err := sweepScript.Run(ctx, r.client, []string{r.k.due},
+		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
+		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish).Int()
+	if err != nil {
+		return 0, unavailable("sweeping call deadlines", err)
+	}
+	return n, nil
+}
+
+// Watch implements Store.
+func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(cid) }
+
+// Close implements Store: it ends the subscription and the client.
+func (r *Redis) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.sub.Unsubscribe(ctx)
+	if cerr := r.client.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,138 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/broker/store/storetest"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// newRedis returns a store on a bus of its own (like one broker instance),
+// both closed in t.Cleanup.
+func newRedis(t *testing.T, cfg store.RedisConfig) *store.Redis {
+	t.Helper()
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.Bus = newBus(t, bus.RedisConfig{URL: cfg.URL, ClusterAddrs: cfg.ClusterAddrs, Prefix: cfg.Prefix, Logger: cfg.Logger})
+	s, err := store.NewRedis(ctx, cfg)
+	if err != nil {
+		t.Fatalf("NewRedis: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Run(t, func(t *testing.T, opts store.Options) (store.Store, store.Store) {
+		// Two instances on one server and prefix, like two brokers.
+		cfg := store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t), Options: opts}
+		return newRedis(t, cfg), newRedis(t, cfg)
+	})
+}
+
+func TestRedisClusterConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	storetest.Run(t, func(t *testing.T, opts store.Options) (store.Store, store.Store) {
+		cfg := store.RedisConfig{ClusterAddrs: cl.Addrs(), Prefix: redistest.Prefix(t), Options: opts}
+		return newRedis(t, cfg), newRedis(t, cfg)
+	})
+}
+
+func TestRedisConfigIsChecked(t *testing.T) {
+	for _, cfg := range []store.RedisConfig{{}, {URL: "redis://x", ClusterAddrs: []string{"y"}}, {URL: "::not a url", Bus: bus.NewMemory()}, {URL: "redis://127.0.0.1:1"}} {
+		if s, err := store.NewRedis(context.Background(), cfg); err == nil {
+			_ = s.Close()
+			t.Errorf("NewRedis(%+v) accepted", cfg)
+		}
+	}
+}
+
+// TestRedisCreateHandsANewCallToTheHolder: on a single server Create
+// publishes the call on its workspace channel; heard by a holder it is
+// recorded delivered and never queued, heard by nobody it is queued. On a
+// Cluster it is queued and the caller tells the holder (Told -1).
+func TestRedisCreateHandsANewCallToTheHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	st := newRedis(t, store.RedisConfig{URL: srv.URL(), Prefix: prefix})
+	holder := newBus(t, bus.RedisConfig{URL: srv.URL(), Prefix: prefix})
+	heard := make(chan protocol.BusMessage, 1)
+	sub, err := holder.Subscribe(context.Background(), protocol.WorkspaceChannel("ws-held"), func(msg []byte) {
+		var m protocol.BusMessage
+		_ = protocol.DecodeBusMessage(msg, &m)
+		heard <- m
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe(context.Background()) })
+	now := time.Now()
+	rec := store.Record{CorrelationID: "direct-1", WorkspaceID: "ws-held", Endpoint: "/api/ping", Payload: json.RawMessage(`[1]`), Timeout: 5, CreatedAt: now, Deadline: now.Add(5 * time.Second)}
+	got, err := st.Create(context.Background(), rec)
+	if err != nil || got.Told != 1 || got.Record.Status != store.Delivered || got.Record.DeliveredAt == nil {
+		t.Fatalf("Create for a held workspace = %+v, %v", got, err)
+	}
+	m := <-heard
+	if m.Type != protocol.BusCall || !m.Async || m.CorrelationID != "direct-1" || string(m.Payload) != "[1]" || m.DeadlineMS != rec.Deadline.UnixMilli() {
+		t.Fatalf("the holder heard %+v", m)
+	}
+	if stored, _ := st.Get(context.Background(), "direct-1"); stored.Status != store.Delivered {
+		t.Fatalf("stored %+v", stored)
+	}
+	if claimed, err := st.Claim(context.Background(), "ws-held", time.Now(), 10); err != nil || len(claimed) != 0 {
+		t.Fatalf("also queued: %+v, %v", claimed, err)
+	}
+	// The sweep ends it at deadline + grace if its holder never answers.
+	if n, _ := st.Sweep(context.Background(), rec.Deadline.Add(store.DefaultGrace), 10); n != 1 {
+		t.Fatalf("swept %d", n)
+	}
+
+	rec.CorrelationID, rec.WorkspaceID = "queued-1", "ws-nobody"
+	got, err = st.Create(context.Background(), rec)
+	if err != nil || got.Told != 0 || got.Record.Status != store.Queued {
+		t.Fatalf("Create for an offline workspace = %+v, %v", got, err)
+	}
+	if claimed, err := st.Claim(context.Background(), "ws-nobody", time.Now(), 10); err != nil || len(claimed) != 1 {
+		t.Fatalf("not queued: %+v, %v", claimed, err)
+	}
+
+	if testing.Short() {
+		return
+	}
+	cl := redistest.StartCluster(t, 3)
+	cst := newRedis(t, store.RedisConfig{ClusterAddrs: cl.Addrs(), Prefix: prefix})
+	rec.CorrelationID = "cluster-1"
+	if got, err := cst.Create(context.Background(), rec); err != nil || got.Told != -1 || got.Record.Status != store.Queued {
+		t.Fatalf("Create on a cluster = %+v, %v", got, err)
+	}
+}
+
+// newBus is a Redis bus closed in t.Cleanup.
+func newBus(t *testing.T, cfg bus.RedisConfig) *bus.Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := bus.NewRedis(ctx, cfg)
+	if err != nil {
+		t.Fatalf("bus.NewRedis: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// Exit codes of `tether calls`, besides 2 for a usage error.
+const (
+	callsOK       = 0 // succeeded, or (status) not final yet
+	callsFailed   = 1 // failed or cancelled, or the request was refused
+	callsNotFinal = 3 // wait: the call was not final when the wait ended
+)
+
+// runCalls reads and ends async calls made with `tether call --async`:
+//
+//	tether calls status ID   print the call's record
+//	tether calls wait ID     wait (up to --max) for its outcome and print the record
+//	tether calls cancel ID   cancel it and print the record
+func runCalls(args []string, stdout, stderr io.Writer) int {
+	usage := func() {
+		fmt.Fprintln(stderr, "usage: tether calls status|wait|cancel [flags] CORRELATION_ID")
+	}
+	if len(args) == 0 {
+		usage()
+		return 2
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("calls "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
+	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token")
+	compact := fs.Bool("compact", false, "print the record on one line")
+	var max *time.Duration
+	switch verb {
+	case "status", "cancel":
+	case "wait":
+		max = fs.Duration("max", 11*time.Minute, "give up waiting after this long (exit 3); the longest call timeout is 10 minutes")
+	default:
+		usage()
+		return 2
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: tether calls %s [flags] CORRELATION_ID\n", verb)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	cid := fs.Arg(0)
+	ctx, stop := signalContext()
+	defer stop()
+	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token}
+	var rec store.Record
+	var err error
+	switch verb {
+	case "status":
+		rec, err = c.Status(ctx, cid)
+	case "wait":
+		rec, err = c.Wait(ctx, cid, *max)
+	case "cancel":
+		rec, err = c.Cancel(ctx, cid)
+	}
+	if err != nil {
+		printJSON(stdout, protocol.FailureFrom(cid, err, protocol.CodeInternalError), *compact)
+		return callsFailed
+	}
+	printJSON(stdout, rec, *compact)
+	switch {
+	case rec.Status == store.Succeeded:
+		return callsOK
+	case store.IsFinal(rec.Status):
+		return callsFailed
+	case verb == "wait":
+		return callsNotFinal
+	}
+	return callsOK
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/bus/redistest"
+)
+
+// The async issue's target: an async submit plus a wait for its outcome
+// takes at most this many times a synchronous call's p50, on Redis.
+const targetAsyncP50xSync = 1.5
+
+// asyncConcurrencies are the load levels of the async issue.
+var asyncConcurrencies = []int{1, 64}
+
+// asyncRow is one setup and concurrency: medians over the runs.
+type asyncRow struct {
+	setup                         string
+	conc                          int
+	syncRate, syncP50             float64 // calls/s, ms
+	asyncRate, asyncP50           float64 // round trips (submit + wait) per second, ms
+	asyncP99, syncP99             float64 // ms
+	xP50, xRate                   float64 // medians of the per-run ratios async/sync
+	brokerCPUSync, brokerCPUAsync float64 // µs of broker CPU per call
+}
+
+// BenchmarkAsyncCalls measures an async call's whole round trip, POST
+// .../calls with "async":true and then GET /api/v1/calls/{id}?wait=10 on the
+// same keep-alive connection until the outcome, against a plain synchronous
+// call of the same /api/ping, by the same load generator in the same run,
+// through one broker and a bridge:
+//
+//   - memory: the broker alone, on its in-memory bus and store;
+//   - redis: the broker on Redis (bus and call store), the bridge on it.
+//
+// Each run measures the synchronous call, then the async one; the ratios
+// are taken per run and their median reported, so that drift on a shared
+// machine cancels out.
+func BenchmarkAsyncCalls(b *testing.B) {
+	bin := tetherBin(b)
+	cfg := loadConfigFromEnv(b)
+	srv := redistest.Start(b)
+	prefix := fmt.Sprintf("bench-async:%d:", time.Now().UnixNano())
+	retention := []string{"--call-retention", "1m"}
+	mem, memSecret := startBroker(b, bin, retention...)
+	startBridge(b, bin, mem, memSecret, "bench-async-mem")
+	red, redSecret := startBroker(b, bin, append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", "async"}, retention...)...)
+	startBridge(b, bin, red, redSecret, "bench-async-redis")
+	setups := []struct {
+		name string
+		brk  *server
+		tgt  target
+	}{
+		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-async-mem")}},
+		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")}},
+	}
+
+	fmt.Printf("\nasync calls: %d×(%v warm-up + %v measured) per concurrency, setup and kind; CPUs: %d\n", cfg.runs, cfg.warmup, cfg.measure, runtime.NumCPU())
+	var rows []asyncRow
+	for _, conc := range asyncConcurrencies {
+		for _, st := range setups {
+			b.Run(fmt.Sprintf("%s/c=%d", st.name, conc), func(b *testing.B) {
+				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA []float64
+				asyncTgt := st.tgt
+				asyncTgt.async = true
+				for run := 1; run <= cfg.runs; run++ {
+					s := runLoadOver(b, []target{st.tgt}, conc, cfg, []int{st.brk.pid()})
+					a := runLoadOver(b, []target{asyncTgt}, conc, cfg, []int{st.brk.pid()})
+					sRate, sP50, sP99 = append(sRate, s.rate()), append(sP50, ms(s.quantile(.5))), append(sP99, ms(s.quantile(.99)))
+					aRate, aP50, aP99 = append(aRate, a.rate()), append(aP50, ms(a.quantile(.5))), append(aP99, ms(a.quantile(.99)))
+					xP50 = append(xP50, float64(a.quantile(.5))/float64(s.quantile(.5)))
+					xRate = append(xRate, a.rate()/s.rate())
+					cpuS = append(cpuS, us(s.watchCPU[0])/float64(len(s.lat)))
+					cpuA = append(cpuA, us(a.watchCPU[0])/float64(len(a.lat)))
+					fmt.Printf("  %-6s c=%-2d run %d/%d  sync %7.0f calls/s p50 %6.3f ms | async %7.0f round trips/s p50 %6.3f ms (×%.2f)\n",
+						st.name, conc, run, cfg.runs, s.rate(), ms(s.quantile(.5)), a.rate(), ms(a.quantile(.5)), xP50[len(xP50)-1])
+				}
+				row := asyncRow{
+					setup: st.name, conc: conc,
+					syncRate: median(sRate), syncP50: median(sP50), syncP99: median(sP99),
+					asyncRate: median(aRate), asyncP50: median(aP50), asyncP99: median(aP99),
+					xP50: median(xP50), xRate: median(xRate),
+					brokerCPUSync: median(cpuS), brokerCPUAsync: median(cpuA),
+				}
+				rows = append(rows, row)
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(row.asyncP50, "async-p50-ms")
+				b.ReportMetric(row.syncP50, "sync-p50-ms")
+				b.ReportMetric(row.xP50, "x-sync-p50")
+				b.ReportMetric(row.asyncRate, "async-round-trips/s")
+			})
+		}
+	}
+	printAsyncTable(os.Stdout, rows, cfg)
+}
+
+func printAsyncTable(out io.Writer, rows []asyncRow, cfg loadConfig) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nasync submit + wait (POST .../calls async, GET /api/v1/calls/{id}?wait=) against a sync POST .../calls, /api/ping (%d B payload), HTTP caller → broker → bridge, loopback, %d CPUs\n", len(pingPayload), runtime.NumCPU())
+	fmt.Fprintf(out, "median of %d runs of %v (after %v warm-up); ×sync: median of the per-run ratios async/sync (each run: sync, then async); broker CPU per call over the measured window\n\n", cfg.runs, cfg.measure, cfg.warmup)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setup\tconc\t sync calls/s\tp50 ms\tp99 ms\t async round trips/s\tp50 ms\tp99 ms\t ×sync p50\t×sync rate\t broker µs/call sync\tasync\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t %.0f\t%.3f\t%.3f\t %.0f\t%.3f\t%.3f\t %.2f\t%.2f\t %.1f\t%.1f\t\n",
+			r.setup, r.conc, r.syncRate, r.syncP50, r.syncP99, r.asyncRate, r.asyncP50, r.asyncP99, r.xP50, r.xRate, r.brokerCPUSync, r.brokerCPUAsync)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out)
+	for _, r := range rows {
+		if r.setup == "redis" {
+			fmt.Fprintf(out, "target redis c=%d: async p50 ×%.2f of sync, want ≤ %.1f: %s\n", r.conc, r.xP50, targetAsyncP50xSync, verdict(r.xP50 <= targetAsyncP50xSync))
+		}
+	}
+	fmt.Fprintln(out)
+}

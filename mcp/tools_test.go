@@ -1,0 +1,187 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/terminal"
+)
+
+func TestTerminalRunReturnsExitCodeAndOutput(t *testing.T) {
+	br := newInprocBridge(t, nil)
+	cs := client(t, br, nil)
+	var res terminal.ExecResult
+	txt := ok(t, cs, "terminal_run", map[string]any{"command": "echo hello; echo oops >&2; exit 3"}, &res)
+	if res.ExitCode != 3 || !strings.Contains(res.Output, "hello") {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(txt, "Exit code 3") || !strings.Contains(txt, "hello") || !strings.Contains(txt, "oops") {
+		t.Errorf("text %q", txt)
+	}
+}
+
+func TestTerminalRunStopsAtTimeoutWithTheOutputSoFar(t *testing.T) {
+	cs := client(t, newInprocBridge(t, nil), nil)
+	var res terminal.ExecResult
+	txt := ok(t, cs, "terminal_run", map[string]any{"command": "echo started; sleep 30", "timeout_s": 1}, &res)
+	if !res.TimedOut || !strings.Contains(res.Output, "started") || !strings.Contains(txt, "Timed out") || !strings.Contains(txt, "async") {
+		t.Fatalf("result %+v, text %q", res, txt)
+	}
+}
+
+func TestTerminalAsyncSessionInputOutputSignal(t *testing.T) {
+	br := newInprocBridge(t, nil)
+	cs := client(t, br, nil)
+	var started terminal.ExecResult
+	txt := ok(t, cs, "terminal_run", map[string]any{"command": "cat", "async": true}, &started)
+	if started.SessionID == "" || !strings.Contains(txt, started.SessionID) || !strings.Contains(txt, "terminal_output") {
+		t.Fatalf("async start %+v, text %q", started, txt)
+	}
+	id := started.SessionID
+	ok(t, cs, "terminal_input", map[string]any{"session_id": id, "data": "one\n"}, nil)
+	var out terminal.OutputResult
+	var seen strings.Builder
+	poll(t, "the echo", func() bool {
+		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
+		seen.WriteString(out.Output)
+		return strings.Contains(seen.String(), "one")
+	})
+	if !out.Running || !strings.Contains(txt, "is running") {
+		t.Fatalf("session ended: %q", txt)
+	}
+	var sig bridge.SignalResult
+	ok(t, cs, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"}, &sig)
+	if sig.Signal != "SIGINT" {
+		t.Errorf("signal %+v", sig)
+	}
+	poll(t, "the session to end", func() bool {
+		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
+		return !out.Running
+	})
+	if !strings.Contains(txt, "exited with code 130") {
+		t.Errorf("final text %q", txt)
+	}
+	fails(t, cs, "terminal_output", map[string]any{"session_id": "no-such"}, protocol.CodeSessionNotFound)
+}
+
+// poll calls f until it reports true, for up to 10 s.
+func poll(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSandboxCommandCannotBeAsync(t *testing.T) {
+	br := newInprocBridge(t, nil)
+	cs := client(t, br, nil)
+	fails(t, cs, "terminal_run", map[string]any{"command": "true", "async": true, "sandbox_id": "ws-1"}, protocol.CodeInvalidRequest)
+	if n := len(br.endpoints()); n != 0 {
+		t.Fatalf("%d calls", n)
+	}
+}
+
+func TestFileToolsRouteToTheRootOrTheSandbox(t *testing.T) {
+	ws := &fakeWorkspace{answer: func(_ context.Context, req caller.Request) protocol.ToolResponse {
+		return success(map[string]any{"path": "a.txt", "content": "one\ntwo\n", "size": 8, "total_lines": 2})
+	}}
+	cs := client(t, ws, nil)
+	txt := ok(t, cs, "file_read", map[string]any{"path": "a.txt"}, nil)
+	ok(t, cs, "file_read", map[string]any{"path": "a.txt", "sandbox_id": "ws-abc/../x"}, nil)
+	calls := ws.called()
+	if calls[0].Endpoint != bridge.WorkspaceReadFileEndpoint || calls[1].Endpoint != "/api/sandbox/workspaces/ws-abc%2F..%2Fx/read-file" {
+		t.Fatalf("endpoints %q, %q", calls[0].Endpoint, calls[1].Endpoint)
+	}
+	var payload map[string]any
+	_ = json.Unmarshal(calls[0].Payload, &payload)
+	if len(payload) != 1 || payload["path"] != "a.txt" {
+		t.Errorf("payload %v: want only the arguments given", payload)
+	}
+	if !strings.Contains(txt, "     1\tone\n     2\ttwo") {
+		t.Errorf("text %q: want numbered lines", txt)
+	}
+}
+
+// debugScript plays a debug adapter's routes for the flow tests: a session
+// that runs until the first snapshot asks, then stops at add_numbers.c:4.
+type debugScript struct {
+	mu      sync.Mutex
+	running bool
+	calls   []string
+}
+
+func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.ToolResponse {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, req.Endpoint)
+	switch req.Endpoint {
+	case bridge.WorkspaceCapabilitiesEndpoint:
+		return success(bridge.CapabilitiesResult{Root: "/w"})
+	case bridge.DebugStartEndpoint:
+		return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateRunning})
+	case bridge.DebugContinueEndpoint:
+		if d.running {
+			// The bridge answers at once for a session that already runs.
+			return success(dap.ControlResult{SessionID: "dbg-1", State: dap.StateRunning})
+		}
+		return success(dap.ControlResult{SessionID: "dbg-1", State: dap.StateStopped, Stop: &dap.StopInfo{Reason: "breakpoint", ThreadID: 1}})
+	case bridge.DebugSnapshotEndpoint:
+		d.running = false
+		return success(dap.Snapshot{SessionID: "dbg-1", State: dap.StateStopped, ThreadID: 1,
+			Stop:   &dap.StopInfo{Reason: "breakpoint", ThreadID: 1},
+			Frames: []dap.Frame{{ID: 1, Name: "add_numbers", Path: "/w/add_numbers.c", Line: 4}, {ID: 2, Name: "main", Path: "/w/add_numbers.c", Line: 8}},
+			Locals: []dap.Variable{{Name: "a", Value: "2", Type: "int"}, {Name: "b", Value: "3", Type: "int"}, {Name: "sum", Value: "5", Type: "int"}, {Name: "evil", Value: "\x1b[2J\nfake"}},
+		})
+	case bridge.WorkspaceReadFileEndpoint:
+		return success(map[string]any{"path": "add_numbers.c", "start_line": 1, "end_line": 5, "content": "#include <stdio.h>\nint add_numbers(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n"})
+	}
+	return protocol.Failure("c", protocol.CodeUnknownRoute, "no route "+req.Endpoint)
+}
+
+func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
+	d := &debugScript{running: true}
+	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+	d.calls = nil // the capabilities tools/list asked for: the root is known
+	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+	for _, want := range []string{"Stopped (breakpoint) in add_numbers at add_numbers.c:4", "#1 main at add_numbers.c:8", "a = 2 (int)", "b = 3 (int)", "sum = 5 (int)",
+		"→     4      return sum;", "      5  }", `evil = \x1b[2J\nfake`, "Next: debug_step"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("text lacks %q:\n%s", want, txt)
+		}
+	}
+	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+		t.Errorf("calls %s", got)
+	}
+}
+
+func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing.T) {
+	d := &debugScript{running: false} // it reached the breakpoint before continue came
+	cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+	d.calls = nil
+	ok(t, cs, "debug_start", map[string]any{"language": "c", "program": "add_numbers", "breakpoints": []any{map[string]any{"path": "add_numbers.c", "line": 4}}}, nil)
+	txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+	if !strings.Contains(txt, "sum = 5") {
+		t.Errorf("text:\n%s", txt)
+	}
+	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+		t.Errorf("calls %s: want no continue before the first stop was shown", got)
+	}
+	// The next continue resumes.
+	d.calls = nil
+	ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+	if len(d.calls) == 0 || d.calls[0] != bridge.DebugContinueEndpoint {
+		t.Errorf("second continue made %v", d.calls)
+	}
+}
