@@ -146,6 +146,18 @@ func unavailable(doing string, err error) error {
 // channel lives on another shard than the records: the call is queued and
 // Told is -1.
 func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
+	return r.create(ctx, rec, false)
+}
+
+// CreateHeld implements Store: the create script records the call
+// delivered when the workspace's queue is empty, on a single server and a
+// Cluster alike, and publishes nothing.
+func (r *Redis) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+	return r.create(ctx, rec, true)
+}
+
+// create is Create, or CreateHeld when held is set.
+func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, error) {
 	if r.closed.Load() {
 		return Created{}, ErrClosed
 	}
@@ -153,8 +165,10 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	channel, msg := "", []byte(nil)
-	if r.single {
+	channel, msg, heldArg := "", []byte(nil), "0"
+	if held {
+		heldArg = "1"
+	} else if r.single {
 		call := rec.Call()
 		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
 	}
@@ -165,7 +179,7 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	}
 	now := time.Now()
 	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
-		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli()}
+		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli(), heldArg}
 	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
 	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
 	if err != nil {
@@ -182,6 +196,10 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	case 1:
 		existing, err := parseRecord(res[1])
 		return Created{Record: existing, Existing: err == nil, Told: -1}, err
+	case 3:
+		t := ms(now)
+		rec.Status, rec.DeliveredAt = Delivered, &t
+		return Created{Record: rec, Told: -1, Claimed: true}, nil
 	}
 	return Created{}, ErrExists
 }
