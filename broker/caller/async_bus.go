@@ -140,6 +140,13 @@ func (c *BusCaller) Status(ctx context.Context, cid string) (store.Record, error
 	return rec, nil
 }
 
+// pendingStore is a store that knows the calls it recorded whose outcome
+// it has not heard of (store.Redis.Pending): a wait for one of them, with
+// its watch registered first, needs no first read of the record.
+type pendingStore interface {
+	Pending(correlationID string) (store.Record, bool)
+}
+
 // Wait implements Async.
 func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (store.Record, error) {
 	return c.WaitFor(ctx, cid, max, nil)
@@ -150,7 +157,9 @@ func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (st
 // the caller's token this way before it holds a request). It watches for
 // the outcome before reading the record, so that an outcome between the two
 // is not missed, and reads the record again on a notification without it,
-// every waitPoll, and when max is over.
+// every waitPoll, and when max is over. A wait (max > 0) for a call the
+// store recorded itself and knows to be without an outcome
+// (store.Redis.Pending) skips the first read.
 func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, allow func(*store.Record) error) (store.Record, error) {
 	st, err := c.store()
 	if err != nil {
@@ -158,9 +167,15 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 	}
 	outcome, stop := st.Watch(cid)
 	defer func() { stop() }()
-	rec, err := c.Status(ctx, cid)
-	if err != nil {
-		return rec, err
+	var rec store.Record
+	known := false
+	if p, ok := st.(pendingStore); ok && max > 0 {
+		rec, known = p.Pending(cid)
+	}
+	if !known {
+		if rec, err = c.Status(ctx, cid); err != nil {
+			return rec, err
+		}
 	}
 	if allow != nil {
 		if err := allow(&rec); err != nil {

@@ -180,7 +180,12 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 	now := time.Now()
 	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
 		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli(), heldArg}
-	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
+	stored := rec
+	if held { // delivered unless calls are queued (the script then says queued)
+		t := ms(now)
+		stored.Status, stored.DeliveredAt = Delivered, &t
+	}
+	args = append(args, r.fields(&stored, idemKey, hasIdem == "1")...)
 	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
 	if err != nil {
 		return Created{}, unavailable("recording call", err)
@@ -192,6 +197,7 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 			t := ms(now)
 			rec.Status, rec.DeliveredAt = Delivered, &t
 		}
+		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
 		return Created{Record: rec, Told: int(told)}, nil
 	case 1:
 		existing, err := parseRecord(res[1])
@@ -199,6 +205,7 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 	case 3:
 		t := ms(now)
 		rec.Status, rec.DeliveredAt = Delivered, &t
+		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
 		return Created{Record: rec, Told: -1, Claimed: true}, nil
 	}
 	return Created{}, ErrExists
@@ -215,6 +222,9 @@ func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
 		"deadline", rec.Deadline.UnixMilli(),
 		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
 		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
+	}
+	if rec.DeliveredAt != nil {
+		f = append(f, "delivered_at", rec.DeliveredAt.UnixMilli())
 	}
 	if !rec.OfflineAt.IsZero() {
 		f = append(f, "offline_at", rec.OfflineAt.UnixMilli())
@@ -408,6 +418,17 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 
 // Watch implements Store.
 func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(cid) }
+
+// Pending returns the record of a call this instance created, as it
+// created it, while it has heard of no outcome for it (from its own
+// Finish, Withdraw or Sweep, or any instance's on the outcome channel) and
+// the call's deadline plus grace has not passed. Its status may be behind
+// (queued for a call claimed since), never its outcome: a Watch registered
+// before Pending is called fires on the outcome. So a wait on the instance
+// that took the submit needs no first read of the record. Should the
+// outcome's notice be lost with the Redis connection, the waiter's
+// periodic read sees it instead (as it does for any Watch).
+func (r *Redis) Pending(cid string) (Record, bool) { return r.watch.known(cid, time.Now()) }
 
 // Close implements Store: it ends the subscription and the client.
 func (r *Redis) Close() error {

@@ -18,9 +18,10 @@ import "github.com/redis/go-redis/v9"
 // exactly one holder, as any call on the channel) and never queued;
 // otherwise, or without a channel, it joins the workspace's queue.
 //
-// Held (CreateHeld: the caller holds the workspace's connection), the call
-// is recorded delivered when the queue is empty, and nobody is told; with
-// calls queued it joins the queue behind them.
+// Held (CreateHeld: the caller holds the workspace's connection), the
+// fields come recorded delivered, and stay so when the queue is empty;
+// nobody is told. With calls queued the call joins the queue behind them,
+// queued.
 //
 // KEYS: record, queue, due, idempotency key (the record again when none).
 // ARGV: correlation id, record expiry (unix ms), due while queued (unix
@@ -44,10 +45,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {2} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[2]) end
-if ARGV[10] == '1' and redis.call('LLEN', KEYS[2]) == 0 then
-  redis.call('HSET', KEYS[1], 'status', 'delivered', 'delivered_at', ARGV[9])
-  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
-  return {3}
+if ARGV[10] == '1' then
+  if redis.call('LLEN', KEYS[2]) == 0 then
+    redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+    return {3}
+  end
+  redis.call('HSET', KEYS[1], 'status', 'queued')
+  redis.call('HDEL', KEYS[1], 'delivered_at')
 end
 local heard = -1
 if ARGV[7] ~= '' then heard = redis.call('PUBLISH', ARGV[7], ARGV[8]) end
