@@ -85,7 +85,8 @@ type conn struct {
 	// Draining the workspace's queue of async calls (async.go).
 	queueRunning bool              // a drain goroutine runs
 	queueAgain   bool              // look at the queue again after this round
-	claimCancels map[string]string // cancels that came during a claim, by correlation id; nil between claims
+	claiming     int               // claims in flight (beginClaim)
+	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel
