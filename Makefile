@@ -39,7 +39,7 @@ UPDATE_DOCS ?=
 RENDER ?=
 BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 
-.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers run clean
+.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
 
 help:
 	@echo 'make deps       install Debian packages, e2e node clients, staticcheck and delve (idempotent)'
@@ -54,6 +54,11 @@ help:
 	@echo '                 BASELINE=old.json flags regressions, UPDATE_DOCS=1 fills docs/benchmarks.md,'
 	@echo '                 RENDER=run.json redoes the report of an earlier run;'
 	@echo '                 knobs: see docs/benchmarks.md)'
+	@echo 'make chaos      the chaos run: brokers, Redis, bridges and clients under random faults, every'
+	@echo '                 call checked (about a minute; CHAOS_CALLS=1000000 CHAOS_DURATION=3h for the long'
+	@echo '                 run; knobs: e2e/chaos/doc.go, results: docs/reliability.md)'
+	@echo 'make soak       10,000 idle connections and 1,000 bridges on one broker for minutes, then'
+	@echo '                 everything disconnected back to the baseline (knobs: e2e/soak/doc.go)'
 	@echo 'make run        build and run bin/tether up --root .'
 
 deps: deps-apt deps-node deps-tools
@@ -125,6 +130,15 @@ bench-peers: deps deps-peers build
 	BENCH_PEERS_COMMAND='make bench-peers$(if $(BASELINE), BASELINE=$(BASELINE))$(if $(UPDATE_DOCS), UPDATE_DOCS=$(UPDATE_DOCS))' \
 	BENCH_PEERS_RENDER='$(if $(RENDER),$(abspath $(RENDER)))' \
 	$(GO) test -count=1 -timeout 2h -run '$(if $(RENDER),^$$,^TestPeersInterruptStopsEveryChild$$)' -bench '^BenchmarkPeers$$' -benchtime 1x ./e2e/bench/
+
+# The chaos run (e2e/chaos; its short configuration is part of make test).
+# CHAOS_* variables given to make reach the test: make chaos CHAOS_CALLS=1000000.
+chaos: deps build
+	$(GO) test -count=1 -timeout 12h -run '^TestChaos$$' -v ./e2e/chaos/
+
+# The soak (e2e/soak): minutes, thousands of connections; not part of make test.
+soak: deps build
+	TETHER_SOAK=1 $(GO) test -count=1 -timeout 2h -run '^TestSoak$$' -v ./e2e/soak/
 
 run: build
 	$(TETHER_BIN) up --root $(CURDIR)

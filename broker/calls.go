@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -77,10 +78,24 @@ type callTable struct {
 	inFlight   prometheus.Gauge   // calls in the table, across connections
 	duplicates prometheus.Counter // answers that found no call
 
-	byID    map[string]*pending // by correlation id
-	byAck   map[int64]string    // ack id -> correlation id
+	byID  map[string]*pending // by correlation id
+	byAck map[int64]string    // ack id -> correlation id
+	// nextAck is the last ack id given out. It starts at a random point
+	// (firstAckSpan), not at 0: a client's ack outlives its connection.
+	// socket.io-client reconnects the same Socket, and an ack its handler
+	// sends after the reconnect goes out on the new connection with the
+	// id of the old one. Counting from 0 on every connection, that id
+	// would name the new connection's call of the same number, which would
+	// take the old call's answer; from a random start it names no call of
+	// the new connection and is dropped.
 	nextAck int64
 }
+
+// firstAckSpan bounds where a table's ack ids start: [0, 2^31), so that
+// they stay small integers for every client (JavaScript numbers are exact
+// up to 2^53) and two connections' ranges overlap with a chance of about
+// one in a million for a few hundred calls each.
+const firstAckSpan = 1 << 31
 
 func newCallTable(mu *sync.Mutex, owner callOwner, log *zerolog.Logger, inFlight prometheus.Gauge, duplicates prometheus.Counter) callTable {
 	return callTable{
@@ -91,6 +106,7 @@ func newCallTable(mu *sync.Mutex, owner callOwner, log *zerolog.Logger, inFlight
 		duplicates: duplicates,
 		byID:       make(map[string]*pending),
 		byAck:      make(map[int64]string),
+		nextAck:    rand.Int64N(firstAckSpan),
 	}
 }
 
@@ -177,7 +193,9 @@ func (t *callTable) count() int {
 // for a tool_response event, which names its call by resp.CorrelationID.
 // An answer for no call in the table (already answered, or not this
 // connection's: a client may only answer its own calls) is dropped and
-// counted.
+// counted, and so is an ack whose response names another call than the
+// one its ack id was given to (an ack sent on a later connection than its
+// call's, see nextAck): the call keeps waiting for its own answer.
 func (t *callTable) answer(resp protocol.ToolResponse, ackID int64) {
 	t.mu.Lock()
 	if ackID != protocol.NoAck {
@@ -186,6 +204,13 @@ func (t *callTable) answer(resp protocol.ToolResponse, ackID int64) {
 			t.mu.Unlock()
 			t.duplicates.Inc()
 			t.owner.event(t.log.Debug()).Int64("ack", ackID).Msg("ack for no pending call dropped")
+			return
+		}
+		if resp.CorrelationID != "" && resp.CorrelationID != cid {
+			t.mu.Unlock()
+			t.duplicates.Inc()
+			t.owner.event(t.log.Debug()).Int64("ack", ackID).Str("correlation_id", cid).Str("answer_for", resp.CorrelationID).
+				Msg("ack naming another call dropped")
 			return
 		}
 		resp.CorrelationID = cid

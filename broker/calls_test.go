@@ -164,6 +164,52 @@ func TestCallTableAnswerByEvent(t *testing.T) {
 	}
 }
 
+// TestCallTableAckNamingAnotherCallIsDropped: an ack whose response names
+// another call than the one its ack id was given to answers neither (the
+// chaos run's wrong_result: a client's late ack for an earlier connection's
+// call took the answer slot of the new connection's call of the same ack
+// id). Both calls keep waiting for their own answers.
+func TestCallTableAckNamingAnotherCallIsDropped(t *testing.T) {
+	r := newTableRig(t, zerolog.DebugLevel)
+	a := r.add("a", time.Hour, nil)
+	b := r.add("b", time.Hour, nil)
+	r.calls.answer(protocol.Success("earlier", []byte(`"not a's"`)), a)
+	r.calls.answer(protocol.Success("a", []byte(`"not b's"`)), b)
+	if n := r.calls.count(); n != 2 {
+		t.Fatalf("%d calls pending after two misaddressed acks, want both", n)
+	}
+	if d := r.metric("duplicates"); d != 2 {
+		t.Fatalf("dropped answers counted %v, want 2", d)
+	}
+	r.calls.answer(protocol.Success("b", []byte(`"b's"`)), b)
+	r.calls.answer(protocol.Success("a", []byte(`"a's"`)), a)
+	for cid, want := range map[string]string{"a": `"a's"`, "b": `"b's"`} {
+		got, _ := r.owner.answers(cid)
+		if len(got) != 1 || string(got[0].Result) != want {
+			t.Fatalf("call %s answered %+v, want once with %s", cid, got, want)
+		}
+	}
+}
+
+// TestCallTableAckIDsStartAtRandomPerConnection: a new connection's ack ids
+// do not start where every other connection's do, so that an ack a client
+// sends after reconnecting, for a call of its earlier connection, names no
+// call of the new one (the chaos run's wrong_result, for an ack without a
+// correlation id).
+func TestCallTableAckIDsStartAtRandomPerConnection(t *testing.T) {
+	seen := map[int64]bool{}
+	for range 100 {
+		r := newTableRig(t, zerolog.Disabled)
+		r.mu.Lock()
+		first := r.calls.nextAckLocked()
+		r.mu.Unlock()
+		if first < 0 || first > firstAckSpan || seen[first] {
+			t.Fatalf("first ack id %d: out of [0, %d] or seen before (%d tables)", first, firstAckSpan, len(seen))
+		}
+		seen[first] = true
+	}
+}
+
 func TestCallTableTimeoutAnswersAndCancels(t *testing.T) {
 	r := newTableRig(t, zerolog.DebugLevel)
 	waiter := make(chan protocol.ToolResponse, 1)

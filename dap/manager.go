@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/retain"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -269,8 +270,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		if m.closed {
 			err = ErrClosed
 		} else {
-			m.sessions[s.id] = s
-			m.order = append(m.order, s.id)
+			m.addLocked(s)
 		}
 		m.mu.Unlock()
 	}
@@ -302,7 +302,22 @@ func (m *Manager) Session(id string) (*Session, error) {
 	return s, nil
 }
 
-// List describes every session, oldest first, ended ones included.
+// keepEnded is how many ended sessions stay listed (and answer
+// session_ended); older ones whose adapter is gone too are forgotten
+// (session_not_found), as the terminal's ended sessions are. An ended
+// session keeps its adapter's state and its output: a workspace that starts
+// sessions all day would hold them all.
+const keepEnded = 100
+
+// addLocked makes s findable by id, forgetting the oldest retired sessions
+// beyond keepEnded; m.mu must be held.
+func (m *Manager) addLocked(s *Session) {
+	m.sessions[s.id] = s
+	m.order = retain.Prune(append(m.order, s.id), m.sessions, (*Session).retired, keepEnded)
+}
+
+// List describes every session, oldest first, the last keepEnded ended ones
+// included.
 func (m *Manager) List() *SessionList {
 	m.mu.Lock()
 	list := make([]*Session, 0, len(m.order))
@@ -318,7 +333,8 @@ func (m *Manager) List() *SessionList {
 }
 
 // Stop ends a session (see Session.Stop). The session stays listed as
-// ended, so later calls on it answer session_ended.
+// ended (until keepEnded later ones have ended), so later calls on it answer
+// session_ended.
 func (m *Manager) Stop(ctx context.Context, req StopRequest) (*StopResult, error) {
 	s, err := m.Session(req.SessionID)
 	if err != nil {

@@ -213,6 +213,21 @@ func (s *Session) Info() SessionInfo {
 		State: s.state, Stop: s.stopIfStoppedLocked(), ExitCode: s.exitCode, EndReason: s.endReason, StartedAt: s.started}
 }
 
+// retired reports whether the session has ended and nothing of it runs any
+// more: its adapter's connection is gone and the watcher that cleans up
+// after it returned (an adapter may outlive its debuggee's end until Stop).
+// The manager calls it with its own lock held (s.mu is taken after it).
+func (s *Session) retired() bool {
+	select {
+	case <-s.watcherDone:
+	default:
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == StateEnded
+}
+
 func (s *Session) stopIfStoppedLocked() *StopInfo {
 	if s.state == StateStopped {
 		return s.stop

@@ -20,15 +20,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/protocol"
 )
 
 var tetherBin string
 
+// TestMain builds the binary when TETHER_BIN is not set, runs the tests, and
+// fails the run if they passed but left a goroutine, a file descriptor or a
+// process they started (directly or not: a bridge's shell, an adapter's
+// debuggee) behind (internal/leakcheck).
 func TestMain(m *testing.M) {
+	leaks := leakcheck.Begin()
 	code := func() int {
 		tetherBin = os.Getenv("TETHER_BIN")
 		if tetherBin == "" {
@@ -49,13 +53,7 @@ func TestMain(m *testing.M) {
 		}
 		return m.Run()
 	}()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak after e2e:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(leaks.After(code))
 }
 
 const secret = "e2e-secret-0123456789abcdef"

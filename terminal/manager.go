@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/retain"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -422,22 +422,7 @@ func (m *Manager) addAsync(s *session) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sessions[s.id] = s
-	m.order = append(m.order, s.id)
-	ended := 0
-	for _, id := range m.order {
-		if m.sessions[id].isDone() {
-			ended++
-		}
-	}
-	for i := 0; ended > keepEnded && i < len(m.order); {
-		if id := m.order[i]; m.sessions[id].isDone() {
-			delete(m.sessions, id)
-			m.order = slices.Delete(m.order, i, i+1)
-			ended--
-			continue
-		}
-		i++
-	}
+	m.order = retain.Prune(append(m.order, s.id), m.sessions, (*session).isDone, keepEnded)
 }
 
 func (m *Manager) lookup(id string) (*session, error) {

@@ -1,10 +1,17 @@
 package terminal
 
-// ring keeps the most recent len(buf) bytes of a stream and counts every
-// byte ever written, so a byte's offset stays meaningful after the ring
-// has dropped it. It is not safe for concurrent use; the session guards it.
+// ring keeps the most recent size bytes of a stream and counts every byte
+// ever written, so a byte's offset stays meaningful after the ring has
+// dropped it. Its buffer grows with what is written, up to size: most
+// sessions print a few lines, and an ended session's ring is kept for a
+// while (keepEnded), so a megabyte allocated up front for each would hold
+// a hundred megabytes for nothing. It is not safe for concurrent use; the
+// session guards it.
 type ring struct {
+	// buf holds byte offset o at buf[o%size]; until the ring is full
+	// len(buf) == total.
 	buf   []byte
+	size  int64
 	total int64 // bytes ever written
 }
 
@@ -12,13 +19,23 @@ func newRing(size int) *ring {
 	if size < 1 {
 		size = 1
 	}
-	return &ring{buf: make([]byte, size)}
+	return &ring{size: int64(size)}
 }
 
 // Write appends p, overwriting the oldest bytes once the ring is full.
 func (r *ring) Write(p []byte) (int, error) {
 	n := len(p)
-	size := int64(len(r.buf))
+	size := r.size
+	if r.total+int64(n) <= size {
+		r.buf = append(r.buf, p...)
+		r.total += int64(n)
+		return n, nil
+	}
+	if int64(len(r.buf)) < size {
+		full := make([]byte, size)
+		copy(full, r.buf)
+		r.buf = full
+	}
 	start := r.total
 	r.total += int64(n)
 	if int64(len(p)) > size {
@@ -36,8 +53,8 @@ func (r *ring) Total() int64 { return r.total }
 
 // Oldest is the offset of the oldest byte the ring still holds.
 func (r *ring) Oldest() int64 {
-	if r.total > int64(len(r.buf)) {
-		return r.total - int64(len(r.buf))
+	if r.total > r.size {
+		return r.total - r.size
 	}
 	return 0
 }
@@ -56,7 +73,7 @@ func (r *ring) ReadAt(from int64, limit int) (p []byte, start int64) {
 	if end <= from {
 		return nil, from
 	}
-	size := int64(len(r.buf))
+	size := r.size
 	out := make([]byte, 0, end-from)
 	a, b := from%size, end%size
 	if a < b || b == 0 {

@@ -123,7 +123,7 @@ func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws,
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if p.exited() {
-			tb.Fatalf("bridge exited while connecting: %v\n%s", p.waitErr, p.logTail())
+			tb.Fatalf("bridge exited while connecting: %v\n%s", p.Err(), p.logTail())
 		}
 		if list, err := listWorkspaces(client, brk.url, caller); err == nil && list[ws] {
 			return p

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tetherdev/tether/internal/leakcheck"
 )
 
 // TestMain doubles as the baseline echo server: the benchmarks re-execute
@@ -14,11 +14,13 @@ import (
 //
 // While the tests and benchmarks run, SIGINT or SIGTERM stops every child
 // process and its group, and removes their files, before this process exits
-// (children_test.go). After them, a goroutine left running fails the run.
+// (children_test.go). After them, a goroutine, file descriptor or process
+// left behind fails the run (internal/leakcheck).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(echoAddrEnv); addr != "" {
 		os.Exit(serveEcho(addr))
 	}
+	leaks := leakcheck.Begin()
 	var err error
 	if childTemp, err = os.MkdirTemp("", "tether-bench-"); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -28,11 +30,5 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	removeHandler()
 	_ = os.RemoveAll(childTemp)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(leaks.After(code))
 }

@@ -119,7 +119,7 @@ func (c *echoClients) next(b *testing.B, wait time.Duration) echoEvent {
 	select {
 	case ev := <-c.events:
 		return ev
-	case <-c.done:
+	case <-c.Done():
 		// Its last lines may still be on their way to the channel.
 		c.read.Wait()
 		select {
@@ -127,7 +127,7 @@ func (c *echoClients) next(b *testing.B, wait time.Duration) echoEvent {
 			return ev
 		default:
 		}
-		b.Fatalf("%s exited: %v\n%s", c.name, c.waitErr, c.logTail())
+		b.Fatalf("%s exited: %v\n%s", c.name, c.Err(), c.logTail())
 	case <-time.After(wait):
 		b.Fatalf("%s: no event within %v\n%s", c.name, wait, c.logTail())
 	}

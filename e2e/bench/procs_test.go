@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,28 +11,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testproc"
 )
 
-// proc is a child process of a benchmark, in a process group of its own
-// (children_test.go). Cleanup stops it (SIGTERM to its group, then SIGKILL
-// after a grace) and waits for it; a non-zero exit after SIGTERM, or
-// processes left in its group, fail the benchmark.
+// proc is a child process of a benchmark (testproc: a process group of its
+// own, registered while it runs). Cleanup stops it (SIGTERM to its group,
+// then SIGKILL after a grace) and waits for it; a non-zero exit after
+// SIGTERM, or processes left in its group, fail the benchmark.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-
-	done    chan struct{} // closed once Wait returned
-	waitErr error
-	once    sync.Once
+	*testproc.Proc
+	name string
 }
 
 // startProc starts path with args, its output going to a log file in a
@@ -50,145 +40,39 @@ func startProc(tb testing.TB, name, path string, args []string, env ...string) *
 // already set, go to a log file in a directory of its own (childDir).
 func startCmd(tb testing.TB, name string, cmd *exec.Cmd) *proc {
 	tb.Helper()
-	logPath := filepath.Join(childDir(tb, name), name+".log")
-	f, err := os.Create(logPath)
+	tp, err := testproc.Start(name, cmd, filepath.Join(childDir(tb, name), name+".log"))
 	if err != nil {
-		tb.Fatalf("creating %s log: %v", name, err)
-	}
-	defer f.Close() // the child holds its own descriptor
-	if cmd.Stdout == nil {
-		cmd.Stdout = f
-	}
-	if cmd.Stderr == nil {
-		cmd.Stderr = f
-	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	if err := startChild(cmd, p); err != nil {
 		tb.Fatal(err)
 	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
+	p := &proc{Proc: tp, name: name}
 	tb.Cleanup(func() { p.stop(tb) })
 	return p
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
+func (p *proc) pid() int { return p.Pid() }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return p.Exited() }
 
 // stop ends the process with SIGTERM to its group (SIGKILL after 20s),
 // waits for it, and kills what is left in its group.
 func (p *proc) stop(tb testing.TB) {
-	p.once.Do(func() {
-		defer forgetChild(p)
-		if p.exited() {
-			tb.Errorf("%s exited on its own: %v\n%s", p.name, p.waitErr, p.logTail())
-			_ = p.reapGroup()
-			return
-		}
-		p.signalGroup(syscall.SIGTERM)
-		select {
-		case <-p.done:
-			if p.waitErr != nil {
-				tb.Errorf("%s exited badly after SIGTERM: %v\n%s", p.name, p.waitErr, p.logTail())
-			}
-		case <-time.After(20 * time.Second):
-			p.signalGroup(syscall.SIGKILL)
-			<-p.done
-			tb.Errorf("%s did not exit within 20s of SIGTERM; killed\n%s", p.name, p.logTail())
-		}
-		if left := p.reapGroup(); left != "" {
-			tb.Errorf("%s left processes in its group after exiting: %s (killed)", p.name, left)
-		}
-	})
+	if err := p.Stop(20 * time.Second); err != nil {
+		tb.Errorf("%v\n%s", err, p.logTail())
+	}
 }
 
 // discard forgets a process that exited while starting, as expected (it
 // lost the race for its port): its exit is not reported at cleanup.
-func (p *proc) discard() {
-	p.once.Do(func() {
-		_ = p.reapGroup()
-		forgetChild(p)
-	})
-}
+func (p *proc) discard() { p.Discard() }
 
 // logTail returns the end of the process's output, for failure messages.
-func (p *proc) logTail() string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	const max = 4000
-	if len(data) > max {
-		data = data[len(data)-max:]
-	}
-	return fmt.Sprintf("--- %s output (tail) ---\n%s", p.name, data)
-}
+func (p *proc) logTail() string { return p.LogTail(4000) }
 
 // memKB returns the process's resident set (VmRSS) and its peak (VmHWM).
-func (p *proc) memKB() (rss, peak int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.pid()))
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading %s memory: %w", p.name, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("parsing %s %s %q: %w", p.name, k, v, err)
-		}
-		if k == "VmRSS" {
-			rss = n
-		} else {
-			peak = n
-		}
-	}
-	if rss == 0 {
-		return 0, 0, fmt.Errorf("no VmRSS for %s", p.name)
-	}
-	return rss, peak, sc.Err()
-}
+func (p *proc) memKB() (rss, peak int64, err error) { return p.MemKB() }
 
 // cpuTime returns the CPU time (user + system) pid has used so far.
-func cpuTime(pid int) time.Duration {
-	_, f, ok := procStat(pid)
-	if !ok || len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	// USER_HZ is 100 on every Linux architecture Go supports.
-	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
-// procStat reads /proc/pid/stat: the command name, and the fields after it
-// (fields[0] is the state, the third field of proc(5)).
-func procStat(pid int) (comm string, fields []string, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", nil, false
-	}
-	// The command name in parentheses may hold spaces; fields follow it.
-	open, end := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-	if open < 0 || end < open {
-		return "", nil, false
-	}
-	return string(data[open+1 : end]), strings.Fields(string(data[end+1:])), true
-}
+func cpuTime(pid int) time.Duration { return testproc.CPUTime(pid) }
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago. Starters retry if a process loses the race for it.
@@ -250,7 +134,7 @@ func startListening(tb testing.TB, name, path string, args, env func(addr string
 					p.discard()
 					break
 				}
-				tb.Fatalf("%s exited while starting: %v\n%s", name, p.waitErr, p.logTail())
+				tb.Fatalf("%s exited while starting: %v\n%s", name, p.Err(), p.logTail())
 			}
 			if ready(addr) {
 				return p, addr
@@ -323,7 +207,7 @@ func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws strin
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if p.exited() {
-			tb.Fatalf("bridge exited while connecting: %v\n%s", p.waitErr, p.logTail())
+			tb.Fatalf("bridge exited while connecting: %v\n%s", p.Err(), p.logTail())
 		}
 		list, err := listWorkspaces(client, brk.url, caller)
 		if err == nil && list[ws] {

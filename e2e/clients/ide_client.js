@@ -31,6 +31,9 @@
 //
 // stdin: one JSON command per line:
 //   {"cmd":"disconnect"}
+//   {"cmd":"close-transport"}   closes the Engine.IO connection under the
+//       Socket.IO socket, as a network drop would: with --reconnect the same
+//       socket reconnects, and held acks then go out on the new connection
 //   {"cmd":"answer","correlation_id":C,"via":"ack"|"event","response":{...}}
 //       answers a held call; "response" defaults to a success echo, and gets
 //       "correlation_id" added when it has none. "via":"event" needs no held
@@ -199,6 +202,9 @@ function command(line) {
   switch (cmd && cmd.cmd) {
     case 'disconnect':
       socket.disconnect();
+      break;
+    case 'close-transport':
+      socket.io.engine.close();
       break;
     case 'exit':
       exit();

@@ -153,3 +153,40 @@ func Group(pgid int) []Ref {
 	}
 	return out
 }
+
+// WithEnv lists the running processes (not zombies) whose environment, as
+// they were started, holds key with a value that contains part. A variable
+// set by a test binary and inherited down the tree marks every process it
+// started, directly or not, even one that left its process group and was
+// reparented after its parent died. Processes whose environment cannot be
+// read (another user's, already gone) are not listed.
+func WithEnv(key, part string) []Ref {
+	prefix := []byte(key + "=")
+	var out []Ref
+	self := os.Getpid()
+	for _, e := range processes() {
+		if e.Pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(e.Pid) + "/environ")
+		if err != nil {
+			continue
+		}
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, prefix); ok && bytes.Contains(v, []byte(part)) && e.Running() {
+				out = append(out, e.Ref)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Comm returns the command name of process q ("" once it is gone).
+func (q Ref) Comm() string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.Pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
