@@ -44,7 +44,8 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ws, err := websocket.Accept(w, r, acceptOptions)
+	hj := &socketHijacker{ResponseWriter: w, writeTimeout: b.cfg.WriteTimeout, poller: b.poller}
+	ws, err := websocket.Accept(hj, r, acceptOptions)
 	if err != nil {
 		hs.release()
 		b.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
@@ -52,15 +53,20 @@ func (b *Broker) handleSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(int64(b.cfg.MaxPayload))
 	c := b.newConn(r, hs)
-	c.tr = wsTransport{ws}
+	c.tr = wsTransport{ws: ws, s: hj.sock, timeout: b.cfg.WriteTimeout}
+	if hj.sock != nil {
+		hj.sock.resume = c.resume
+	}
 	if !b.track(c) {
 		hs.release()
 		_ = ws.Close(websocket.StatusGoingAway, ReasonShutdown)
 		c.cancel()
 		return
 	}
-	defer b.untrack(c)
-	c.serve()
+	// The connection gets a goroutine of its own and net/http's returns:
+	// its stack grew while serving the upgrade request, and its frames
+	// keep the request, its headers and the response alive.
+	c.start()
 }
 
 var acceptOptions = &websocket.AcceptOptions{
@@ -83,7 +89,7 @@ func (b *Broker) newConn(r *http.Request, hs *handshake) *conn {
 		cancel:        cancel,
 		connectAckDue: true,
 	}
-	c.calls = newCallTable(&c.mu, c, b.log, b.metrics.inFlight, b.metrics.duplicates)
+	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		c.bearer = strings.TrimPrefix(h, "Bearer ")
 	}

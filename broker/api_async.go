@@ -73,7 +73,13 @@ func asyncError(c *gin.Context, err error) {
 func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPrefer bool) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	rec, err := b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
+	var rec store.Record
+	var err error
+	if holder := b.heldForSubmit(ws); holder != nil {
+		rec, err = b.submitHeld(c.Request.Context(), holder, callerRequest(ws, &req))
+	} else {
+		rec, err = b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
+	}
 	if err != nil {
 		b.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
 		asyncError(c, err)

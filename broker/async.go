@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -19,6 +20,11 @@ import (
 // whoever wrote an outcome first (a cancel, the sweep) keeps it. A sweep on
 // every instance ends the calls nobody ends: queued past their wait or
 // deadline, delivered past deadline plus grace (their owner died).
+//
+// A submit to this broker's API for a workspace it holds itself takes a
+// shorter way (submitHeld): the store records the call delivered in the
+// step that records it, unless calls are queued ahead of it, and the
+// broker delivers it on the connection at once, as if claimed.
 
 const (
 	// claimMax is how many calls one claim takes from a queue.
@@ -62,9 +68,6 @@ func (c *conn) drainQueue() {
 		c.mu.Lock()
 		c.queueAgain = false
 		stop := c.closed || c.replaced || c.b.isDraining()
-		if !stop {
-			c.claimCancels = make(map[string]string)
-		}
 		c.mu.Unlock()
 		n := 0
 		if !stop {
@@ -86,6 +89,7 @@ func (c *conn) drainQueue() {
 // store failed.
 func (c *conn) claimBatch() int {
 	ws := c.workspaceID()
+	c.beginClaim()
 	ctx, cancel := context.WithTimeout(c.ctx, storeOp)
 	recs, err := c.b.store.Claim(ctx, ws, time.Now(), claimMax)
 	cancel()
@@ -97,29 +101,94 @@ func (c *conn) claimBatch() int {
 		c.callEvent(c.b.log.Debug(), &call).Msg("async call claimed")
 		c.deliver(call, nil, true)
 	}
-	// A cancel that came while the claim was in flight found none of its
-	// calls in the table; they are there now.
-	c.mu.Lock()
-	cancels := c.claimCancels
-	c.claimCancels = nil
-	c.mu.Unlock()
-	for cid, reason := range cancels {
-		c.calls.cancel(cid, reason)
-	}
+	c.endClaim()
 	if err != nil {
 		return -1
 	}
 	return len(recs)
 }
 
-// cancelClaiming keeps a cancel for a call not in the table while a claim
-// is in flight: the call may be one the claim is taking.
+// beginClaim starts a claim: from now until its endClaim, calls the store
+// marks delivered for c may reach the table later than a cancel for them
+// (a drain's Claim, a submit's CreateHeld). Claims may overlap.
+func (c *conn) beginClaim() {
+	c.mu.Lock()
+	c.claiming++
+	if c.claimCancels == nil {
+		c.claimCancels = make(map[string]string)
+	}
+	c.mu.Unlock()
+}
+
+// endClaim ends a claim whose calls are all delivered. The last claim to
+// end applies the cancels that came while claims were in flight: their
+// calls, if they were claimed, are in the table now.
+func (c *conn) endClaim() {
+	c.mu.Lock()
+	c.claiming--
+	var cancels map[string]string
+	if c.claiming == 0 {
+		cancels, c.claimCancels = c.claimCancels, nil
+	}
+	c.mu.Unlock()
+	for cid, reason := range cancels {
+		c.calls.cancel(cid, reason)
+	}
+}
+
+// cancelClaiming handles a cancel for a call that was not in the table: it
+// may be one a claim in flight is taking. Kept until the claims end, or
+// applied at once when the call reached the table meanwhile.
 func (c *conn) cancelClaiming(cid, reason string) {
 	c.mu.Lock()
-	if c.claimCancels != nil {
+	_, arrived := c.calls.byID[cid]
+	if !arrived && c.claimCancels != nil {
 		c.claimCancels[cid] = reason
 	}
 	c.mu.Unlock()
+	if arrived {
+		c.calls.cancel(cid, reason)
+	}
+}
+
+// heldForSubmit returns the connection of this broker that holds ws when
+// a submit may hand it a new call itself (Broker.submit): connected and
+// done joining, not replaced or closed, and not draining its queue (whose
+// calls are older than the submit). Otherwise nil: the submit goes
+// through the store and the bus.
+func (b *Broker) heldForSubmit(ws string) *conn {
+	b.mu.Lock()
+	c := b.holders[ws]
+	b.mu.Unlock()
+	if c == nil || c.joining.Load() || b.isDraining() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.replaced || c.queueRunning || c.workspaceID() != ws {
+		return nil
+	}
+	return c
+}
+
+// submitHeld records an async call for ws, whose connection c this broker
+// holds, and when the store recorded it delivered (no call queued ahead of
+// it) delivers it on c at once: no drain message, no claim, no bus. The
+// call then has its one outcome from c's call table like any claimed call:
+// its answer, its deadline, a cancel, or workspace_disconnected when c went
+// meanwhile (deliver refuses it, and the refusal is recorded).
+func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (store.Record, error) {
+	c.beginClaim()
+	defer c.endClaim()
+	// Not cut short by the request going: a call the store recorded
+	// delivered is delivered (the store operation has its own bound).
+	rec, claimed, err := b.caller.SubmitHeld(context.WithoutCancel(ctx), req)
+	if err == nil && claimed {
+		call := rec.Call()
+		c.callEvent(c.b.log.Debug(), &call).Msg("async call handed to the local holder")
+		c.deliver(call, nil, true)
+	}
+	return rec, err
 }
 
 // recordOutcome writes an async call's one answer to the store, off the

@@ -81,7 +81,7 @@ func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
 	c := e.connect("ws-a", e.token(broker.RoleBridge, "ws-a"))
 	tok := e.token(broker.RoleCaller, "ws-a")
 	rec, h := e.submit("ws-a", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5,"async":true}`, http.StatusAccepted)
-	if rec.CorrelationID == "" || rec.Status != store.Queued || rec.WorkspaceID != "ws-a" || rec.Endpoint != "/x" || h.Get("Location") != "/api/v1/calls/"+rec.CorrelationID {
+	if rec.CorrelationID == "" || rec.Status != store.Delivered || rec.WorkspaceID != "ws-a" || rec.Endpoint != "/x" || h.Get("Location") != "/api/v1/calls/"+rec.CorrelationID {
 		t.Fatalf("submit: %+v, Location %q", rec, h.Get("Location"))
 	}
 	r := c.nextCall()

@@ -146,6 +146,11 @@ type Broker struct {
 	// delivery waits for Redis: replies go out with PublishAsync.
 	inlineReplies bool
 
+	// poller wakes parked WebSocket connections (socket.go); nil where
+	// there is none, and then every connection keeps its reader.
+	poller *poller
+	beats  *heartbeats
+
 	mu          sync.Mutex
 	conns       map[*conn]struct{}
 	holders     map[string]*conn // workspace -> the local connection holding it
@@ -202,6 +207,10 @@ func New(cfg Config) (*Broker, error) {
 		_ = c.Close()
 		b.closeOwned()
 		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
+	}
+	b.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
+	if b.poller, err = newPoller(); err != nil {
+		b.log.Info().Err(err).Msg("idle connections keep a goroutine each")
 	}
 	b.handler = b.routes()
 	b.spawn(b.sweepLoop)
@@ -271,9 +280,10 @@ func (b *Broker) track(c *conn) bool {
 		return false
 	}
 	b.conns[c] = struct{}{}
-	// A connection holds a count in wg while it serves, so the goroutines
-	// it starts (writers, closers, replies) are added while the counter is
-	// above zero and Shutdown's Wait covers them.
+	// A connection holds a count in wg until close has ended it and its
+	// readers, so the goroutines it starts (writers, closers, replies) are
+	// added while the counter is above zero and Shutdown's Wait covers
+	// them.
 	b.wg.Add(1)
 	return true
 }
@@ -438,6 +448,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.stopped = true
 	b.mu.Unlock()
 	waitCtx(ctx, &b.wg)
+	b.beats.stop()
+	if b.poller != nil {
+		_ = b.poller.close()
+	}
 	b.closeOwned()
 	b.log.Info().Msg("shut down")
 	return err

@@ -74,7 +74,7 @@ type pending struct {
 type callTable struct {
 	mu         *sync.Mutex
 	owner      callOwner
-	log        zerolog.Logger
+	log        *zerolog.Logger    // the broker's: a copy per connection would cost 100 bytes
 	inFlight   prometheus.Gauge   // calls in the table, across connections
 	duplicates prometheus.Counter // answers that found no call
 
@@ -97,7 +97,7 @@ type callTable struct {
 // one in a million for a few hundred calls each.
 const firstAckSpan = 1 << 31
 
-func newCallTable(mu *sync.Mutex, owner callOwner, log zerolog.Logger, inFlight prometheus.Gauge, duplicates prometheus.Counter) callTable {
+func newCallTable(mu *sync.Mutex, owner callOwner, log *zerolog.Logger, inFlight prometheus.Gauge, duplicates prometheus.Counter) callTable {
 	return callTable{
 		mu:         mu,
 		owner:      owner,

@@ -72,7 +72,8 @@ func newTableRig(t *testing.T, level zerolog.Level) *tableRig {
 		reg:        prometheus.NewRegistry(),
 	}
 	r.reg.MustRegister(r.inFlight, r.duplicates)
-	r.calls = newCallTable(&r.mu, r.owner, zerolog.New(zerolog.NewTestWriter(t)).Level(level), r.inFlight, r.duplicates)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(level)
+	r.calls = newCallTable(&r.mu, r.owner, &log, r.inFlight, r.duplicates)
 	return r
 }
 

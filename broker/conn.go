@@ -34,10 +34,13 @@ const (
 // it; Socket.IO's DISCONNECT packet carries no reason of its own.
 const EventDisconnectReason = "disconnect_reason"
 
-// conn is one WebSocket client. The HTTP handler goroutine runs its read
-// loop; frames go out through a queue written by a goroutine that exists
-// only while there is something to write (writeQueued), so an idle
-// connection costs one goroutine. All state below mu is guarded by it; no I/O happens under it.
+// conn is one client. A reader goroutine runs its read loop (conn_read.go)
+// while the client talks; on a WebSocket that has been quiet for a while
+// the reader ends and the socket's poller starts a new one when the client
+// sends again (socket.go). Frames go out through a queue written by a
+// goroutine that exists only while there is something to write
+// (writeQueued). So an idle WebSocket connection has no goroutine. All
+// state below mu is guarded by it; no I/O happens under it.
 type conn struct {
 	b      *Broker
 	tr     transport
@@ -56,11 +59,19 @@ type conn struct {
 	// another holder was subscribed (see Broker.hold).
 	joining atomic.Bool
 
-	ctx    context.Context // ends the read loop
+	ctx    context.Context // ends the read loop of a polling transport
 	cancel context.CancelFunc
 
+	// The read side, owned by the one reader goroutine there is at a time:
+	// the attachments of a binary packet (nil until a client sends one).
+	asm *protocol.BinaryAssembler
+	// readers counts the reader goroutines; close waits for them before
+	// the broker stops tracking the connection.
+	readers sync.WaitGroup
+
 	mu            sync.Mutex
-	hbTimer       *time.Timer
+	connectTimer  *time.Timer // until CONNECT succeeds
+	hbSeq         uint32      // the heartbeat step due (heartbeat.go)
 	awaitingPong  bool
 	queue         [][]byte
 	spare         [][]byte
@@ -74,7 +85,8 @@ type conn struct {
 	// Draining the workspace's queue of async calls (async.go).
 	queueRunning bool              // a drain goroutine runs
 	queueAgain   bool              // look at the queue again after this round
-	claimCancels map[string]string // cancels that came during a claim, by correlation id; nil between claims
+	claiming     int               // claims in flight (beginClaim)
+	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover seen on the channel
@@ -83,11 +95,19 @@ type conn struct {
 	early   []protocol.ToolCall // calls that arrived while joining
 }
 
-// serve runs the connection on the calling goroutine: the open packet, the
-// heartbeat and the connect deadline, then the read loop until the
-// connection ends, then close.
+// start serves a tracked connection: its first reader writes the open
+// packet, arms the heartbeat and the connect deadline and reads.
+func (c *conn) start() {
+	c.readers.Add(1)
+	go func() { // waited for by close
+		defer c.readers.Done()
+		c.serve()
+	}()
+}
+
+// serve is the first reader: the open packet, the heartbeat and the
+// connect deadline, then the read loop.
 func (c *conn) serve() {
-	defer c.cancel()
 	var upgrades []string
 	if _, polling := c.tr.(*pollTransport); polling {
 		upgrades = []string{"websocket"}
@@ -104,10 +124,33 @@ func (c *conn) serve() {
 		return
 	}
 	c.startHeartbeat()
-	defer c.connectDeadline().Stop()
+	c.startConnectDeadline()
+	c.read()
+}
 
-	reason := c.readLoop()
-	c.close(reason, reason != ReasonClientClosed && reason != ReasonTransport)
+// read runs the read loop on the calling goroutine until the connection
+// ends (then it closes it) or its socket parks.
+func (c *conn) read() {
+	reason, parked := c.readLoop()
+	if !parked {
+		c.close(reason, reason != ReasonClientClosed && reason != ReasonTransport)
+	}
+}
+
+// resume starts a reader for a parked socket that became readable. It runs
+// on the poller's goroutine and does not block.
+func (c *conn) resume() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return // the closing goroutine reads what is left
+	}
+	c.readers.Add(1)
+	c.mu.Unlock()
+	go func() { // waited for by close
+		defer c.readers.Done()
+		c.read()
+	}()
 }
 
 // event adds the connection's fields to a log event (nil when the level is
@@ -148,8 +191,8 @@ func (c *conn) close(reason string, notify bool) {
 	c.closed = true
 	c.hs.release()
 	wasConnected := c.workspaceID() != ""
-	if c.hbTimer != nil {
-		c.hbTimer.Stop()
+	if c.connectTimer != nil {
+		c.connectTimer.Stop()
 	}
 	pend := c.calls.takeAllLocked()
 	sub := c.sub
@@ -211,5 +254,8 @@ func (c *conn) close(reason string, notify bool) {
 			<-done
 		}
 		c.cancel()
+		// The socket is closed: a reader still running ends now.
+		c.readers.Wait()
+		c.b.untrack(c)
 	})
 }

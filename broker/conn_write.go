@@ -1,22 +1,14 @@
 package broker
 
-import (
-	"context"
-)
-
 // The write side of a connection: frames for the client wait in a queue that
 // a writer goroutine empties, started only while frames wait; writeNow is
 // for the few frames written outside the queue. Frames never interleave.
 
 // writeNow writes one frame directly. coder/websocket serialises concurrent
-// writers, so frames never interleave with the queue's. Its context is not
-// the read loop's: the goodbye frames are written after that ended, and
-// closing the socket unblocks a stuck write anyway.
-func (c *conn) writeNow(frame []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.WriteTimeout)
-	defer cancel()
-	return c.tr.write(ctx, frame)
-}
+// writers, so frames never interleave with the queue's. The transport
+// bounds the write by the write timeout, and closing the socket unblocks a
+// stuck write anyway.
+func (c *conn) writeNow(frame []byte) error { return c.tr.write(frame) }
 
 func (c *conn) send(frame []byte) bool {
 	c.mu.Lock()
@@ -69,20 +61,17 @@ func (c *conn) writeQueued() {
 		batch := c.queue
 		c.queue = c.spare[:0]
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.WriteTimeout)
-		for i, f := range batch {
-			if err := c.tr.write(ctx, f); err != nil {
-				cancel()
-				c.event(c.b.log.Debug()).Err(err).Msg("write failed")
-				c.mu.Lock()
-				c.writing = false
-				c.mu.Unlock()
-				c.close(ReasonTransport, false)
-				return
-			}
-			batch[i] = nil
+		// The whole batch in one write to the socket where the transport
+		// can (a WebSocket's sock, socket.go).
+		if err := c.tr.write(batch...); err != nil {
+			c.event(c.b.log.Debug()).Err(err).Msg("write failed")
+			c.mu.Lock()
+			c.writing = false
+			c.mu.Unlock()
+			c.close(ReasonTransport, false)
+			return
 		}
-		cancel()
+		clear(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
 		c.mu.Unlock()

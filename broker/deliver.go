@@ -67,12 +67,12 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 
 	// The payload came out of a validating decoder (the bus message or
 	// the HTTP body): it is copied, not parsed again.
-	body := protocol.AppendToolCall(make([]byte, 0, 96+len(call.Payload)), &protocol.ToolCall{
+	sent := protocol.ToolCall{
 		CorrelationID: call.CorrelationID,
 		Endpoint:      call.Endpoint,
 		Payload:       call.Payload,
 		Timeout:       remaining.Seconds(),
-	})
+	}
 
 	c.mu.Lock()
 	if c.replaced && waiter == nil && !claimed {
@@ -82,7 +82,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	verdict, fail := c.admitLocked(&call, waiter)
 	if verdict == admitted {
 		ack := c.calls.nextAckLocked()
-		frame := protocol.EncodeEvent(ack, protocol.EventToolCall, body)
+		frame := protocol.EncodeToolCallEvent(ack, &sent)
 		switch {
 		case len(frame) > c.b.cfg.MaxPayload:
 			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodePayloadTooLarge, fmt.Sprintf("call is %d bytes, over the %d byte limit", len(frame), c.b.cfg.MaxPayload))

@@ -12,10 +12,16 @@ import (
 // connection takes the workspace (takeover.go), and the client gets the
 // CONNECT ack or a CONNECT_ERROR.
 
-// connectDeadline closes the connection if no CONNECT succeeds within the
-// connect timeout. The caller stops the timer it returns.
-func (c *conn) connectDeadline() *time.Timer {
-	return time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
+// startConnectDeadline closes the connection if no CONNECT succeeds within
+// the connect timeout. The timer stops when CONNECT succeeds or the
+// connection closes.
+func (c *conn) startConnectDeadline() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.connectTimer = time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
 		if c.workspaceID() == "" { // an atomic: no lock
 			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
 			c.close("connect timeout", false)
@@ -106,6 +112,10 @@ func (c *conn) connected(ws string) bool {
 	}
 	c.queue = append([][]byte{frame}, c.queue...)
 	c.connectAckDue = false
+	if c.connectTimer != nil {
+		c.connectTimer.Stop()
+		c.connectTimer = nil
+	}
 	start := c.kickLocked()
 	c.mu.Unlock()
 	if start {

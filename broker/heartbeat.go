@@ -1,43 +1,210 @@
 package broker
 
 import (
+	"sync"
 	"time"
 
 	"github.com/tetherdev/tether/protocol"
 )
 
 // The Engine.IO v4 heartbeat: the server pings every pingInterval and closes
-// a connection whose pong does not come within pingTimeout. One timer per
-// connection, no goroutine.
+// a connection whose pong does not come within pingTimeout. One goroutine
+// keeps the beat of every connection: each connection's next step (its ping,
+// or the deadline of its pong) waits in one of two queues, and since every
+// connection waits the same interval for the same step, each queue is in
+// due order by construction: no timer per connection, and steps due within
+// hbSlack of each other run in one wake-up.
 
-// startHeartbeat arms the first ping, pingInterval from now.
+// hbSlack is how much later than due a step may run, so that the steps of
+// many connections share wake-ups.
+const hbSlack = 20 * time.Millisecond
+
+// heartbeats is the broker's heartbeat scheduler.
+//
+// Concurrency: schedule may be called from any goroutine (under the
+// connection's mu: the lock order is conn.mu, then heartbeats.mu); run is
+// its goroutine, which stop ends and waits for.
+type heartbeats struct {
+	interval, timeout time.Duration
+	start             time.Time // due times are offsets from it (monotonic)
+
+	mu    sync.Mutex
+	pings hbQueue // next ping of each connection, due after interval
+	pongs hbQueue // pong deadlines, due after timeout
+	wake  chan struct{}
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+	done     chan struct{}
+}
+
+// hbStep is a connection's next heartbeat step; it is stale once the
+// connection's hbSeq moved on.
+type hbStep struct {
+	c   *conn
+	due time.Duration
+	seq uint32
+}
+
+// hbQueue is a FIFO of steps in due order.
+type hbQueue struct {
+	steps []hbStep
+	head  int
+}
+
+func (q *hbQueue) push(s hbStep) { q.steps = append(q.steps, s) }
+
+func (q *hbQueue) peek() (hbStep, bool) {
+	if q.head == len(q.steps) {
+		return hbStep{}, false
+	}
+	return q.steps[q.head], true
+}
+
+func (q *hbQueue) pop() hbStep {
+	s := q.steps[q.head]
+	q.steps[q.head] = hbStep{}
+	q.head++
+	if q.head == len(q.steps) {
+		q.steps, q.head = q.steps[:0], 0
+	} else if q.head > 1024 && q.head > len(q.steps)/2 {
+		q.steps = q.steps[:copy(q.steps, q.steps[q.head:])]
+		q.head = 0
+	}
+	return s
+}
+
+func newHeartbeats(interval, timeout time.Duration) *heartbeats {
+	h := &heartbeats{
+		interval: interval,
+		timeout:  timeout,
+		start:    time.Now(),
+		wake:     make(chan struct{}, 1),
+		stopped:  make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	go h.run() // ended by stop
+	return h
+}
+
+// now is the scheduler's clock.
+func (h *heartbeats) now() time.Duration { return time.Since(h.start) }
+
+// schedule queues c's next step: a ping (pong false) after interval, or the
+// deadline of the ping just sent after timeout. c.mu is held.
+func (h *heartbeats) schedule(c *conn, pong bool) {
+	c.hbSeq++
+	h.mu.Lock()
+	q, wait := &h.pings, h.interval
+	if pong {
+		q, wait = &h.pongs, h.timeout
+	}
+	_, busy := q.peek()
+	q.push(hbStep{c: c, due: h.now() + wait, seq: c.hbSeq})
+	h.mu.Unlock()
+	if !busy {
+		// The queue was empty: the scheduler may be waiting for nothing.
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *heartbeats) run() {
+	defer close(h.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var pings, pongs []hbStep
+	for {
+		h.mu.Lock()
+		now := h.now()
+		pings, pongs = due(&h.pings, now, pings[:0]), due(&h.pongs, now, pongs[:0])
+		next := time.Duration(-1)
+		for _, q := range []*hbQueue{&h.pings, &h.pongs} {
+			if s, ok := q.peek(); ok && (next < 0 || s.due < next) {
+				next = s.due
+			}
+		}
+		h.mu.Unlock()
+		for i, s := range pings {
+			s.c.ping(s.seq)
+			pings[i] = hbStep{}
+		}
+		for i, s := range pongs {
+			s.c.pongLate(s.seq)
+			pongs[i] = hbStep{}
+		}
+		wait := time.Hour
+		if next >= 0 {
+			wait = max(next-now, 0) + hbSlack
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-h.wake:
+		case <-h.stopped:
+			return
+		}
+	}
+}
+
+// due moves the steps due by now (with the slack) from q to out.
+func due(q *hbQueue, now time.Duration, out []hbStep) []hbStep {
+	for {
+		s, ok := q.peek()
+		if !ok || s.due > now+hbSlack {
+			return out
+		}
+		out = append(out, q.pop())
+	}
+}
+
+// stop ends the scheduler; steps still queued never run.
+func (h *heartbeats) stop() {
+	h.stopOnce.Do(func() { close(h.stopped) })
+	<-h.done
+}
+
+// startHeartbeat arms c's first ping, pingInterval from now.
 func (c *conn) startHeartbeat() {
 	c.mu.Lock()
-	c.hbTimer = time.AfterFunc(c.b.cfg.PingInterval, c.heartbeat)
+	if !c.closed {
+		c.b.beats.schedule(c, false)
+	}
 	c.mu.Unlock()
 }
 
-// heartbeat fires every pingInterval to send a ping and, while a ping is
-// unanswered, after pingTimeout to end the connection.
-func (c *conn) heartbeat() {
+// ping is c's ping step: send a ping and wait for its pong.
+func (c *conn) ping(seq uint32) {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || seq != c.hbSeq {
 		c.mu.Unlock()
 		return
 	}
-	late := c.awaitingPong
 	c.awaitingPong = true
-	if !late {
-		c.hbTimer.Reset(c.b.cfg.PingTimeout)
+	c.b.beats.schedule(c, true)
+	c.mu.Unlock()
+	c.send([]byte{byte(protocol.EIOPing)})
+}
+
+// pongLate is c's pong deadline: no pong since the ping, so c is closed.
+func (c *conn) pongLate(seq uint32) {
+	c.mu.Lock()
+	late := !c.closed && seq == c.hbSeq && c.awaitingPong
+	if late {
+		// Counted while c is open, so the broker's count is above zero.
+		c.b.wg.Add(1)
 	}
 	c.mu.Unlock()
 	if late {
 		c.event(c.b.log.Info()).Msg("no pong within ping timeout")
-		c.close(ReasonPingTimeout, true)
-		return
-	}
-	if err := c.writeNow([]byte{byte(protocol.EIOPing)}); err != nil {
-		c.close(ReasonTransport, false)
+		// Closing may wait for the bus (unsubscribing): not on the
+		// scheduler's goroutine.
+		go func() {
+			defer c.b.wg.Done()
+			c.close(ReasonPingTimeout, true)
+		}()
 	}
 }
 
@@ -48,5 +215,5 @@ func (c *conn) pong() {
 		return
 	}
 	c.awaitingPong = false
-	c.hbTimer.Reset(c.b.cfg.PingInterval)
+	c.b.beats.schedule(c, false)
 }

@@ -92,21 +92,28 @@ func (t *pollTransport) read(ctx context.Context) (bool, []byte, error) {
 	return typ == websocket.MessageBinary, data, err
 }
 
-func (t *pollTransport) write(ctx context.Context, frame []byte) error {
+func (t *pollTransport) write(frames ...[]byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	if t.isWS.Load() {
-		return t.ws.Write(ctx, websocket.MessageText, frame)
+		ctx, cancel := context.WithTimeout(context.Background(), t.b.cfg.WriteTimeout)
+		defer cancel()
+		for _, f := range frames {
+			if err := t.ws.Write(ctx, websocket.MessageText, f); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return errTransportClosed
 	}
-	if len(t.out) >= maxPollQueue {
+	if len(t.out)+len(frames) > maxPollQueue {
 		return errors.New("client does not poll")
 	}
-	t.out = append(t.out, frame)
+	t.out = append(t.out, frames...)
 	t.signalLocked()
 	return nil
 }
@@ -188,10 +195,7 @@ func (b *Broker) pollHandshake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.polls.Store(c.id, t)
-	go func() { // owned by b.wg through track
-		defer b.untrack(c)
-		c.serve()
-	}()
+	c.start()
 	t.serveGET(w, r) // the open packet
 }
 
@@ -313,7 +317,7 @@ func (b *Broker) upgrade(w http.ResponseWriter, r *http.Request, sid string) {
 		return
 	}
 	// Release the waiting GET so the client can pause polling.
-	_ = t.write(ctx, []byte{byte(protocol.EIONoop)})
+	_ = t.write([]byte{byte(protocol.EIONoop)})
 	if _, data, err := ws.Read(ctx); err != nil || string(data) != "5" {
 		fail("expected 5 (upgrade)")
 		return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,7 @@ type wireClient struct {
 	ws     *websocket.Conn
 	frames chan []byte // every text frame after the handshake, except pings
 	closed chan struct{}
+	pings  atomic.Int32 // pings received
 }
 
 // dialRaw opens the WebSocket and reads the open packet.
@@ -113,6 +115,7 @@ func (c *wireClient) readLoop() {
 			return
 		}
 		if string(data) == "2" {
+			c.pings.Add(1)
 			if c.noPong {
 				continue
 			}

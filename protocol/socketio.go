@@ -270,16 +270,42 @@ func AppendMessage(dst []byte, p SIOPacket) []byte {
 // EncodeEvent returns the text frame of an EVENT named name with the given
 // JSON arguments, carrying ack id id (or NoAck) in the default namespace.
 func EncodeEvent(id int64, name string, args ...json.RawMessage) []byte {
-	data := make([]byte, 0, 64)
-	data = append(data, '[')
-	quoted, _ := json.Marshal(name) // a string always marshals
-	data = append(data, quoted...)
+	n := eventHeadLen + len(name)
 	for _, a := range args {
-		data = append(data, ',')
-		data = appendArg(data, a)
+		n += 1 + max(len(a), len("null"))
 	}
-	data = append(data, ']')
-	return AppendMessage(make([]byte, 0, len(data)+24), SIOPacket{Type: SIOEvent, ID: id, Data: data})
+	dst := appendEventHead(make([]byte, 0, n), id, name)
+	for _, a := range args {
+		dst = append(dst, ',')
+		dst = appendArg(dst, a)
+	}
+	return append(dst, ']')
+}
+
+// EncodeToolCallEvent returns the text frame of a tool_call EVENT carrying
+// ack id id and c, as EncodeEvent(id, EventToolCall, AppendToolCall(nil, c))
+// would, in one allocation.
+func EncodeToolCallEvent(id int64, c *ToolCall) []byte {
+	n := eventHeadLen + len(EventToolCall) + 96 + len(c.CorrelationID) + len(c.Endpoint) + len(c.Payload) + len(c.ReplyTo)
+	dst := appendEventHead(make([]byte, 0, n), id, EventToolCall)
+	dst = append(dst, ',')
+	dst = AppendToolCall(dst, c)
+	return append(dst, ']')
+}
+
+// eventHeadLen bounds what appendEventHead writes besides the quoted name,
+// plus the closing bracket: "42", an ack id, "[" and the name's quotes.
+const eventHeadLen = 2 + 20 + 1 + 2 + 1
+
+// appendEventHead appends an EVENT frame up to its name: "42", the ack id,
+// "[" and name quoted as json.Marshal quotes it.
+func appendEventHead(dst []byte, id int64, name string) []byte {
+	dst = append(dst, byte(EIOMessage), byte(SIOEvent))
+	if id >= 0 {
+		dst = strconv.AppendInt(dst, id, 10)
+	}
+	dst = append(dst, '[')
+	return appendString(dst, name)
 }
 
 // EncodeAck returns the text frame of an ACK for id with the given arguments.

@@ -408,3 +408,29 @@ func TestDecodeSIORejectsOverflowingAttachmentCount(t *testing.T) {
 		`59223372036854775808-["a"]`,
 		`6999999999999999999999999-[]`)
 }
+
+func TestEncodeEventQuotesNamesAsJSONMarshalDoes(t *testing.T) {
+	for _, name := range []string{"tool_call", "<script>&", "\u2028", "\x00\x1f", "é", "\xff"} {
+		quoted, _ := json.Marshal(name)
+		want := `42[` + string(quoted) + `]`
+		if got := protocol.EncodeEvent(protocol.NoAck, name); string(got) != want {
+			t.Errorf("EncodeEvent(%q) = %s, want %s", name, got, want)
+		}
+	}
+}
+
+func TestEncodeToolCallEventIsEncodeEventOfTheCall(t *testing.T) {
+	calls := []protocol.ToolCall{
+		{CorrelationID: "c1", Endpoint: "/api/ping", Payload: json.RawMessage(`{"n":1}`), Timeout: 9.5},
+		{CorrelationID: `q"<&>`, Endpoint: "/é", Payload: json.RawMessage(`{"s":"\u2028 <b>"}`), Timeout: 0.1},
+		{CorrelationID: "c3", Endpoint: "/x", Timeout: 30},
+	}
+	for _, c := range calls {
+		for _, id := range []int64{protocol.NoAck, 0, 41, largestAckID} {
+			want := protocol.EncodeEvent(id, protocol.EventToolCall, protocol.AppendToolCall(nil, &c))
+			if got := protocol.EncodeToolCallEvent(id, &c); !bytes.Equal(got, want) {
+				t.Errorf("EncodeToolCallEvent(%d, %+v) = %s, want %s", id, c, got, want)
+			}
+		}
+	}
+}

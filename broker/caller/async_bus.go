@@ -46,22 +46,42 @@ func storeError(cid string, err error) error {
 
 // Submit implements Async.
 func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, error) {
+	rec, _, err := c.submit(ctx, req, false)
+	return rec, err
+}
+
+// SubmitHeld is Submit for a caller in the process that holds the
+// workspace's connection (the broker's own API): the store records the
+// call delivered at once when no call is queued ahead of it (claimed), and
+// the caller then delivers it on that connection itself, exactly once —
+// nobody else is told of it. Otherwise the call is queued and the holder
+// told with a drain message, as by Submit.
+func (c *BusCaller) SubmitHeld(ctx context.Context, req Request) (rec store.Record, claimed bool, err error) {
+	return c.submit(ctx, req, true)
+}
+
+// submit is Submit, or SubmitHeld when held is set.
+func (c *BusCaller) submit(ctx context.Context, req Request, held bool) (store.Record, bool, error) {
 	st, err := c.store()
 	if err != nil {
-		return store.Record{}, err
+		return store.Record{}, false, err
 	}
 	if c.isClosed() {
-		return store.Record{}, protocol.Errorf(protocol.CodeCallerClosed, "caller is closed")
+		return store.Record{}, false, protocol.Errorf(protocol.CodeCallerClosed, "caller is closed")
 	}
 	rec, err := newRecord(&req, time.Now())
 	if err != nil {
-		return store.Record{}, err
+		return store.Record{}, false, err
 	}
 	opCtx, cancel := context.WithTimeout(ctx, storeOp)
 	defer cancel()
-	created, err := st.Create(opCtx, rec)
+	create := st.Create
+	if held {
+		create = st.CreateHeld
+	}
+	created, err := create(opCtx, rec)
 	if err != nil {
-		return store.Record{}, storeError(rec.CorrelationID, err)
+		return store.Record{}, false, storeError(rec.CorrelationID, err)
 	}
 	stored, existing := created.Record, created.Existing
 	log := func() *zerolog.Event { // an event is spent by Msg: one per line
@@ -69,11 +89,15 @@ func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, erro
 	}
 	if existing {
 		if stored.Fingerprint != rec.Fingerprint {
-			return store.Record{}, protocol.Errorf(protocol.CodeConflict,
+			return store.Record{}, false, protocol.Errorf(protocol.CodeConflict,
 				"idempotency key %q was used for another request in this workspace (call %s): same key, different endpoint, payload, timeout or wait", req.IdempotencyKey, stored.CorrelationID)
 		}
 		log().Msg("async call submitted again: the recorded call answers")
-		return stored, nil
+		return stored, false, nil
+	}
+	if created.Claimed {
+		log().Msg("async call recorded delivered, for the holder in this process")
+		return stored, true, nil
 	}
 	log().Msg("async call recorded")
 	n := created.Told
@@ -90,15 +114,15 @@ func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, erro
 	case n == 0 && req.WaitForWorkspace == 0:
 		out, err := st.Withdraw(opCtx, stored.CorrelationID, protocol.Failure(stored.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", req.WorkspaceID)), time.Now())
 		if err != nil {
-			return stored, nil // recorded and queued; the sweep ends it
+			return stored, false, nil // recorded and queued; the sweep ends it
 		}
-		return out.Record, nil
+		return out.Record, false, nil
 	case n == 0:
 		log().Msg("async call waits for its workspace")
 	case created.Told > 0:
 		log().Msg("async call handed to the workspace's holder")
 	}
-	return stored, nil
+	return stored, false, nil
 }
 
 // Status implements Async.
@@ -116,6 +140,13 @@ func (c *BusCaller) Status(ctx context.Context, cid string) (store.Record, error
 	return rec, nil
 }
 
+// pendingStore is a store that knows the calls it recorded whose outcome
+// it has not heard of (store.Redis.Pending): a wait for one of them, with
+// its watch registered first, needs no first read of the record.
+type pendingStore interface {
+	Pending(correlationID string) (store.Record, bool)
+}
+
 // Wait implements Async.
 func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (store.Record, error) {
 	return c.WaitFor(ctx, cid, max, nil)
@@ -126,7 +157,9 @@ func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (st
 // the caller's token this way before it holds a request). It watches for
 // the outcome before reading the record, so that an outcome between the two
 // is not missed, and reads the record again on a notification without it,
-// every waitPoll, and when max is over.
+// every waitPoll, and when max is over. A wait (max > 0) for a call the
+// store recorded itself and knows to be without an outcome
+// (store.Redis.Pending) skips the first read.
 func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, allow func(*store.Record) error) (store.Record, error) {
 	st, err := c.store()
 	if err != nil {
@@ -134,9 +167,15 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 	}
 	outcome, stop := st.Watch(cid)
 	defer func() { stop() }()
-	rec, err := c.Status(ctx, cid)
-	if err != nil {
-		return rec, err
+	var rec store.Record
+	known := false
+	if p, ok := st.(pendingStore); ok && max > 0 {
+		rec, known = p.Pending(cid)
+	}
+	if !known {
+		if rec, err = c.Status(ctx, cid); err != nil {
+			return rec, err
+		}
 	}
 	if allow != nil {
 		if err := allow(&rec); err != nil {

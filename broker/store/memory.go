@@ -59,6 +59,16 @@ func (m *Memory) live(cid string, now int64) *memRecord {
 
 // Create implements Store. The caller tells the holder (Told is -1).
 func (m *Memory) Create(ctx context.Context, rec Record) (Created, error) {
+	return m.create(rec, false)
+}
+
+// CreateHeld implements Store.
+func (m *Memory) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+	return m.create(rec, true)
+}
+
+// create is Create, or CreateHeld when held is set.
+func (m *Memory) create(rec Record, held bool) (Created, error) {
 	rec, err := checkNew(rec)
 	if err != nil {
 		return Created{}, err
@@ -80,16 +90,23 @@ func (m *Memory) Create(ctx context.Context, rec Record) (Created, error) {
 	if m.live(rec.CorrelationID, now) != nil {
 		return Created{}, ErrExists
 	}
+	claimed := held && len(m.queues[rec.WorkspaceID]) == 0
+	if claimed {
+		t := ms(time.UnixMilli(now))
+		rec.Status, rec.DeliveredAt = Delivered, &t
+	}
 	r := &memRecord{rec: rec, expireAt: rec.Deadline.Add(m.opts.Grace + m.opts.Retention).UnixMilli()}
 	r.due = dueAt(&r.rec, m.opts.Grace).UnixMilli()
 	m.recs[rec.CorrelationID] = r
 	heap.Push(&m.due, timed{r.due, rec.CorrelationID})
 	heap.Push(&m.expiry, timed{r.expireAt, rec.CorrelationID})
-	m.queues[rec.WorkspaceID] = append(m.queues[rec.WorkspaceID], rec.CorrelationID)
+	if !claimed {
+		m.queues[rec.WorkspaceID] = append(m.queues[rec.WorkspaceID], rec.CorrelationID)
+	}
 	if rec.IdempotencyKey != "" {
 		m.idem[idemScope(rec.WorkspaceID, rec.IdempotencyKey)] = rec.CorrelationID
 	}
-	return Created{Record: rec.clone(), Told: -1}, nil
+	return Created{Record: rec.clone(), Told: -1, Claimed: claimed}, nil
 }
 
 // Get implements Store.

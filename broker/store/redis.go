@@ -146,6 +146,18 @@ func unavailable(doing string, err error) error {
 // channel lives on another shard than the records: the call is queued and
 // Told is -1.
 func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
+	return r.create(ctx, rec, false)
+}
+
+// CreateHeld implements Store: the create script records the call
+// delivered when the workspace's queue is empty, on a single server and a
+// Cluster alike, and publishes nothing.
+func (r *Redis) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+	return r.create(ctx, rec, true)
+}
+
+// create is Create, or CreateHeld when held is set.
+func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, error) {
 	if r.closed.Load() {
 		return Created{}, ErrClosed
 	}
@@ -153,8 +165,10 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	channel, msg := "", []byte(nil)
-	if r.single {
+	channel, msg, heldArg := "", []byte(nil), "0"
+	if held {
+		heldArg = "1"
+	} else if r.single {
 		call := rec.Call()
 		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
 	}
@@ -165,8 +179,13 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	}
 	now := time.Now()
 	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
-		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli()}
-	args = append(args, r.fields(&rec, idemKey, hasIdem == "1")...)
+		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli(), heldArg}
+	stored := rec
+	if held { // delivered unless calls are queued (the script then says queued)
+		t := ms(now)
+		stored.Status, stored.DeliveredAt = Delivered, &t
+	}
+	args = append(args, r.fields(&stored, idemKey, hasIdem == "1")...)
 	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
 	if err != nil {
 		return Created{}, unavailable("recording call", err)
@@ -178,10 +197,16 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 			t := ms(now)
 			rec.Status, rec.DeliveredAt = Delivered, &t
 		}
+		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
 		return Created{Record: rec, Told: int(told)}, nil
 	case 1:
 		existing, err := parseRecord(res[1])
 		return Created{Record: existing, Existing: err == nil, Told: -1}, err
+	case 3:
+		t := ms(now)
+		rec.Status, rec.DeliveredAt = Delivered, &t
+		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
+		return Created{Record: rec, Told: -1, Claimed: true}, nil
 	}
 	return Created{}, ErrExists
 }
@@ -197,6 +222,9 @@ func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
 		"deadline", rec.Deadline.UnixMilli(),
 		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
 		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
+	}
+	if rec.DeliveredAt != nil {
+		f = append(f, "delivered_at", rec.DeliveredAt.UnixMilli())
 	}
 	if !rec.OfflineAt.IsZero() {
 		f = append(f, "offline_at", rec.OfflineAt.UnixMilli())
@@ -390,6 +418,17 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 
 // Watch implements Store.
 func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(cid) }
+
+// Pending returns the record of a call this instance created, as it
+// created it, while it has heard of no outcome for it (from its own
+// Finish, Withdraw or Sweep, or any instance's on the outcome channel) and
+// the call's deadline plus grace has not passed. Its status may be behind
+// (queued for a call claimed since), never its outcome: a Watch registered
+// before Pending is called fires on the outcome. So a wait on the instance
+// that took the submit needs no first read of the record. Should the
+// outcome's notice be lost with the Redis connection, the waiter's
+// periodic read sees it instead (as it does for any Watch).
+func (r *Redis) Pending(cid string) (Record, bool) { return r.watch.known(cid, time.Now()) }
 
 // Close implements Store: it ends the subscription and the client.
 func (r *Redis) Close() error {

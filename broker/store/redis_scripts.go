@@ -18,15 +18,21 @@ import "github.com/redis/go-redis/v9"
 // exactly one holder, as any call on the channel) and never queued;
 // otherwise, or without a channel, it joins the workspace's queue.
 //
+// Held (CreateHeld: the caller holds the workspace's connection), the
+// fields come recorded delivered, and stay so when the queue is empty;
+// nobody is told. With calls queued the call joins the queue behind them,
+// queued.
+//
 // KEYS: record, queue, due, idempotency key (the record again when none).
 // ARGV: correlation id, record expiry (unix ms), due while queued (unix
 // ms), record key prefix, "1" when there is an idempotency key, due once
 // delivered (deadline + grace, unix ms; also the queue's expiry), workspace
-// channel ("" for none), the call's bus message, now (unix ms), then the
-// record's field/value pairs.
+// channel ("" for none), the call's bus message, now (unix ms), "1" when
+// held, then the record's field/value pairs.
 //
 // Returns {0, holders that heard the call, or -1 without a channel}
-// created, {1, fields} the existing call, {2} id taken.
+// created, {1, fields} the existing call, {2} id taken, {3} created
+// delivered (held).
 var createScript = redis.NewScript(`
 if ARGV[5] == '1' then
   local other = redis.call('GET', KEYS[4])
@@ -36,9 +42,17 @@ if ARGV[5] == '1' then
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {2} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 10))
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[2]) end
+if ARGV[10] == '1' then
+  if redis.call('LLEN', KEYS[2]) == 0 then
+    redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+    return {3}
+  end
+  redis.call('HSET', KEYS[1], 'status', 'queued')
+  redis.call('HDEL', KEYS[1], 'delivered_at')
+end
 local heard = -1
 if ARGV[7] ~= '' then heard = redis.call('PUBLISH', ARGV[7], ARGV[8]) end
 if heard > 0 then

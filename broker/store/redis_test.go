@@ -124,6 +124,63 @@ func TestRedisCreateHandsANewCallToTheHolder(t *testing.T) {
 	}
 }
 
+// TestRedisPendingKnowsItsOwnCallsUntilTheirOutcome: the instance that
+// created a call knows it without a read until it hears of its outcome,
+// wherever it was written, and a Watch registered before asking fires on
+// that outcome.
+func TestRedisPendingKnowsItsOwnCallsUntilTheirOutcome(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t), Options: store.Options{Grace: time.Millisecond}}
+	a, b := newRedis(t, cfg), newRedis(t, cfg)
+	ctx := context.Background()
+	now := time.Now()
+	rec := store.Record{CorrelationID: "pending-1", WorkspaceID: "ws", Endpoint: "/x", Payload: json.RawMessage(`[1]`), Timeout: 30, CreatedAt: now, Deadline: now.Add(30 * time.Second)}
+	if _, err := a.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Pending("pending-1"); ok {
+		t.Fatal("another instance knows the call as pending")
+	}
+	outcome, stop := a.Watch("pending-1")
+	defer stop()
+	got, ok := a.Pending("pending-1")
+	if !ok || got.Status != store.Queued || got.WorkspaceID != "ws" || got.Payload != nil {
+		t.Fatalf("Pending on the creating instance = %+v, %v", got, ok)
+	}
+	// The outcome written by the other instance reaches the watch, and the
+	// call is no longer pending.
+	if _, err := b.Finish(ctx, "pending-1", protocol.Success("pending-1", json.RawMessage(`1`)), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-outcome:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch registered before Pending did not fire on the outcome")
+	}
+	if _, ok := a.Pending("pending-1"); ok {
+		t.Fatal("still pending after its outcome")
+	}
+	// Its own Finish forgets it at once; the deadline plus grace too.
+	rec.CorrelationID = "pending-2"
+	if _, err := a.CreateHeld(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Finish(ctx, "pending-2", protocol.Failure("pending-2", protocol.CodeCancelled, "x"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Pending("pending-2"); ok {
+		t.Fatal("pending after its own Finish")
+	}
+	rec.CorrelationID, rec.Deadline = "pending-3", time.Now().Add(20*time.Millisecond)
+	if _, err := a.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // past the deadline plus grace
+	if _, ok := a.Pending("pending-3"); ok {
+		t.Fatal("pending past its deadline plus grace")
+	}
+}
+
 // newBus is a Redis bus closed in t.Cleanup.
 func newBus(t *testing.T, cfg bus.RedisConfig) *bus.Redis {
 	t.Helper()

@@ -19,6 +19,9 @@
 //     never once its wait for the workspace or its deadline has passed. (A
 //     store may instead hand a new call to the workspace's holder in the
 //     step that records it, see Created.Told: then it is never queued.)
+//   - CreateHeld records a call delivered in the step that records it
+//     (Created.Claimed) only when its workspace's queue is empty: a call
+//     never goes ahead of queued ones.
 //   - Sweep ends, with a failure, every call whose time passed: a queued
 //     call at the end of its wait (workspace_offline) or at its deadline
 //     (timeout), a delivered call at its deadline plus Options.Grace
@@ -123,6 +126,9 @@ type Created struct {
 	// recorded delivered, never queued, and the holder delivers it as it
 	// comes (marked async); heard by nobody (Told 0) it is queued.
 	Told int
+	// Claimed is set when CreateHeld recorded the call delivered: nobody
+	// was told, and the caller delivers it itself (Told is -1).
+	Claimed bool
 }
 
 // Outcome is what Finish did.
@@ -147,6 +153,15 @@ type Store interface {
 	// that call's record is returned with Existing set. A CorrelationID
 	// already recorded is ErrExists.
 	Create(ctx context.Context, rec Record) (Created, error)
+	// CreateHeld is Create for a caller in the process that holds the
+	// workspace's connection (a broker's own API): when the workspace's
+	// queue is empty, the call is recorded delivered at once, never
+	// queued and nobody told (Created.Claimed), and the caller delivers
+	// it on that connection itself, as if it had claimed it. With calls
+	// queued ahead of it, it is queued, and nobody is told either (Told
+	// -1): the caller makes its holder drain the queue. The rest is
+	// Create's.
+	CreateHeld(ctx context.Context, rec Record) (Created, error)
 	// Get returns the record of a call, or ErrNotFound.
 	Get(ctx context.Context, correlationID string) (Record, error)
 	// Claim takes up to max calls from the front of workspaceID's queue

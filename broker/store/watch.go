@@ -1,6 +1,9 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // watchers are the Watch registrations of one store instance, by
 // correlation id. Both implementations use them: Memory notifies from
@@ -18,6 +21,44 @@ type watchers struct {
 	// arrive before the script's reply, and is left to the Finish, which
 	// has the record.
 	own map[string]int
+	// pending are the calls this instance recorded (Redis) whose outcome
+	// it has not heard of: notify forgets them, under mu, so that a Watch
+	// registered before Pending looks fires on the outcome (see
+	// Redis.Pending).
+	pending map[string]pendingCall
+}
+
+// pendingCall is a call recorded here, to be forgotten at until at the
+// latest (its deadline plus grace: by then the sweep ended it).
+type pendingCall struct {
+	rec   Record
+	until time.Time
+}
+
+// pendingMax bounds the pending calls kept; past it the map starts anew
+// (the ones forgotten are read from the store instead).
+const pendingMax = 1 << 16
+
+// remember keeps rec, a call recorded here and not final, until until.
+func (ws *watchers) remember(rec Record, until time.Time) {
+	rec.Payload = nil // not part of what a status shows
+	ws.mu.Lock()
+	if ws.pending == nil || len(ws.pending) >= pendingMax {
+		ws.pending = make(map[string]pendingCall)
+	}
+	ws.pending[rec.CorrelationID] = pendingCall{rec: rec, until: until}
+	ws.mu.Unlock()
+}
+
+// known returns the pending call cid, unless its time is over at now.
+func (ws *watchers) known(cid string, now time.Time) (Record, bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	p, ok := ws.pending[cid]
+	if !ok || !now.Before(p.until) {
+		return Record{}, false
+	}
+	return p.rec.clone(), true
 }
 
 // finishing marks cid as being finished here until the returned func runs.
@@ -79,6 +120,7 @@ func (ws *watchers) notify(cid string, rec Record) {
 	ws.mu.Lock()
 	set := ws.byID[cid]
 	delete(ws.byID, cid)
+	delete(ws.pending, cid)
 	ws.mu.Unlock()
 	for ch := range set {
 		ch <- rec.clone() // each its own copy; room for one, sent once

@@ -1,0 +1,45 @@
+package broker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/broker"
+)
+
+// One scheduler beats for every connection: each is pinged on its own
+// schedule, and only the one that stops answering is closed.
+func TestEveryConnectionPingedAndOnlyTheSilentOneClosed(t *testing.T) {
+	e := newEnv(t, func(c *broker.Config) {
+		c.PingInterval = 100 * time.Millisecond
+		c.PingTimeout = 150 * time.Millisecond
+	})
+	var clients []*wireClient
+	for i := range 20 {
+		ws := fmt.Sprintf("ws%d", i)
+		clients = append(clients, e.connect(ws, e.token(broker.RoleBridge, ws)))
+	}
+	silent := e.dialWith(nil, true)
+	silent.send(`40{"token":"` + e.token(broker.RoleBridge, "silent") + `","workspace_id":"silent"}`)
+	silent.next() // CONNECT ack
+	start := time.Now()
+	silent.waitClosed(2 * time.Second)
+	if el := time.Since(start); el > 600*time.Millisecond {
+		t.Fatalf("silent client closed after %s, want within pingInterval+pingTimeout and slack", el)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, c := range clients {
+		for c.pings.Load() < 5 {
+			if time.Now().After(deadline) {
+				t.Fatalf("a client got %d pings in 5s", c.pings.Load())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-c.closed:
+			t.Fatal("a client that answers pings was closed")
+		default:
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package gcpace_test
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/internal/gcpace"
+)
+
+// waitPercent collects until the pacer has set want, or fails after 10s.
+func waitPercent(t *testing.T, p *gcpace.Pacer, ok func(int) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(p.Percent()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d after 10s, want %s", p.Percent(), what)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // the cleanup runs on its own goroutine
+	}
+}
+
+func TestPacerCapsHeadroomOverALargeHeapAndLiftsItOverASmallOne(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	p := &gcpace.Pacer{Headroom: 8 << 20, MinPercent: 25, MaxPercent: 400}
+	p.Start()
+	defer p.Stop()
+
+	// A small live heap: GOGC goes to the maximum.
+	waitPercent(t, p, func(pct int) bool { return pct == 400 }, "400 over a small heap")
+
+	// 32 MB live: 8 MB of headroom is GOGC 25 (the floor is 25).
+	slab := make([]byte, 32<<20)
+	for i := range slab {
+		slab[i] = byte(i)
+	}
+	waitPercent(t, p, func(pct int) bool { return pct == 25 }, "25 over 32 MB")
+	// The runtime has it too.
+	if got := debug.SetGCPercent(25); got != 25 {
+		t.Fatalf("runtime GOGC is %d, want 25", got)
+	}
+
+	// 16 MB live: 8 MB is about GOGC 50 (a little less: the rest of the
+	// heap is live too).
+	runtime.KeepAlive(slab)
+	slab = nil
+	small := make([]byte, 16<<20)
+	for i := range small {
+		small[i] = byte(i)
+	}
+	waitPercent(t, p, func(pct int) bool { return pct > 40 && pct <= 50 }, "about 50 over 16 MB")
+	runtime.KeepAlive(small)
+
+	small = nil
+	waitPercent(t, p, func(pct int) bool { return pct == 400 }, "400 once the heap is small again")
+	runtime.KeepAlive(small)
+}
+
+func TestStoppedPacerLeavesGOGCAlone(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	p := &gcpace.Pacer{Headroom: 8 << 20, MinPercent: 25, MaxPercent: 400}
+	p.Start()
+	waitPercent(t, p, func(pct int) bool { return pct == 400 }, "400 over a small heap")
+	p.Stop()
+	runtime.GC()
+	debug.SetGCPercent(77)
+	slab := make([]byte, 32<<20)
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Fatalf("a stopped pacer changed GOGC to %d", got)
+	}
+	runtime.KeepAlive(slab)
+}
