@@ -30,8 +30,10 @@ import (
 //	  not yet valid (nbf), alg none, HS512, garbage, missing, wrong role
 //	  both ways, another workspace, a bridge token for '*'
 //	                                   TestSecurityTokensOnConnect, TestSecurityTokensOnTheCallerAPI
-//	a bridge cannot answer, cancel or read another workspace's calls
-//	                                   TestSecurityABridgeCannotTouchAnotherWorkspacesCalls
+//	a bridge cannot answer, cancel or read another workspace's calls,
+//	  sync and async (nor read or cancel an async one over the API)
+//	                                   TestSecurityABridgeCannotTouchAnotherWorkspacesCalls,
+//	                                   TestSecurityABridgeCannotTouchAnotherWorkspacesAsyncCalls
 //	oversized frames, 100k-deep JSON in a frame and in HTTP bodies,
 //	  floods of small frames (WebSocket and polling), invalid UTF-8:
 //	  refused, and a second client keeps getting answers meanwhile
@@ -50,9 +52,7 @@ import (
 // Related cases elsewhere: malformed packets close only their connection
 // (broker_test.go TestMalformedPacketClosesOnlyThatConnection), HTTP
 // bodies over --max-payload are refused (TestPayloadOverMaxPayloadRefused),
-// payload fields are strict (bridge/strict_test.go). Async calls (a bridge
-// reading or cancelling another workspace's durable calls) get their cases
-// here when they exist.
+// payload fields are strict (bridge/strict_test.go).
 
 func signedToken(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
 	t.Helper()
@@ -196,6 +196,60 @@ func TestSecurityABridgeCannotTouchAnotherWorkspacesCalls(t *testing.T) {
 	}
 	if n := b.metric("tether_unmatched_answers_total"); n < 2 {
 		t.Fatalf("tether_unmatched_answers_total = %v, want the 2 forged answers counted", n)
+	}
+}
+
+// TestSecurityABridgeCannotTouchAnotherWorkspacesAsyncCalls: the same for
+// a durable async call. A bridge of another workspace cannot answer it (by
+// event or by the victim's ack id) nor cancel it over the wire; neither its
+// bridge token nor a caller token for its own workspace can read or cancel
+// the call over the API (bridge tokens cannot use the caller API at all);
+// the record keeps the victim's answer.
+func TestSecurityABridgeCannotTouchAnotherWorkspacesAsyncCalls(t *testing.T) {
+	b := startBroker(t)
+	victim := dialWire(t, b.url, "", nil)
+	if f := victim.connect(token(t, broker.RoleBridge, "ws-victim"), "ws-victim"); !strings.HasPrefix(f, `40{"sid"`) {
+		t.Fatalf("victim CONNECT: %q", f)
+	}
+	forger := dialWire(t, b.url, "", nil)
+	if f := forger.connect(token(t, broker.RoleBridge, "ws-forger"), "ws-forger"); !strings.HasPrefix(f, `40{"sid"`) {
+		t.Fatalf("forger CONNECT: %q", f)
+	}
+	tok := token(t, broker.RoleCaller, "ws-victim")
+	rec := b.submit("ws-victim", tok, `{"endpoint":"/api/ping","payload":{"secret":"victim-data"},"timeout":10,"async":true,"correlation_id":"victim-async-1"}`)
+	cid := rec.CorrelationID
+	frame := victim.nextMatching(5*time.Second, `"`+cid+`"`)
+	ack := strings.TrimPrefix(strings.SplitN(frame, "[", 2)[0], "42")
+
+	forger.send(`42["tool_response",{"correlation_id":"` + cid + `","success":true,"result":"forged by event"}]`)
+	forger.send(`43` + ack + `[{"correlation_id":"` + cid + `","success":true,"result":"forged by ack"}]`)
+	forger.send(`42["tool_cancel",{"correlation_id":"` + cid + `","reason":"forged"}]`)
+
+	// Over the API: the forger's bridge token and its caller token.
+	for _, c := range []struct{ name, tok string }{
+		{"the forger's bridge token", token(t, broker.RoleBridge, "ws-forger")},
+		{"a caller token for ws-forger", token(t, broker.RoleCaller, "ws-forger")},
+	} {
+		for _, req := range []struct{ method, path string }{
+			{http.MethodGet, "/api/v1/calls/" + cid},
+			{http.MethodGet, "/api/v1/calls/" + cid + "?wait=1"},
+			{http.MethodPost, "/api/v1/calls/" + cid + "/cancel"},
+		} {
+			a := b.asyncRequest(req.method, req.path, c.tok, "")
+			if a.status != http.StatusForbidden || a.fail.Error != protocol.CodeForbidden || strings.Contains(a.fail.Message, "victim-data") {
+				t.Fatalf("%s %s with %s: HTTP %d %+v %+v; want 403 forbidden, nothing of the call", req.method, req.path, c.name, a.status, a.fail, a.rec)
+			}
+		}
+	}
+
+	// The victim's own answer is the call's outcome.
+	victim.send(`43` + ack + `[{"correlation_id":"` + cid + `","success":true,"result":"from the victim"}]`)
+	got := b.record(cid, tok, 10)
+	wantSucceeded(t, got, `"from the victim"`)
+	for _, f := range forger.drain() {
+		if strings.Contains(f, "victim") {
+			t.Fatalf("the forger received %q", f)
+		}
 	}
 }
 

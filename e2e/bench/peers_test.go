@@ -136,10 +136,10 @@ func peersCommand() string {
 	}
 	var knobs []string
 	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		switch {
-		case !strings.HasPrefix(name, "BENCH_"),
-			name == "BENCH_PEERS_COMMAND", name == "BENCH_PEERS_OUT", name == "BENCH_PEERS_DOC", name == "BENCH_PEERS_BASELINE":
+		case !strings.HasPrefix(name, "BENCH_"), value == "", // make passes its unset variables empty
+			name == "BENCH_PEERS_COMMAND", name == "BENCH_PEERS_OUT", name == "BENCH_PEERS_DOC", name == "BENCH_PEERS_BASELINE", name == "BENCH_PEERS_RENDER":
 			continue
 		}
 		knobs = append(knobs, kv)

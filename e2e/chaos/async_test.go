@@ -51,6 +51,11 @@ const (
 	// flagLost: the call's final outcome was seen, and then its record was
 	// gone (call_not_found).
 	flagLost uint8 = 1 << iota
+	// flagRecreated: after the final outcome, the keyed submit sent again
+	// made the call anew: a record created later than the one that gave
+	// the outcome, so the call's record and its key were gone (a Redis
+	// restart) when it came.
+	flagRecreated
 )
 
 // asyncNote is what an async call adds to its record.
@@ -196,7 +201,14 @@ func (r *run) asyncCall(c *call) (outcome, bad string, done time.Time, note asyn
 	if c.key != "" && err == nil {
 		again, err := a.retry(ctx, submit)
 		if err == nil {
-			if diff := sameFinal(final, again); diff != "" {
+			switch diff := sameFinal(final, again); {
+			case diff == "":
+			case again.CreatedAt.After(final.CreatedAt):
+				// Not this record changed, but a new one: checked at the
+				// end against the Redis restarts since the call was sent.
+				note.flags |= flagRecreated
+				note.checked = time.Now()
+			default:
 				return "two_finals", "the keyed submit sent after the outcome: " + diff, done, note
 			}
 		}

@@ -191,14 +191,18 @@ func (r *run) check(stopped time.Time) verdict {
 		w := r.topo.spaces[rec.ws]
 		s := spanOf(rec)
 		async := rec.way == wayAsync
-		if async && (r.outcomes[rec.outcome] == protocol.CodeCallNotFound || rec.flags&flagLost != 0) {
+		if async && (r.outcomes[rec.outcome] == protocol.CodeCallNotFound || rec.flags&(flagLost|flagRecreated) != 0) {
 			until := s.to
-			if rec.flags&flagLost != 0 {
+			if rec.flags&(flagLost|flagRecreated) != 0 {
 				until = r.start.Add(rec.checked)
 			}
-			if ix.redis(s.from, until, true) {
+			switch {
+			case ix.redis(s.from, until, true):
 				v.asyncLost++
-			} else {
+			case rec.flags&flagRecreated != 0:
+				r.violate(violation{kind: "two_finals", seq: uint64(seq), hasSeq: true, at: until,
+					detail: fmt.Sprintf("a keyed submit sent again after the outcome made the async call to %s anew by %s, with no Redis restart since it was sent", w.id, until.Format("15:04:05.000"))})
+			default:
 				r.violate(violation{kind: "record_lost", seq: uint64(seq), hasSeq: true, at: until,
 					detail: fmt.Sprintf("the record of the async call to %s was gone by %s (outcome %s) with no Redis restart since it was sent", w.id, until.Format("15:04:05.000"), r.outcomes[rec.outcome])})
 			}

@@ -267,15 +267,17 @@ func TestCheckAcceptsALostAsyncRecordOnlyAfterARedisRestart(t *testing.T) {
 	r.outcomes = append(r.outcomes, protocol.CodeCallNotFound, protocol.CodeTimeout)
 	const lost, timeout = 1, 2
 	r.records = []record{
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(1000), done: ms(1500), finished: true},                         // 0: lost in the restart
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(8000), done: ms(8500), finished: true},                         // 1: lost, no restart near
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(1000), done: ms(1100), checked: ms(1300), finished: true},    // 2: seen, then lost in the restart
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(12000), done: ms(12100), checked: ms(12200), finished: true}, // 3: seen, then lost, no restart
-		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                   // 4: late while Redis paused
-		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(14000), done: ms(16500), finished: true},                 // 5: late, Redis fine
-		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                    // 6: a sync call late while Redis paused
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(1000), done: ms(1800), finished: true},                                        // 7: delivered again after the restart
-		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(10000), done: ms(10100), finished: true},                                      // 8: delivered twice, no restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(1000), done: ms(1500), finished: true},                              // 0: lost in the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, outcome: lost, timeout: time.Second, sent: ms(8000), done: ms(8500), finished: true},                              // 1: lost, no restart near
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(1000), done: ms(1100), checked: ms(1300), finished: true},         // 2: seen, then lost in the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagLost, timeout: time.Second, sent: ms(12000), done: ms(12100), checked: ms(12200), finished: true},      // 3: seen, then lost, no restart
+		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                        // 4: late while Redis paused
+		{ws: 2, entry: 0, way: wayAsync, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(14000), done: ms(16500), finished: true},                      // 5: late, Redis fine
+		{ws: 2, entry: -1, way: wayBus, act: actSilent, outcome: timeout, timeout: time.Second, sent: ms(4000), done: ms(6500), finished: true},                         // 6: a sync call late while Redis paused
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(1000), done: ms(1800), finished: true},                                             // 7: delivered again after the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, timeout: time.Second, sent: ms(10000), done: ms(10100), finished: true},                                           // 8: delivered twice, no restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagRecreated, timeout: time.Second, sent: ms(1000), done: ms(1100), checked: ms(1300), finished: true},    // 9: made anew by the keyed resubmit after the restart
+		{ws: 1, entry: 0, way: wayAsync, act: actAck, flags: flagRecreated, timeout: time.Second, sent: ms(12000), done: ms(12100), checked: ms(12200), finished: true}, // 10: made anew, no restart
 	}
 	r.faults.add(&fault{kind: "redis_restart", target: "redis", scope: scopeAll, start: at(1200), end: at(1400)})
 	r.faults.add(&fault{kind: "redis_pause", target: "redis", scope: scopeAll, start: at(5200), end: at(5600)})
@@ -287,17 +289,17 @@ func TestCheckAcceptsALostAsyncRecordOnlyAfterARedisRestart(t *testing.T) {
 		got[x.kind] = append(got[x.kind], x.seq)
 	}
 	// Call 1 also failed with no fault on its path.
-	want := map[string][]uint64{"record_lost": {1, 3}, "late_answer": {5, 6}, "delivered_twice": {8}, "clean_call_failed": {1}}
+	want := map[string][]uint64{"record_lost": {1, 3}, "two_finals": {10}, "late_answer": {5, 6}, "delivered_twice": {8}, "clean_call_failed": {1}}
 	for k, seqs := range want {
 		slices.Sort(got[k])
 		if !slices.Equal(got[k], seqs) {
 			t.Errorf("%s: calls %v, want %v", k, got[k], seqs)
 		}
 	}
-	if len(r.violations) != 6 {
-		t.Errorf("%d violations (%v), want the six above", len(r.violations), got)
+	if len(r.violations) != 7 {
+		t.Errorf("%d violations (%v), want the seven above", len(r.violations), got)
 	}
-	if v.asyncLost != 2 || v.asyncLateRedis != 1 || v.redeliveredLost != 1 {
-		t.Errorf("verdict = %+v, want 2 records lost to the restart, 1 late outcome excused by the pause, 1 call delivered again after the restart", v)
+	if v.asyncLost != 3 || v.asyncLateRedis != 1 || v.redeliveredLost != 1 {
+		t.Errorf("verdict = %+v, want 3 records lost to the restart (one of them made anew by its keyed resubmit), 1 late outcome excused by the pause, 1 call delivered again after the restart", v)
 	}
 }
