@@ -37,6 +37,10 @@ func (w way) String() string { return wayNames[w] }
 // act is what the call asks of the workspace.
 type act uint8
 
+// terminalMinTimeout is the shortest timeout of a terminal call: its
+// command takes 200 ms.
+const terminalMinTimeout = 2500 * time.Millisecond
+
 const (
 	actPing     act = iota // bridge: /api/ping echoes the payload
 	actTerminal            // bridge: a command that takes 200 ms and prints the nonce and its directory
@@ -123,7 +127,8 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 	if c.way != wayBus {
 		c.entry = rng.IntN(len(r.topo.brokers))
 	}
-	// Timeouts from 1 s to 4 s: long enough that a healthy path always
+	// Timeouts from 1 s to 4 s (terminal commands at least
+	// terminalMinTimeout): long enough that a healthy path always
 	// answers in time on a loaded machine, short enough that faults end
 	// many of them.
 	c.timeout = time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
@@ -141,6 +146,11 @@ func (r *run) plan(rng *rand.Rand, seq uint64) *call {
 		c.act = actPing
 		if rng.IntN(100) < 3 {
 			c.act = actTerminal
+			// The bridge ends a command 250 ms before the call's deadline,
+			// and a bridge's first command also starts its terminal: on a
+			// machine running other test packages at once that took over a
+			// second (make test saw a clean 1.375 s call end timed out).
+			c.timeout = max(c.timeout, terminalMinTimeout)
 		}
 	} else {
 		switch n := rng.IntN(1000); {
