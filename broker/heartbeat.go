@@ -68,8 +68,12 @@ func (q *hbQueue) pop() hbStep {
 	if q.head == len(q.steps) {
 		q.steps, q.head = q.steps[:0], 0
 	} else if q.head > 1024 && q.head > len(q.steps)/2 {
-		q.steps = q.steps[:copy(q.steps, q.steps[q.head:])]
-		q.head = 0
+		n := copy(q.steps, q.steps[q.head:])
+		// The slots past the moved steps still hold copies of them, and
+		// with them their connections: cleared, or every connection a
+		// compaction moved stays reachable after it closed.
+		clear(q.steps[n:])
+		q.steps, q.head = q.steps[:n], 0
 	}
 	return s
 }
