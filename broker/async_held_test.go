@@ -59,6 +59,21 @@ func (s *gatedStore) waitEntered(t *testing.T) {
 	}
 }
 
+// waitHandsOver waits until a submit for ws would be handed to the
+// connection holding it: that connection drains its (empty) queue when it
+// takes the workspace, and a submit during that drain is queued behind it.
+// The broker's own condition is polled: no event says a drain ended.
+func (e *env) waitHandsOver(ws string) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !broker.HandsOverForTest(e.broker, ws) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the connection holding %s did not end its connect-time drain in 5 s", ws)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func newHeldEnv(t *testing.T, st *gatedStore) *env {
 	return newEnv(t, func(c *broker.Config) { c.Store = st })
 }
@@ -83,11 +98,7 @@ func TestAsyncSubmitToAHeldWorkspaceIsDeliveredWithoutTheQueue(t *testing.T) {
 	e := newHeldEnv(t, st)
 	c := e.connect("ws-h", e.token(broker.RoleBridge, "ws-h"))
 	tok := e.token(broker.RoleCaller, "ws-h")
-	// The connection drains its (empty) queue when it takes the workspace.
-	deadline := time.Now().Add(5 * time.Second)
-	for st.claims.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	e.waitHandsOver("ws-h")
 	claims := st.claims.Load()
 	rec, _ := e.submit("ws-h", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5,"async":true}`, http.StatusAccepted)
 	if rec.Status != store.Delivered || rec.DeliveredAt == nil {
@@ -132,14 +143,35 @@ func TestAsyncSubmitDuringADrainKeepsTheQueueOrder(t *testing.T) {
 	}
 }
 
+// heldSubmit is an async submit to a workspace the broker holds, stopped
+// after the store recorded it delivered and before it reaches the
+// connection (the store's heldGate, closed by the test).
+type heldSubmit struct {
+	st  *gatedStore
+	e   *env
+	c   *wireClient
+	tok string
+	sub <-chan store.Record
+}
+
+// startHeldSubmit connects a client for ws, waits until a submit would be
+// handed to it, submits the call cid and waits for the gate.
+func startHeldSubmit(t *testing.T, ws, cid string) heldSubmit {
+	t.Helper()
+	h := heldSubmit{st: newGatedStore(t)}
+	h.st.heldGate = make(chan struct{})
+	h.e = newHeldEnv(t, h.st)
+	h.c = h.e.connect(ws, h.e.token(broker.RoleBridge, ws))
+	h.tok = h.e.token(broker.RoleCaller, ws)
+	h.e.waitHandsOver(ws)
+	h.sub = h.e.submitAsync(ws, h.tok, `{"endpoint":"/x","timeout":10,"async":true,"correlation_id":"`+cid+`"}`)
+	h.st.waitEntered(t) // recorded delivered, not yet on the connection
+	return h
+}
+
 func TestAsyncHeldCallWhoseConnectionWentFailsOnce(t *testing.T) {
-	st := newGatedStore(t)
-	st.heldGate = make(chan struct{})
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-g", e.token(broker.RoleBridge, "ws-g"))
-	tok := e.token(broker.RoleCaller, "ws-g")
-	sub := e.submitAsync("ws-g", tok, `{"endpoint":"/x","timeout":10,"async":true,"correlation_id":"held-gone"}`)
-	st.waitEntered(t) // recorded delivered, not yet on the connection
+	h := startHeldSubmit(t, "ws-g", "held-gone")
+	st, e, c, tok, sub := h.st, h.e, h.c, h.tok, h.sub
 	_ = c.ws.CloseNow()
 	deadline := time.Now().Add(5 * time.Second)
 	for len(e.broker.Workspaces()) > 0 && time.Now().Before(deadline) {
@@ -159,13 +191,8 @@ func TestAsyncHeldCallWhoseConnectionWentFailsOnce(t *testing.T) {
 }
 
 func TestAsyncCancelBeforeTheHeldCallIsDeliveredStopsIt(t *testing.T) {
-	st := newGatedStore(t)
-	st.heldGate = make(chan struct{})
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-k", e.token(broker.RoleBridge, "ws-k"))
-	tok := e.token(broker.RoleCaller, "ws-k")
-	sub := e.submitAsync("ws-k", tok, `{"endpoint":"/x","timeout":10,"async":true,"correlation_id":"held-cancel"}`)
-	st.waitEntered(t)
+	h := startHeldSubmit(t, "ws-k", "held-cancel")
+	st, e, c, tok, sub := h.st, h.e, h.c, h.tok, h.sub
 	if status, got := e.cancelCall("held-cancel", tok); status != http.StatusOK || got.Status != store.Cancelled {
 		t.Fatalf("cancel: HTTP %d %+v", status, got)
 	}
