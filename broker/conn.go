@@ -28,6 +28,7 @@ const (
 	ReasonMalformed    = "malformed packet"
 	ReasonClientClosed = "client disconnect"
 	ReasonTransport    = "transport error"
+	ReasonBusLost      = "bus connection lost"
 )
 
 // EventDisconnectReason tells a client why the broker is about to disconnect
@@ -50,7 +51,7 @@ type conn struct {
 	// hs is the connection's place among its address's handshakes in
 	// progress (limit.go), given back at CONNECT or close.
 	hs    *handshake
-	since int64 // when CONNECT succeeded, unix ns: newest holder wins
+	since int64 // when CONNECT succeeded, unix ns
 	// workspace is set once, when CONNECT succeeds; read it with
 	// workspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
@@ -88,8 +89,13 @@ type conn struct {
 	claiming     int               // claims in flight (beginClaim)
 	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
+	// takenAt orders takeovers: the unix ns of c's latest takeover of its
+	// workspace (hold, then each rejoin after the bus was lost); the
+	// newest holder wins. It tells c's own takeover coming back on the
+	// channel from an earlier one.
+	takenAt int64
 	// While joining (see Broker.hold).
-	echoed  bool                // own takeover seen on the channel
+	echoed  bool                // own takeover (of takenAt) seen on the channel
 	settled bool                // hold knows shared
 	shared  bool                // another holder was subscribed when the takeover went out
 	early   []protocol.ToolCall // calls that arrived while joining

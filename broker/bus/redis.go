@@ -62,6 +62,16 @@ type RedisConfig struct {
 	// to re-announce what it serves. It runs on a goroutine of its own and
 	// may use the bus.
 	OnReconnect func()
+	// OnLost, if set, is called each time a pub/sub connection that had
+	// been live is lost, on its receiving goroutine, after the handlers
+	// were called for every message it read and before it subscribes again:
+	// no message of its next generation reaches a handler before OnLost
+	// returns (messages that still wait for a slow handler of theirs are
+	// the exception: they are older and keep their order). What is
+	// published while it is down is lost; OnReconnect follows once it is
+	// back. The broker uses it to stop delivering a workspace's calls until
+	// it has taken the workspace again (Broker.BusLost). It must not block.
+	OnLost func()
 }
 
 // Redis is the Bus used when tether instances share Redis pub/sub.
@@ -106,6 +116,7 @@ type Redis struct {
 	pingInterval time.Duration
 	pingTimeout  time.Duration
 	onReconnect  func()
+	onLost       func()
 
 	single  *redis.Client        // single-server mode
 	cluster *redis.ClusterClient // cluster mode
@@ -143,6 +154,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		pingInterval: cfg.PingInterval,
 		pingTimeout:  cfg.PingTimeout,
 		onReconnect:  cfg.OnReconnect,
+		onLost:       cfg.OnLost,
 		conns:        make(map[connKey]*psConn),
 		changed:      make(chan struct{}),
 		done:         make(chan struct{}),

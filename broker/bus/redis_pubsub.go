@@ -243,12 +243,17 @@ func (c *psConn) run() {
 		}
 		started := time.Now()
 		err = c.receive(ps)
-		stopped := c.down(ps)
+		stopped, everLive := c.down(ps)
 		if stopped {
 			return
 		}
 		log.Warn().Err(err).Dur("after", time.Since(started).Round(time.Millisecond)).
 			Msg("redis pub/sub connection lost; resubscribing")
+		if everLive && c.r.onLost != nil {
+			// Before the next generation subscribes: its messages come
+			// after what the hook sets up (see RedisConfig.OnLost).
+			c.r.onLost()
+		}
 		// A connection that fails right after connecting counts as a
 		// failed attempt, so a persistent fault backs off.
 		if time.Since(started) < 2*c.r.pingTimeout {
@@ -395,10 +400,11 @@ func (c *psConn) unsubscribeCmd(ctx context.Context, ps *redis.PubSub, channels 
 // down ends the generation of ps: subscriptions being ended are done (the
 // socket that carried them is gone), the others wait for the next
 // generation. It reports whether the connection was shut down.
-func (c *psConn) down(ps *redis.PubSub) (stopped bool) {
+func (c *psConn) down(ps *redis.PubSub) (stopped, everLive bool) {
 	r := c.r
 	c.sendMu.Lock()
 	r.mu.Lock()
+	everLive = c.everLive
 	c.ps = nil
 	if c.live {
 		c.downSince = time.Now()
@@ -415,7 +421,7 @@ func (c *psConn) down(ps *redis.PubSub) (stopped bool) {
 	r.mu.Unlock()
 	c.sendMu.Unlock()
 	_ = ps.Close()
-	return stopped
+	return stopped, everLive
 }
 
 // receive reads the current generation until it fails. Handlers run on the

@@ -257,14 +257,29 @@ func TestRedisSilentSubscriptionDeathIsNoticed(t *testing.T) {
 }
 
 // TestRedisKilledSubscriptionIsResubscribed: CLIENT KILL TYPE pubsub drops
-// the connection from the server side.
+// the connection from the server side. OnLost runs before the connection
+// subscribes again: what it publishes reaches no subscriber, and OnReconnect
+// comes after it.
 func TestRedisKilledSubscriptionIsResubscribed(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := uniquePrefix(t)
 	reconnected := make(chan struct{}, 16)
+	lost := make(chan string, 16) // subscribers a publish from OnLost reached
 	b := newRedis(t, bus.RedisConfig{
 		URL: srv.URL(), Prefix: prefix, PingInterval: 100 * time.Millisecond,
-		OnReconnect: func() { reconnected <- struct{}{} },
+		OnLost: func() {
+			n, err := srv.Do("PUBLISH", prefix+"ws:1", "during")
+			if err != nil {
+				n = err.Error()
+			}
+			lost <- n
+		},
+		OnReconnect: func() {
+			if len(lost) == 0 {
+				t.Error("OnReconnect before OnLost")
+			}
+			reconnected <- struct{}{}
+		},
 	})
 	got := make(chan string, 16)
 	mustSubscribe(t, b, "ws:1", func(m []byte) { got <- string(m) })
@@ -280,9 +295,12 @@ func TestRedisKilledSubscriptionIsResubscribed(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready after resubscribing: %v", err)
 	}
+	if n := <-lost; n != "0" {
+		t.Fatalf("a publish from OnLost reached %s subscribers, want 0: OnLost must run before the connection subscribes again", n)
+	}
 	mustPublishN(t, b, "ws:1", "after", 1)
 	if m := awaitOne(t, got); m != "after" {
-		t.Fatalf("got %q", m)
+		t.Fatalf("got %q, want the message published after the reconnect alone", m)
 	}
 }
 

@@ -97,16 +97,17 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 }
 
 // open connects the Redis bus the flags select; nil without --redis or
-// --redis-cluster. onReconnect runs each time the bus has resubscribed after
-// losing Redis.
-func (f *redisFlags) open(instanceID string, log zerolog.Logger, onReconnect func()) (*bus.Redis, error) {
+// --redis-cluster. onLost runs each time a pub/sub connection is lost,
+// before it subscribes again, and onReconnect each time the bus has
+// resubscribed after losing Redis.
+func (f *redisFlags) open(instanceID string, log zerolog.Logger, onLost, onReconnect func()) (*bus.Redis, error) {
 	if f.url == "" && f.cluster == "" {
 		return nil, nil
 	}
 	if f.url != "" && f.cluster != "" {
 		return nil, usagef("--redis and --redis-cluster exclude each other")
 	}
-	cfg := bus.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnReconnect: onReconnect}
+	cfg := bus.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnLost: onLost, OnReconnect: onReconnect}
 	if f.cluster != "" && len(cfg.ClusterAddrs) == 0 {
 		return nil, usagef("--redis-cluster needs at least one host:port")
 	}
@@ -174,10 +175,15 @@ func runBroker(args []string, stderr io.Writer) error {
 		// One name for the broker's logs and its Redis connections.
 		f.instanceID = uuid.NewString()[:8]
 	}
-	// The bus exists before the broker it serves; after a Redis outage the
-	// broker re-announces the workspaces it holds.
+	// The bus exists before the broker it serves; when a pub/sub
+	// connection goes, the broker's holders stop delivering, and once it is
+	// back they take their workspaces again.
 	var served atomic.Pointer[broker.Broker]
 	rb, err := rf.open(f.instanceID, log, func() {
+		if b := served.Load(); b != nil {
+			b.BusLost()
+		}
+	}, func() {
 		if b := served.Load(); b != nil {
 			b.Reannounce()
 		}
