@@ -293,57 +293,37 @@ func TestBusWaitForWorkspaceIsRoutedWhenItComesOnline(t *testing.T) {
 	})
 }
 
-// TestBusWaitForWorkspaceGivesUpAtDeadline: nobody ever serves the
-// workspace; the held call is answered workspace_offline at its deadline.
-func TestBusWaitForWorkspaceGivesUpAtDeadline(t *testing.T) {
-	eachBus(t, func(t *testing.T, pair busPair) {
-		_, cb := pair(t)
-		c := newCaller(t, cb, 0)
-		start := time.Now()
-		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 300 * time.Millisecond, WaitForWorkspace: 300 * time.Millisecond})
-		el := time.Since(start)
-		if resp.Error != protocol.CodeWorkspaceOffline || el < 300*time.Millisecond || el > 500*time.Millisecond {
-			t.Fatalf("got %+v after %v, want workspace_offline at 300ms", resp, el)
-		}
-		if c.Pending() != 0 {
-			t.Fatalf("%d waiters left", c.Pending())
-		}
-	})
-}
-
-// TestBusWaitForWorkspaceGivesUpAfterItsWait: wait_for_workspace means its
-// name: a call with a 5s timeout that may wait 300ms for its workspace is
-// answered workspace_offline after 300ms, not at its deadline.
-func TestBusWaitForWorkspaceGivesUpAfterItsWait(t *testing.T) {
-	eachBus(t, func(t *testing.T, pair busPair) {
-		_, cb := pair(t)
-		c := newCaller(t, cb, 0)
-		start := time.Now()
-		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 5 * time.Second, WaitForWorkspace: 300 * time.Millisecond})
-		el := time.Since(start)
-		if resp.Error != protocol.CodeWorkspaceOffline || el < 300*time.Millisecond || el > 500*time.Millisecond {
-			t.Fatalf("got %+v after %v, want workspace_offline at 300ms", resp, el)
-		}
-		if c.Pending() != 0 {
-			t.Fatalf("%d waiters left", c.Pending())
-		}
-	})
-}
-
-// TestBusWaitLongerThanTheTimeoutEndsAtTheDeadline: a wait for the workspace
-// longer than the call's timeout is cut by the deadline, which answers
-// timeout.
-func TestBusWaitLongerThanTheTimeoutEndsAtTheDeadline(t *testing.T) {
-	eachBus(t, func(t *testing.T, pair busPair) {
-		_, cb := pair(t)
-		c := newCaller(t, cb, 0)
-		start := time.Now()
-		resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 300 * time.Millisecond, WaitForWorkspace: time.Minute})
-		el := time.Since(start)
-		if resp.Error != protocol.CodeTimeout || el < 300*time.Millisecond || el > 500*time.Millisecond {
-			t.Fatalf("got %+v after %v, want timeout at the 300ms deadline", resp, el)
-		}
-	})
+// TestBusWaitForAnOfflineWorkspaceEndsOnTime: nobody ever serves the
+// workspace; a held call ends at the earlier of its deadline and its wait
+// for the workspace (wait_for_workspace means its name), answered
+// workspace_offline when the wait ends it and timeout when the deadline
+// does, and leaves no waiter.
+func TestBusWaitForAnOfflineWorkspaceEndsOnTime(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		timeout, wait time.Duration
+		want          string
+	}{
+		{"GivesUpAtTheDeadline", 300 * time.Millisecond, 300 * time.Millisecond, protocol.CodeWorkspaceOffline},
+		{"GivesUpAfterItsWait", 5 * time.Second, 300 * time.Millisecond, protocol.CodeWorkspaceOffline},
+		{"LongerThanTheTimeoutEndsAtTheDeadline", 300 * time.Millisecond, time.Minute, protocol.CodeTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachBus(t, func(t *testing.T, pair busPair) {
+				_, cb := pair(t)
+				c := newCaller(t, cb, 0)
+				start := time.Now()
+				resp := c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: tc.timeout, WaitForWorkspace: tc.wait})
+				el := time.Since(start)
+				if resp.Error != tc.want || el < 300*time.Millisecond || el > 500*time.Millisecond {
+					t.Fatalf("got %+v after %v, want %s at 300ms", resp, el, tc.want)
+				}
+				if c.Pending() != 0 {
+					t.Fatalf("%d waiters left", c.Pending())
+				}
+			})
+		})
+	}
 }
 
 func TestBusRefusesABadRequestWithoutPublishing(t *testing.T) {

@@ -41,6 +41,17 @@ type breakpoint struct {
 	message  string
 }
 
+// dapBreakpoints is bps as DAP tells them, read under d.mu.
+func (d *debugger) dapBreakpoints(bps []*breakpoint) []godap.Breakpoint {
+	out := make([]godap.Breakpoint, len(bps))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, bp := range bps {
+		out[i] = bp.dap()
+	}
+	return out
+}
+
 func (bp *breakpoint) dap() godap.Breakpoint {
 	out := godap.Breakpoint{Id: bp.id, Verified: bp.verified, Line: bp.actual, Message: bp.message}
 	if out.Line == 0 {
@@ -122,13 +133,7 @@ func (d *debugger) setBreakpoints(ctx context.Context, args godap.SetBreakpoints
 			d.bindPending(ctx, sc)
 		}
 	}
-	out := make([]godap.Breakpoint, len(bps))
-	d.mu.Lock()
-	for i, bp := range bps {
-		out[i] = bp.dap()
-	}
-	d.mu.Unlock()
-	return godap.SetBreakpointsResponseBody{Breakpoints: out}, nil
+	return godap.SetBreakpointsResponseBody{Breakpoints: d.dapBreakpoints(bps)}, nil
 }
 
 // remove forgets breakpoints replaced by a new set and clears them in V8.

@@ -44,13 +44,7 @@ func (d *debugger) setFunctionBreakpoints(ctx context.Context, args godap.SetFun
 	}
 	d.mu.Unlock()
 	d.bindFunctions(ctx, scripts)
-	out := make([]godap.Breakpoint, len(bps))
-	d.mu.Lock()
-	for i, bp := range bps {
-		out[i] = bp.dap()
-	}
-	d.mu.Unlock()
-	return godap.SetFunctionBreakpointsResponseBody{Breakpoints: out}, nil
+	return godap.SetFunctionBreakpointsResponseBody{Breakpoints: d.dapBreakpoints(bps)}, nil
 }
 
 func (d *debugger) hasPendingFuncsLocked() bool {

@@ -320,31 +320,29 @@ func (r *run) partition(rng *rand.Rand, f *fault) error {
 }
 
 // brokerKill: kill -9 of a broker, restarted on its address after 0.2 to
-// 1.5 s; it has recovered once every workspace it owns is connected to it
-// again.
+// 1.5 s.
 func (r *run) brokerKill(rng *rand.Rand, f *fault) error {
-	if !r.faults.claim("brokers") { // one broker down at a time
-		return errNoTarget
-	}
-	defer r.faults.release("brokers")
-	b := r.topo.brokers[rng.IntN(len(r.topo.brokers))]
-	f.target, f.scope, f.idx = b.name, scopeBroker, b.idx
-	f.start = time.Now()
-	b.kill()
-	time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(1300*time.Millisecond))))
-	restart := time.Now()
-	if err := b.start(); err != nil {
-		return err
-	}
-	ctx, cancel := r.recoverCtx()
-	defer cancel()
-	return r.topo.waitHeld(ctx, restart, r.owned(b)...)
+	return r.bounceBroker(rng, f, func(b *brokerNode) {
+		b.kill()
+		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(1300*time.Millisecond))))
+	})
 }
 
 // brokerRestart stops a broker as an operator would (SIGTERM: it drains
 // its calls for up to 2 s, answers the rest broker_shutdown and tells
 // every client why it disconnects) and starts it again at once.
 func (r *run) brokerRestart(rng *rand.Rand, f *fault) error {
+	return r.bounceBroker(rng, f, func(b *brokerNode) {
+		if err := b.stop(); err != nil {
+			r.violate(violation{kind: "bad_shutdown", at: time.Now(), detail: fmt.Sprintf("broker %s on SIGTERM: %v", b.name, err)})
+		}
+	})
+}
+
+// bounceBroker takes a random broker down with down and starts it again
+// on its address, one broker at a time; it has recovered once every
+// workspace it owns is connected to it again.
+func (r *run) bounceBroker(rng *rand.Rand, f *fault, down func(*brokerNode)) error {
 	if !r.faults.claim("brokers") {
 		return errNoTarget
 	}
@@ -352,9 +350,7 @@ func (r *run) brokerRestart(rng *rand.Rand, f *fault) error {
 	b := r.topo.brokers[rng.IntN(len(r.topo.brokers))]
 	f.target, f.scope, f.idx = b.name, scopeBroker, b.idx
 	f.start = time.Now()
-	if err := b.stop(); err != nil {
-		r.violate(violation{kind: "bad_shutdown", at: time.Now(), detail: fmt.Sprintf("broker %s on SIGTERM: %v", b.name, err)})
-	}
+	down(b)
 	restart := time.Now()
 	if err := b.start(); err != nil {
 		return err
