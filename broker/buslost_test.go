@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,35 +14,88 @@ import (
 
 // lostEnv is a broker on a bus the test shares (a plainBus: calls go
 // through the bus, as on Redis), holding ws through c, whose bus connection
-// was just lost (BusLost) and a call to ws has come since: the holder keeps
-// it. The call's answer comes on call.
+// was just lost (BusLost); a call to ws has come since, which the holder
+// keeps. Its answer comes on first.
 type lostEnv struct {
 	*env
-	bus  *bus.Memory
-	c    *wireClient
-	call <-chan callResult
+	bus   *bus.Memory
+	ws    string
+	c     *wireClient
+	first <-chan callResult
 }
 
-func startBusLost(t *testing.T, ws, timeout string) lostEnv {
+func startBusLost(t *testing.T, ws, timeout string) *lostEnv {
 	t.Helper()
 	m := bus.NewMemory()
 	t.Cleanup(func() { _ = m.Close() })
 	e := newEnv(t, func(c *broker.Config) { c.Bus = plainBus{m} })
-	l := lostEnv{env: e, bus: m, c: e.connect(ws, e.token(broker.RoleBridge, ws))}
+	l := &lostEnv{env: e, bus: m, ws: ws, c: e.connect(ws, e.token(broker.RoleBridge, ws))}
 	e.waitHandsOver(ws)
 	e.broker.BusLost()
 	if broker.HandsOverForTest(e.broker, ws) {
 		t.Fatal("the holder still takes calls after BusLost")
 	}
-	l.call = e.goCall(ws, e.token(broker.RoleCaller, ws), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":`+timeout+`}`)
+	l.first = l.ping(1, "timeout", timeout)
+	l.waitKept(1)
+	return l
+}
+
+func (l *lostEnv) ping(n int, timeoutField, timeout string) <-chan callResult {
+	return l.goCall(l.ws, l.token(broker.RoleCaller, l.ws), `{"endpoint":"/api/ping","payload":{"n":`+strconv.Itoa(n)+`},"`+timeoutField+`":`+timeout+`}`)
+}
+
+// waitKept waits until the holder keeps n calls.
+func (l *lostEnv) waitKept(n int) {
+	l.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for broker.EarlyCallsForTest(e.broker, ws) == 0 {
+	for broker.KeptCallsForTest(l.broker, l.ws) != n {
 		if time.Now().After(deadline) {
-			t.Fatal("the call did not reach the holder in 5 s")
+			l.t.Fatalf("the holder keeps %d calls after 5 s, want %d", broker.KeptCallsForTest(l.broker, l.ws), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return l
+}
+
+// otherHolder subscribes the workspace channel as a holder on another
+// broker would and returns what it hears there.
+func (l *lostEnv) otherHolder() <-chan protocol.BusMessage {
+	heard := make(chan protocol.BusMessage, 64)
+	sub, err := l.bus.Subscribe(context.Background(), protocol.WorkspaceChannel(l.ws), func(msg []byte) {
+		var m protocol.BusMessage
+		if protocol.DecodeBusMessage(msg, &m) == nil && m.Type != protocol.BusCall {
+			heard <- m
+		}
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { _ = sub.Unsubscribe(context.Background()) })
+	return heard
+}
+
+func (l *lostEnv) publish(m protocol.BusMessage) {
+	l.t.Helper()
+	msg, _ := json.Marshal(m)
+	if _, err := l.bus.Publish(context.Background(), protocol.WorkspaceChannel(l.ws), msg); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// hear returns the next message of type typ heard (the other holder hears
+// what it publishes itself too).
+func hear(t *testing.T, heard <-chan protocol.BusMessage, typ string) protocol.BusMessage {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-heard:
+			if m.Type == typ {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("heard no %s in 5 s", typ)
+		}
+	}
 }
 
 // TestBusLostHolderDeliversWhatItKeptOnceItTookTheWorkspaceAlone: after the
@@ -54,51 +109,78 @@ func TestBusLostHolderDeliversWhatItKeptOnceItTookTheWorkspaceAlone(t *testing.T
 		t.Fatalf("delivered %+v", r.call)
 	}
 	l.c.ackOK(r, `"ok"`)
-	if res := awaitResult(t, l.call, 5*time.Second); !res.resp.Success {
+	if res := awaitResult(t, l.first, 5*time.Second); !res.resp.Success {
 		t.Fatalf("call answered %+v", res.resp)
 	}
-	l.waitHandsOver("ws-lost")
+	l.waitHandsOver(l.ws)
 }
 
-// TestBusLostHolderLeavesWhatItKeptToAnotherHolder: another holder was
-// subscribed when the holder took its workspace again (a connection on
-// another broker that took it while this broker's bus was down, which this
-// broker never heard of): the call kept meanwhile reached that holder too,
-// so it is not delivered here; the ones after the takeover are. The call
-// left to the other holder, which never answers here, ends timeout.
-func TestBusLostHolderLeavesWhatItKeptToAnotherHolder(t *testing.T) {
-	l := startBusLost(t, "ws-shared", "1")
-	heard := make(chan protocol.BusMessage, 16)
-	other, err := l.bus.Subscribe(context.Background(), protocol.WorkspaceChannel("ws-shared"), func(msg []byte) {
-		var m protocol.BusMessage
-		if protocol.DecodeBusMessage(msg, &m) == nil {
-			heard <- m
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestBusLostHolderWaitsForAnOlderHolderToYield: an older holder (on a
+// broker that never lost the bus) heard the takeover: the call kept before
+// it was that holder's and is not delivered here (it ends timeout, that
+// holder never answering here); the call after it is kept until the older
+// holder yields, then delivered.
+func TestBusLostHolderWaitsForAnOlderHolderToYield(t *testing.T) {
+	l := startBusLost(t, "ws-older", "1")
+	heard := l.otherHolder()
 	l.broker.Reannounce()
-	select {
-	case m := <-heard:
-		if m.Type != protocol.BusTakeover {
-			t.Fatalf("the other holder heard %+v, want the takeover", m)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the other holder heard no takeover")
+	tk := hear(t, heard, protocol.BusTakeover)
+	second := l.ping(2, "timeout", "5")
+	l.waitKept(1) // the first is dropped: the other holder's
+	if broker.HandsOverForTest(l.broker, l.ws) {
+		t.Fatal("the holder takes calls before the older holder yielded")
 	}
-	_ = other.Unsubscribe(context.Background()) // it yields
-	l.waitHandsOver("ws-shared")
-	next := l.goCall("ws-shared", l.token(broker.RoleCaller, "ws-shared"), `{"endpoint":"/api/ping","payload":{"n":2},"timeout":5}`)
+	l.publish(protocol.BusMessage{Type: protocol.BusYield, Holder: "older", Since: 1, Reason: tk.Holder})
 	r := l.c.nextCall()
 	if string(r.call.Payload) != `{"n":2}` {
-		t.Fatalf("delivered %s first, want the call after the takeover: the kept one was the other holder's", r.call.Payload)
+		t.Fatalf("delivered %s first, want the call after the takeover", r.call.Payload)
 	}
 	l.c.ackOK(r, `"ok"`)
-	if res := awaitResult(t, next, 5*time.Second); !res.resp.Success {
-		t.Fatalf("call after the takeover answered %+v", res.resp)
+	if res := awaitResult(t, second, 5*time.Second); !res.resp.Success {
+		t.Fatalf("the call after the takeover answered %+v", res.resp)
 	}
-	if res := awaitResult(t, l.call, 5*time.Second); res.resp.Error != protocol.CodeTimeout {
+	if res := awaitResult(t, l.first, 5*time.Second); res.resp.Error != protocol.CodeTimeout {
+		t.Fatalf("the call kept before the takeover answered %+v, want timeout", res.resp)
+	}
+	l.waitHandsOver(l.ws)
+}
+
+// TestBusLostHolderYieldsToANewerHolder: a newer connection took the
+// workspace on another broker while this one's bus was down; it reasserts
+// on hearing the older takeover, and this holder yields (says so) and
+// delivers nothing it kept: the newest connection keeps the workspace.
+func TestBusLostHolderYieldsToANewerHolder(t *testing.T) {
+	l := startBusLost(t, "ws-newer", "1")
+	heard := l.otherHolder()
+	l.broker.Reannounce()
+	hear(t, heard, protocol.BusTakeover)
+	second := l.ping(2, "timeout", "1")
+	l.waitKept(1)
+	l.publish(protocol.BusMessage{Type: protocol.BusTakeover, Holder: "newer", Since: time.Now().Add(time.Hour).UnixNano()})
+	if y := hear(t, heard, protocol.BusYield); y.Reason != "newer" {
+		t.Fatalf("yielded %+v, want a yield to the newer holder", y)
+	}
+	l.c.waitClosed(5 * time.Second)
+	for _, ch := range []<-chan callResult{l.first, second} {
+		if res := awaitResult(t, ch, 5*time.Second); res.resp.Error != protocol.CodeTimeout {
+			t.Fatalf("a kept call answered %+v, want timeout: it was the newer holder's", res.resp)
+		}
+	}
+}
+
+// TestBusLostHolderThatHearsNoAnswerDisconnects: another subscriber heard
+// the takeover and neither yields nor reasserts: after rejoinWait (3 s)
+// the holder disconnects its client, which connects again afresh.
+func TestBusLostHolderThatHearsNoAnswerDisconnects(t *testing.T) {
+	l := startBusLost(t, "ws-silent", "1")
+	l.otherHolder()
+	start := time.Now()
+	l.broker.Reannounce()
+	l.c.waitClosed(5 * time.Second)
+	if el := time.Since(start); el < 2900*time.Millisecond {
+		t.Fatalf("disconnected after %s, before the 3 s wait", el)
+	}
+	if res := awaitResult(t, l.first, 5*time.Second); res.resp.Error != protocol.CodeTimeout {
 		t.Fatalf("the kept call answered %+v, want timeout", res.resp)
 	}
 }

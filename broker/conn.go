@@ -89,16 +89,24 @@ type conn struct {
 	claiming     int               // claims in flight (beginClaim)
 	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
-	// takenAt orders takeovers: the unix ns of c's latest takeover of its
-	// workspace (hold, then each rejoin after the bus was lost); the
-	// newest holder wins. It tells c's own takeover coming back on the
-	// channel from an earlier one.
+	// takenAt orders takeovers (the newest holder wins): when CONNECT
+	// succeeded, unix ns, plus one for each time c took its workspace
+	// again after the bus was lost (rejoin), so that c's own takeover
+	// coming back on the channel is told from an earlier one of its own.
 	takenAt int64
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover (of takenAt) seen on the channel
-	settled bool                // hold knows shared
+	settled bool                // hold knows heard
+	heard   int                 // subscribers the takeover reached, c included
 	shared  bool                // another holder was subscribed when the takeover went out
-	early   []protocol.ToolCall // calls that arrived while joining
+	early   []protocol.ToolCall // calls that arrived while joining, before the echo
+	// While taking the workspace again after the bus was lost (rejoin):
+	// the calls after the echo wait until every other holder that heard
+	// the takeover has yielded (yields counts them).
+	rejoining bool
+	later     []protocol.ToolCall
+	yields    int  // yields to c heard
+	waiting   bool // the bound on waiting for them is armed
 }
 
 // start serves a tracked connection: its first reader writes the open
@@ -207,8 +215,8 @@ func (c *conn) close(reason string, notify bool) {
 	// Calls kept while joining reached c alone unless another holder was
 	// subscribed (or that is not known yet): then they are not c's to answer.
 	early := c.early
-	c.early = nil
-	if !c.settled || c.shared {
+	c.early, c.later = nil, nil // later: never c's alone while it rejoins
+	if !c.settled || c.shared || c.rejoining {
 		early = nil
 	}
 	c.joining.Store(false)

@@ -34,6 +34,8 @@ func (c *conn) onBusMessage(msg []byte) {
 		c.kickQueue()
 	case protocol.BusTakeover:
 		c.takeover(m)
+	case protocol.BusYield:
+		c.yielded(m)
 	default:
 		c.event(c.b.log.Debug()).Str("type", m.Type).Msg("unknown bus message type ignored")
 	}

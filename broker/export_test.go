@@ -6,9 +6,9 @@ package broker
 // held path wait for it instead of guessing when that drain is over.
 func HandsOverForTest(b *Broker, ws string) bool { return b.heldForSubmit(ws) != nil }
 
-// EarlyCallsForTest counts the calls the connection holding ws keeps while
-// it joins (keepEarly).
-func EarlyCallsForTest(b *Broker, ws string) int {
+// KeptCallsForTest counts the calls the connection holding ws keeps while
+// it joins (keepEarly): before its takeover came back and, rejoining, after.
+func KeptCallsForTest(b *Broker, ws string) int {
 	b.mu.Lock()
 	c := b.holders[ws]
 	b.mu.Unlock()
@@ -17,5 +17,5 @@ func EarlyCallsForTest(b *Broker, ws string) int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.early)
+	return len(c.early) + len(c.later)
 }

@@ -61,7 +61,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 		return err
 	}
 	// n counts c itself; more means another holder had the earlier calls.
-	c.joinSettle(taken, n > 1)
+	c.joinSettle(taken, n)
 	if !c.connected(ws) {
 		return errors.New("connection closed while registering")
 	}
@@ -98,16 +98,22 @@ func (b *Broker) announce(c *conn) {
 	}
 }
 
-// BusLost makes every connection holding a workspace here take it again,
-// from now: it keeps the calls that reach it from now on instead of
-// delivering them, until Reannounce has published its new takeover and
-// learnt whether another holder was subscribed. Call it when a bus
-// pub/sub connection was lost, before it subscribes again
-// (bus.RedisConfig.OnLost): meanwhile this broker's holders missed what was
-// published, and a connection elsewhere may have taken their workspace
-// without their hearing of it. Whoever takes a workspace last then holds
-// it (the other yields on hearing the newer takeover), and the takeover
-// splits its calls between them as when a connection joins (hold).
+// BusLost makes every connection holding a workspace here take it again:
+// from now it keeps the calls that reach it instead of delivering them,
+// until Reannounce has published its takeover again and the holders that
+// heard it have answered. Call it when a bus pub/sub connection was lost,
+// before it subscribes again (bus.RedisConfig.OnLost): meanwhile this
+// broker's holders missed what was published, and a newer connection
+// elsewhere may have taken their workspace without their hearing of it.
+//
+// The takeover splits the calls as when a connection joins (hold): those
+// before it are another holder's, if one heard it. After it, the newest
+// holder wins as always: a newer one reasserts its own takeover and c
+// yields; an older one yields to c and says so (a yield message). So c
+// delivers the calls after its takeover once every other holder that heard
+// it has yielded, and none if it yields itself; a holder that hears
+// neither within rejoinWait is disconnected (its client connects again)
+// and its calls left to whoever answers them.
 func (b *Broker) BusLost() {
 	b.mu.Lock()
 	conns := make([]*conn, 0, len(b.holders))
@@ -120,18 +126,24 @@ func (b *Broker) BusLost() {
 	}
 }
 
-// rejoin puts c back to joining with a new takenAt. Calls it kept while
-// an earlier join was in progress are dropped: which holder they belong to
-// was decided by messages that may be lost (they answer timeout rather
-// than risk reaching two clients).
+// rejoinWait bounds how long a holder that took its workspace again waits
+// for the other holders that heard it to yield or reassert.
+const rejoinWait = 3 * time.Second
+
+// rejoin puts c back to joining. Calls it kept while an earlier join was
+// in progress are dropped: which holder they belong to was decided by
+// messages that may be lost (they answer timeout rather than risk reaching
+// two clients).
 func (c *conn) rejoin() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.replaced || c.workspaceID() == "" {
 		return
 	}
-	c.takenAt = max(time.Now().UnixNano(), c.takenAt+1)
-	c.echoed, c.settled, c.shared, c.early = false, false, false, nil
+	c.takenAt++ // its own order among holders, its own echo
+	c.echoed, c.settled, c.heard, c.shared = false, false, 0, false
+	c.early, c.later, c.yields = nil, nil, 0
+	c.rejoining, c.waiting = true, false
 	c.joining.Store(true)
 }
 
@@ -139,11 +151,10 @@ func (c *conn) rejoin() {
 // workspace this broker holds. Call it when the bus has resubscribed after
 // losing Redis (bus.RedisConfig.OnReconnect), after BusLost: what was
 // published meanwhile is lost, so each holder takes its workspace again
-// (a connection elsewhere that took it during the outage hears of the newer
-// takeover and yields), settles that join by whether another holder heard
-// it, callers waiting for a workspace learn that it is served, and each
-// holder drains its queue of async calls. A holder whose takeover cannot be
-// published is disconnected, so that its client connects again.
+// (BusLost says how its calls are split), callers waiting for a workspace
+// learn that it is served, and each holder drains its queue of async
+// calls. A holder whose takeover cannot be published is disconnected, so
+// that its client connects again.
 func (b *Broker) Reannounce() {
 	b.mu.Lock()
 	conns := make([]*conn, 0, len(b.holders))
@@ -162,7 +173,7 @@ func (b *Broker) Reannounce() {
 			c.close(ReasonBusLost, true)
 			continue
 		}
-		c.joinSettle(taken, n > 1) // when BusLost made it join again
+		c.joinSettle(taken, n)
 		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
 		}
@@ -201,9 +212,41 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	}
 	c.mu.Lock()
 	c.replaced = true
+	taken = c.takenAt
 	c.mu.Unlock()
 	c.event(c.b.log.Info()).Str("by", m.Holder).Msg("workspace taken over by a newer connection")
+	// A holder taking the workspace again after losing the bus waits for
+	// this (BusLost); the calls after the takeover are already ignored.
+	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusYield, Holder: c.id, Since: taken, Reason: m.Holder})
+	ws := c.workspaceID()
+	c.b.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.b.bus.Publish(ctx, protocol.WorkspaceChannel(ws), msg); err != nil {
+			c.event(c.b.log.Debug()).Err(err).Msg("announcing the yield failed")
+		}
+	})
 	c.close(ReasonReplaced, true)
+}
+
+// yielded counts another holder's yield to c while c takes its workspace
+// again (BusLost): once every other holder that heard the takeover has
+// yielded, the calls after it are c's.
+func (c *conn) yielded(m protocol.BusMessage) {
+	if m.Reason != c.id || !c.joining.Load() {
+		return
+	}
+	c.joinStep(c.takenNow(), func() {
+		if c.rejoining {
+			c.yields++
+		}
+	})
+}
+
+func (c *conn) takenNow() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.takenAt
 }
 
 // keepEarly keeps a call that arrived while c is joining and before its own
@@ -213,25 +256,34 @@ func (c *conn) takeover(m protocol.BusMessage) {
 func (c *conn) keepEarly(call protocol.ToolCall) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joining.Load() || c.closed || c.echoed {
+	switch {
+	case !c.joining.Load() || c.closed:
+		return false
+	case !c.echoed:
+		c.early = append(c.early, call)
+	case c.rejoining: // c's only once the other holders yielded
+		c.later = append(c.later, call)
+	default:
 		return false
 	}
-	c.early = append(c.early, call)
 	return true
 }
 
-// joinSettle tells a joining connection whether another holder was
-// subscribed when its takeover of taken went out. A join can be settled
-// twice (hold's own takeover and Reannounce's, of the same takenAt): a
-// holder that either one found makes it shared.
-func (c *conn) joinSettle(taken int64, shared bool) {
-	c.joinStep(taken, func() { c.settled, c.shared = true, c.shared || shared })
+// joinSettle tells a joining connection how many subscribers its takeover
+// of taken reached, c included. A join can be settled twice (hold's own
+// takeover and Reannounce's, of the same takenAt): the larger count holds.
+func (c *conn) joinSettle(taken int64, n int) {
+	c.joinStep(taken, func() { c.settled, c.heard = true, max(c.heard, n) })
 }
 
-// joinStep records one of the two facts that end the join of taken (set
-// runs under mu; a step of an earlier takeover is ignored); once both are
-// in, the calls that came early are delivered, unless another holder had
-// them too: it saw them before the takeover and serves them.
+// joinStep records one of the facts that end the join of taken (set runs
+// under mu; a step of an earlier takeover is ignored): the own takeover's
+// echo, the count it reached and, while rejoining, the others' yields.
+// Once the echo and the count are in, the calls that came early are
+// delivered, unless another holder had them too: it saw them before the
+// takeover and serves them. While rejoining, the join ends only when
+// every other holder that heard the takeover has yielded; the calls after
+// the echo are delivered then.
 func (c *conn) joinStep(taken int64, set func()) {
 	c.mu.Lock()
 	if !c.joining.Load() || c.closed || c.takenAt != taken {
@@ -243,17 +295,49 @@ func (c *conn) joinStep(taken int64, set func()) {
 		c.mu.Unlock()
 		return
 	}
-	c.joining.Store(false)
-	early, shared := c.early, c.shared
-	c.early = nil
-	c.mu.Unlock()
-	if shared {
-		if len(early) > 0 {
-			c.event(c.b.log.Debug()).Int("calls", len(early)).Msg("calls published before the takeover left to the previous holder")
+	c.shared = c.heard > 1
+	if c.rejoining {
+		if c.shared {
+			c.early = nil // the other holder's
 		}
-		return
+		if c.yields < c.heard-1 {
+			first := !c.waiting
+			c.waiting = true
+			c.mu.Unlock()
+			if first {
+				c.awaitYields(taken)
+			}
+			return
+		}
 	}
-	for _, call := range early {
+	c.joining.Store(false)
+	c.rejoining, c.waiting = false, false
+	calls, left := c.later, 0
+	if c.shared {
+		left = len(c.early)
+	} else {
+		calls = append(c.early, c.later...)
+	}
+	c.early, c.later = nil, nil
+	c.mu.Unlock()
+	if left > 0 {
+		c.event(c.b.log.Debug()).Int("calls", left).Msg("calls published before the takeover left to the previous holder")
+	}
+	for _, call := range calls {
 		c.deliver(call, nil, false)
 	}
+}
+
+// awaitYields disconnects c if its rejoin of taken is still waiting for
+// the other holders after rejoinWait.
+func (c *conn) awaitYields(taken int64) {
+	time.AfterFunc(rejoinWait, func() {
+		c.mu.Lock()
+		stuck := c.joining.Load() && c.rejoining && !c.closed && c.takenAt == taken
+		c.mu.Unlock()
+		if stuck {
+			c.event(c.b.log.Warn()).Msg("another holder of the workspace neither yielded nor reasserted after the bus came back; disconnecting")
+			c.close(ReasonBusLost, true)
+		}
+	})
 }

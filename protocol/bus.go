@@ -10,6 +10,11 @@ const (
 	BusCall     = ""
 	BusCancel   = "cancel"   // the caller no longer waits for correlation_id
 	BusTakeover = "takeover" // a newer connection now serves the workspace
+	// BusYield is published by a holder that yields to a newer takeover:
+	// holder and since are its own, reason is the holder it yields to. A
+	// holder taking its workspace again after losing the bus waits for the
+	// yields of the holders that heard its takeover (see Broker.BusLost).
+	BusYield = "yield"
 	// BusDrain tells the holder that async calls wait in the workspace's
 	// queue in the call store: it claims and delivers them
 	// (docs/async-calls.md).
@@ -34,7 +39,7 @@ func WorkspaceChannel(workspaceID string) string { return "ws:" + workspaceID }
 type BusMessage struct {
 	Type string `json:"type,omitempty"`
 	ToolCall
-	// Reason explains a cancel.
+	// Reason explains a cancel; in a yield, the holder yielded to.
 	Reason string `json:"reason,omitempty"`
 	// Holder and Since identify the connection taking over (takeover): the
 	// newest connection wins, ties broken by Holder.
