@@ -29,7 +29,8 @@ import (
 // That order holds while every holder stays subscribed. A broker whose bus
 // connection was lost misses what was published meanwhile, takeovers
 // included, so each of its holders takes its workspace again once the bus
-// is back, as if it had just connected (BusLost, Reannounce).
+// is back, and waits for the other holders' answers before it delivers
+// (BusLost, Reannounce).
 func (b *Broker) hold(c *conn, ws string) error {
 	c.mu.Lock()
 	c.workspace.Store(&ws)
