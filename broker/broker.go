@@ -371,14 +371,20 @@ type Workspace struct {
 	InFlight    int       `json:"in_flight"`
 }
 
-// Workspaces lists the workspaces whose socket this broker holds.
-func (b *Broker) Workspaces() []Workspace {
+// heldConns lists the connections holding a workspace here now.
+func (b *Broker) heldConns() []*conn {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	conns := make([]*conn, 0, len(b.holders))
 	for _, c := range b.holders {
 		conns = append(conns, c)
 	}
-	b.mu.Unlock()
+	return conns
+}
+
+// Workspaces lists the workspaces whose socket this broker holds.
+func (b *Broker) Workspaces() []Workspace {
+	conns := b.heldConns()
 	out := make([]Workspace, 0, len(conns))
 	for _, c := range conns {
 		out = append(out, Workspace{

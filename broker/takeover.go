@@ -116,12 +116,7 @@ func (b *Broker) announce(c *conn) {
 // neither within rejoinWait is disconnected (its client connects again)
 // and its calls left to whoever answers them.
 func (b *Broker) BusLost() {
-	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.holders))
-	for _, c := range b.holders {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
+	conns := b.heldConns()
 	for _, c := range conns {
 		c.rejoin()
 	}
@@ -157,12 +152,7 @@ func (c *conn) rejoin() {
 // calls. A holder whose takeover cannot be published is disconnected, so
 // that its client connects again.
 func (b *Broker) Reannounce() {
-	b.mu.Lock()
-	conns := make([]*conn, 0, len(b.holders))
-	for _, c := range b.holders {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
+	conns := b.heldConns()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range conns {
