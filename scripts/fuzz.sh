@@ -35,9 +35,15 @@ for entry in "${targets[@]}"; do
     # Go's fuzzing coordinator can report its own stop at the end of
     # -fuzztime as this error, with no failing input (a race in
     # internal/fuzz, Go issue 75804, fixed in Go 1.27, not in 1.26.x).
-    # That is not a finding: run the target once more.
-    echo "fuzz: $name stopped with 'context deadline exceeded' and no failing input; running it once more"
-    $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tee "$out"
+    # That is not a finding: run the target once more, for as many
+    # executions as the first run made: a count has no wall-clock deadline
+    # to race (the first run's own retry with a duration hit the same race
+    # again on a loaded machine).
+    budget=$(grep -oE 'execs: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+')
+    budget=${budget:+${budget}x}
+    budget=${budget:-$fuzztime}
+    echo "fuzz: $name stopped with 'context deadline exceeded' and no failing input; running it once more for $budget"
+    $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$budget" "$pkg" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
   fi
   rm -f "$out"
