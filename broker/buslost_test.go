@@ -98,6 +98,21 @@ func hear(t *testing.T, heard <-chan protocol.BusMessage, typ string) protocol.B
 	}
 }
 
+// retakeShared has the holder take its workspace again while another
+// holder listens: it returns what that holder hears, the takeover it heard
+// and the answer of a second call sent after the takeover (timeout as
+// given), which the holder keeps; the first kept call is dropped then (the
+// other holder's).
+func (l *lostEnv) retakeShared(timeout string) (<-chan protocol.BusMessage, protocol.BusMessage, <-chan callResult) {
+	l.t.Helper()
+	heard := l.otherHolder()
+	l.broker.Reannounce()
+	tk := hear(l.t, heard, protocol.BusTakeover)
+	second := l.ping(2, "timeout", timeout)
+	l.waitKept(1)
+	return heard, tk, second
+}
+
 // TestBusLostHolderDeliversWhatItKeptOnceItTookTheWorkspaceAlone: after the
 // bus came back the holder takes its workspace again; nobody else heard
 // that takeover, so the call it kept is its own and is delivered.
@@ -122,11 +137,7 @@ func TestBusLostHolderDeliversWhatItKeptOnceItTookTheWorkspaceAlone(t *testing.T
 // holder yields, then delivered.
 func TestBusLostHolderWaitsForAnOlderHolderToYield(t *testing.T) {
 	l := startBusLost(t, "ws-older", "1")
-	heard := l.otherHolder()
-	l.broker.Reannounce()
-	tk := hear(t, heard, protocol.BusTakeover)
-	second := l.ping(2, "timeout", "5")
-	l.waitKept(1) // the first is dropped: the other holder's
+	_, tk, second := l.retakeShared("5")
 	if broker.HandsOverForTest(l.broker, l.ws) {
 		t.Fatal("the holder takes calls before the older holder yielded")
 	}
@@ -151,11 +162,7 @@ func TestBusLostHolderWaitsForAnOlderHolderToYield(t *testing.T) {
 // delivers nothing it kept: the newest connection keeps the workspace.
 func TestBusLostHolderYieldsToANewerHolder(t *testing.T) {
 	l := startBusLost(t, "ws-newer", "1")
-	heard := l.otherHolder()
-	l.broker.Reannounce()
-	hear(t, heard, protocol.BusTakeover)
-	second := l.ping(2, "timeout", "1")
-	l.waitKept(1)
+	heard, _, second := l.retakeShared("1")
 	l.publish(protocol.BusMessage{Type: protocol.BusTakeover, Holder: "newer", Since: time.Now().Add(time.Hour).UnixNano()})
 	if y := hear(t, heard, protocol.BusYield); y.Reason != "newer" {
 		t.Fatalf("yielded %+v, want a yield to the newer holder", y)

@@ -97,16 +97,15 @@ type conn struct {
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover (of takenAt) seen on the channel
 	settled bool                // hold knows heard
-	heard   int                 // subscribers the takeover reached, c included
-	shared  bool                // another holder was subscribed when the takeover went out
+	heard   int                 // subscribers the takeover reached, c included: more means another holder heard it
 	early   []protocol.ToolCall // calls that arrived while joining, before the echo
 	// While taking the workspace again after the bus was lost (rejoin):
 	// the calls after the echo wait until every other holder that heard
 	// the takeover has yielded (yields counts them).
 	rejoining bool
 	later     []protocol.ToolCall
-	yields    int  // yields to c heard
-	waiting   bool // the bound on waiting for them is armed
+	yields    int         // yields to c heard
+	yieldWait *time.Timer // bounds the wait for them (rejoinWait); nil when none runs
 }
 
 // start serves a tracked connection: its first reader writes the open
@@ -208,6 +207,7 @@ func (c *conn) close(reason string, notify bool) {
 	if c.connectTimer != nil {
 		c.connectTimer.Stop()
 	}
+	c.stopYieldWaitLocked()
 	pend := c.calls.takeAllLocked()
 	sub := c.sub
 	c.sub = nil
@@ -216,7 +216,7 @@ func (c *conn) close(reason string, notify bool) {
 	// subscribed (or that is not known yet): then they are not c's to answer.
 	early := c.early
 	c.early, c.later = nil, nil // later: never c's alone while it rejoins
-	if !c.settled || c.shared || c.rejoining {
+	if !c.settled || c.heard > 1 || c.rejoining {
 		early = nil
 	}
 	c.joining.Store(false)

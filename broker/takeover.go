@@ -137,9 +137,10 @@ func (c *conn) rejoin() {
 		return
 	}
 	c.takenAt++ // its own order among holders, its own echo
-	c.echoed, c.settled, c.heard, c.shared = false, false, 0, false
+	c.echoed, c.settled, c.heard = false, false, 0
 	c.early, c.later, c.yields = nil, nil, 0
-	c.rejoining, c.waiting = true, false
+	c.stopYieldWaitLocked()
+	c.rejoining = true
 	c.joining.Store(true)
 }
 
@@ -184,9 +185,7 @@ func (b *Broker) release(c *conn) {
 }
 
 func (c *conn) takeover(m protocol.BusMessage) {
-	c.mu.Lock()
-	taken := c.takenAt
-	c.mu.Unlock()
+	taken := c.takenNow()
 	if m.Holder == c.id {
 		if c.joining.Load() && m.Since == taken {
 			c.joinStep(taken, func() { c.echoed = true })
@@ -286,25 +285,24 @@ func (c *conn) joinStep(taken int64, set func()) {
 		c.mu.Unlock()
 		return
 	}
-	c.shared = c.heard > 1
+	shared := c.heard > 1
 	if c.rejoining {
-		if c.shared {
+		if shared {
 			c.early = nil // the other holder's
 		}
 		if c.yields < c.heard-1 {
-			first := !c.waiting
-			c.waiting = true
-			c.mu.Unlock()
-			if first {
-				c.awaitYields(taken)
+			if c.yieldWait == nil {
+				c.yieldWait = time.AfterFunc(rejoinWait, func() { c.yieldsLate(taken) })
 			}
+			c.mu.Unlock()
 			return
 		}
 	}
 	c.joining.Store(false)
-	c.rejoining, c.waiting = false, false
+	c.rejoining = false
+	c.stopYieldWaitLocked()
 	calls, left := c.later, 0
-	if c.shared {
+	if shared {
 		left = len(c.early)
 	} else {
 		calls = append(c.early, c.later...)
@@ -319,16 +317,23 @@ func (c *conn) joinStep(taken int64, set func()) {
 	}
 }
 
-// awaitYields disconnects c if its rejoin of taken is still waiting for
-// the other holders after rejoinWait.
-func (c *conn) awaitYields(taken int64) {
-	time.AfterFunc(rejoinWait, func() {
-		c.mu.Lock()
-		stuck := c.joining.Load() && c.rejoining && !c.closed && c.takenAt == taken
-		c.mu.Unlock()
-		if stuck {
-			c.event(c.b.log.Warn()).Msg("another holder of the workspace neither yielded nor reasserted after the bus came back; disconnecting")
-			c.close(ReasonBusLost, true)
-		}
-	})
+// yieldsLate runs rejoinWait after c's rejoin of taken began to wait for
+// the other holders: if it still waits, c is disconnected.
+func (c *conn) yieldsLate(taken int64) {
+	c.mu.Lock()
+	stuck := c.joining.Load() && c.rejoining && !c.closed && c.takenAt == taken
+	c.mu.Unlock()
+	if stuck {
+		c.event(c.b.log.Warn()).Msg("another holder of the workspace neither yielded nor reasserted after the bus came back; disconnecting")
+		c.close(ReasonBusLost, true)
+	}
+}
+
+// stopYieldWaitLocked stops the bound on a rejoin's wait for yields: the
+// join ended, began anew, or c closed. Called with mu held.
+func (c *conn) stopYieldWaitLocked() {
+	if c.yieldWait != nil {
+		c.yieldWait.Stop()
+		c.yieldWait = nil
+	}
 }
