@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -175,9 +176,11 @@ func (r *run) check(stopped time.Time) verdict {
 			r.violate(violation{kind: "no_recovery", at: f.end, detail: fmt.Sprintf("%s on %s (started %s) did not heal: %s", f.kind, f.target, f.start.Format("15:04:05.000"), f.failed)})
 		}
 	}
+	// Copies: clients and the spy may still report late arrivals while the
+	// verdict reads (the race detector saw the spy write replies meanwhile).
 	r.mu.Lock()
-	records := r.records
-	delivered, again, replies, cancels := r.delivered, r.again, r.replies, r.cancels
+	records := slices.Clone(r.records)
+	delivered, again, replies, cancels := maps.Clone(r.delivered), maps.Clone(r.again), maps.Clone(r.replies), maps.Clone(r.cancels)
 	r.mu.Unlock()
 	spanOf := func(rec record) span {
 		w := r.topo.spaces[rec.ws]
