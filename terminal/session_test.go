@@ -218,7 +218,9 @@ func TestResultJSONHasTheIssuesFields(t *testing.T) {
 			t.Errorf("sync result %s lacks %q", b, k)
 		}
 	}
-	a := startAsync(t, m, terminal.ExecRequest{Command: "true", Hidden: true})
+	// Long enough to be running when the start answers (`true` may have
+	// exited by then on a loaded machine: make test saw "exited").
+	a := startAsync(t, m, terminal.ExecRequest{Command: "sleep 30", Hidden: true})
 	var async map[string]any
 	b, _ = json.Marshal(a)
 	_ = json.Unmarshal(b, &async)
