@@ -152,23 +152,11 @@ func (c *conn) cancelClaiming(cid, reason string) {
 }
 
 // heldForSubmit returns the connection of this broker that holds ws when
-// a submit may hand it a new call itself (Broker.submit): connected and
-// done joining, not replaced or closed, and not draining its queue (whose
-// calls are older than the submit). Otherwise nil: the submit goes
-// through the store and the bus.
+// a submit may hand it a new call itself (Broker.submit): as heldForCall,
+// and not draining its queue (whose calls are older than the submit).
+// Otherwise nil: the submit goes through the store and the bus.
 func (b *Broker) heldForSubmit(ws string) *conn {
-	b.mu.Lock()
-	c := b.holders[ws]
-	b.mu.Unlock()
-	if c == nil || c.joining.Load() || b.isDraining() {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.replaced || c.queueRunning || c.workspaceID() != ws {
-		return nil
-	}
-	return c
+	return b.heldReady(ws, true)
 }
 
 // submitHeld records an async call for ws, whose connection c this broker

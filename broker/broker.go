@@ -338,6 +338,46 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
 		return protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws))
 	}
+	return b.callHeld(ctx, c, call)
+}
+
+// heldForCall returns the connection of this broker that holds ws when the
+// API may hand it a call itself, on any bus (Broker.route): connected and
+// done joining, not replaced or closed. Otherwise nil: the call goes
+// through the bus.
+//
+// Handing the call over skips the workspace channel, whose order splits
+// calls at a takeover (design.md, Routing): a call that reaches a holder
+// this way reaches that one connection, and only it answers (the call
+// table's one answer), so no call reaches two clients. What it gives up is
+// the takeover's exact cut: a call handed over after a newer connection on
+// another instance took the workspace, but before this holder heard the
+// takeover, is the old connection's, which answers it or, once it yields,
+// answers workspace_disconnected, as for any call only it had. A holder
+// that lost the bus is joining again (BusLost) and gets nothing this way.
+func (b *Broker) heldForCall(ws string) *conn {
+	return b.heldReady(ws, false)
+}
+
+// heldReady is heldForCall, and heldForSubmit when submit is set.
+func (b *Broker) heldReady(ws string, submit bool) *conn {
+	b.mu.Lock()
+	c := b.holders[ws]
+	b.mu.Unlock()
+	if c == nil || c.joining.Load() || b.isDraining() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.replaced || (submit && c.queueRunning) || c.workspaceID() != ws {
+		return nil
+	}
+	return c
+}
+
+// callHeld delivers a call of this broker's API to c, a connection of this
+// broker, and waits for its one answer, which comes back as a value.
+func (b *Broker) callHeld(ctx context.Context, c *conn, call protocol.ToolCall) protocol.ToolResponse {
 	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
 	ch := make(chan protocol.ToolResponse, 1)
 	c.deliver(call, ch, false)
@@ -350,7 +390,7 @@ func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCal
 		return resp
 	case <-guard.C:
 		c.calls.cancel(call.CorrelationID, "no answer by the deadline")
-		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("call outlived its deadline in the pending table")
+		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", c.workspaceID()).Msg("call outlived its deadline in the pending table")
 		return protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "no answer by the deadline")
 	case <-ctx.Done():
 		c.calls.cancel(call.CorrelationID, "caller gone")

@@ -17,8 +17,8 @@ import (
 )
 
 func TestCallAnsweredByAck(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath)
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t)
 		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
 		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
 		r := c.nextCall()
@@ -118,8 +118,8 @@ func readAll(res *http.Response) string {
 }
 
 func TestCallToOfflineWorkspaceAnswersImmediately(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath)
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t)
 		start := time.Now()
 		status, resp := e.httpCall("nobody", e.token(broker.RoleCaller, "*"), `{"endpoint":"/x","timeout":30}`)
 		if el := time.Since(start); el > 100*time.Millisecond {
@@ -132,8 +132,8 @@ func TestCallToOfflineWorkspaceAnswersImmediately(t *testing.T) {
 }
 
 func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath)
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t)
 		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
 		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":0.3}`)
 		r := c.nextCall()
@@ -157,8 +157,8 @@ func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
 }
 
 func TestDisconnectAnswersPendingCalls(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath)
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t)
 		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
 		tok := e.token(broker.RoleCaller, "ws1")
 		var results []<-chan callResult
@@ -181,8 +181,8 @@ func TestDisconnectAnswersPendingCalls(t *testing.T) {
 }
 
 func TestOverloadedAboveInFlightBound(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath, func(c *broker.Config) { c.MaxInFlight = 2 })
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t, func(c *broker.Config) { c.MaxInFlight = 2 })
 		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
 		tok := e.token(broker.RoleCaller, "ws1")
 		a := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
@@ -202,8 +202,8 @@ func TestOverloadedAboveInFlightBound(t *testing.T) {
 }
 
 func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
-	eachPath(t, func(t *testing.T, onPath func(*broker.Config)) {
-		e := newEnv(t, onPath, func(c *broker.Config) { c.DrainTimeout = 300 * time.Millisecond })
+	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
+		e := mk(t, func(c *broker.Config) { c.DrainTimeout = 300 * time.Millisecond })
 		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
 		tok := e.token(broker.RoleCaller, "ws1")
 		answered := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
@@ -229,7 +229,7 @@ func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.waitClosed(2 * time.Second)
-		status, resp := e.httpCall("ws1", tok, `{"endpoint":"/x"}`)
+		status, resp := e.httpCallTo(e.srv.URL, "ws1", tok, `{"endpoint":"/x"}`)
 		if status != 200 || resp.Error != protocol.CodeBrokerShutdown {
 			t.Fatalf("call after shutdown: %d %+v", status, resp)
 		}

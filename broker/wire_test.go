@@ -25,6 +25,9 @@ type env struct {
 	t      *testing.T
 	broker *broker.Broker
 	srv    *httptest.Server
+	// api is the URL calls go to: srv's, or another broker's on the same
+	// bus (eachPath's "other instance").
+	api string
 }
 
 func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
@@ -38,7 +41,7 @@ func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(b.Handler())
-	e := &env{t: t, broker: b, srv: srv}
+	e := &env{t: t, broker: b, srv: srv, api: srv.URL}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -216,10 +219,17 @@ func (c *wireClient) ackOK(r received, result string) {
 	c.send(string(protocol.EncodeAck(r.ack, json.RawMessage(`{"correlation_id":"`+r.call.CorrelationID+`","success":true,"result":`+result+`}`))))
 }
 
-// httpCall posts a call and returns the HTTP status and decoded response.
+// httpCall posts a call to e.api and returns the HTTP status and decoded
+// response.
 func (e *env) httpCall(ws, token, body string) (int, protocol.ToolResponse) {
 	e.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+	return e.httpCallTo(e.api, ws, token, body)
+}
+
+// httpCallTo is httpCall to the broker at url.
+func (e *env) httpCallTo(url, ws, token, body string) (int, protocol.ToolResponse) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -247,7 +257,7 @@ func (e *env) goCall(ws, token, body string) <-chan callResult {
 	out := make(chan callResult, 1)
 	start := time.Now()
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, e.api+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
