@@ -289,3 +289,90 @@ func BenchmarkBusCallerRoundTrip(b *testing.B) {
 		benchReportRatio(b, baseline)
 	})
 }
+
+// BenchmarkInProcessAsyncRoundTrip is BenchmarkInProcessRoundTrip as an
+// async call: POST .../calls with "async":true, then GET
+// /api/v1/calls/{id}?wait=10 until the outcome, on the broker's in-memory
+// store. x-echo compares the two requests with one echo.
+func BenchmarkInProcessAsyncRoundTrip(b *testing.B) {
+	baseline := benchBaseline(b, func(b *testing.B, url, token string) {
+		client := benchClient(b, 1)
+		var buf bytes.Buffer
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := benchPost(client, url, token, &buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tether", func(b *testing.B) {
+		benchNoLeaks(b)
+		rig := newBenchRig(b, nil)
+		client := benchClient(b, 1)
+		base := strings.TrimSuffix(rig.callURL, "/workspaces/bench/calls")
+		body := []byte(`{"endpoint":"/api/ping","payload":` + string(benchPayload) + `,"timeout":10,"async":true}`)
+		var buf bytes.Buffer
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := benchAsync(client, rig.callURL, base, rig.token, body, &buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchReportRatio(b, baseline)
+	})
+}
+
+// benchAsync submits one async call and waits for its outcome, which must
+// be the echo.
+func benchAsync(client *http.Client, callURL, base, token string, body []byte, buf *bytes.Buffer) error {
+	do := func(method, url string, body []byte, want int) error {
+		req, err := http.NewRequest(method, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		_, err = buf.ReadFrom(res.Body)
+		_ = res.Body.Close()
+		if err != nil {
+			return err
+		}
+		if res.StatusCode != want {
+			return fmt.Errorf("%s %s: HTTP %d: %.300s", method, url, res.StatusCode, buf.Bytes())
+		}
+		return nil
+	}
+	if err := do(http.MethodPost, callURL, body, http.StatusAccepted); err != nil {
+		return err
+	}
+	var rec struct {
+		CorrelationID string `json:"correlation_id"`
+		Status        string `json:"status"`
+		Response      *struct {
+			Success bool            `json:"success"`
+			Result  json.RawMessage `json:"result"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		return fmt.Errorf("decoding %.300q: %w", buf.Bytes(), err)
+	}
+	for rec.Response == nil {
+		if err := do(http.MethodGet, base+"/calls/"+rec.CorrelationID+"?wait=10", nil, http.StatusOK); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+			return fmt.Errorf("decoding %.300q: %w", buf.Bytes(), err)
+		}
+	}
+	if rec.Status != "succeeded" || !rec.Response.Success || !bytes.Equal(rec.Response.Result, benchPayload) {
+		return fmt.Errorf("outcome is not the echo: %.300s", buf.Bytes())
+	}
+	return nil
+}
