@@ -180,6 +180,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			return nil, fmt.Errorf("parsing redis URL: %w", err)
 		}
 		opts.ContextTimeoutEnabled = true // a Publish honours its ctx
+		if opts.Protocol == 0 {
+			// RESP2 unless the URL asks (?protocol=3): with RESP3 go-redis
+			// looks for push notifications before and after every command
+			// and message, work the bus never needs.
+			opts.Protocol = 2
+		}
 		if opts.MaxRetries == 0 {
 			opts.MaxRetries = -1 // the bus resends nothing by itself (see publisher)
 		}

@@ -111,6 +111,9 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		}
 		opts.MaxRetries = -1 // see Redis
 		opts.ContextTimeoutEnabled = true
+		if opts.Protocol == 0 {
+			opts.Protocol = 2 // as the bus (bus.NewRedis): no push notifications to look for
+		}
 		client = redis.NewClient(opts)
 	} else {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
