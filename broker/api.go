@@ -142,8 +142,12 @@ func (b *Broker) handleCall(c *gin.Context) {
 		}
 		req.IdempotencyKey = key
 	}
-	viaPrefer := prefersAsync(c.Request.Header)
-	async := req.Async || viaPrefer
+	prefer, err := parsePrefer(c.Request.Header)
+	async := req.Async || prefer.async
+	if err != nil && async {
+		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
+		return
+	}
 	if req.IdempotencyKey != "" && !async {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
 		return
@@ -153,7 +157,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 			apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
 			return
 		}
-		b.submit(c, ws, req, viaPrefer)
+		b.submit(c, ws, req, prefer)
 		return
 	}
 	b.finish(c, start, b.route(c.Request.Context(), ws, req))

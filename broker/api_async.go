@@ -30,18 +30,41 @@ import (
 // maxWait bounds ?wait=.
 const maxWait = caller.MaxWaitPerRequest
 
-// prefersAsync reports whether the request carries Prefer: respond-async
-// (RFC 7240).
-func prefersAsync(h http.Header) bool {
+// preferences is what a request's Prefer header (RFC 7240) asks of a call:
+// respond-async, and wait=S, the seconds an async submit may hold its
+// answer for the outcome.
+type preferences struct {
+	async     bool
+	wait      time.Duration
+	waitGiven bool
+}
+
+// parsePrefer reads the Prefer headers. A wait that is not seconds from 0
+// to maxWait (a decimal number, as ?wait=) is an error naming it;
+// preferences tether does not know are ignored, as RFC 7240 asks.
+func parsePrefer(h http.Header) (preferences, error) {
+	var p preferences
 	for _, v := range h.Values("Prefer") {
 		for pref := range strings.SplitSeq(v, ",") {
-			token, _, _ := strings.Cut(pref, ";")
-			if strings.EqualFold(strings.TrimSpace(token), "respond-async") {
-				return true
+			pref, _, _ = strings.Cut(pref, ";") // parameters: none known
+			name, value, hasValue := strings.Cut(pref, "=")
+			switch name = strings.TrimSpace(name); {
+			case strings.EqualFold(name, "respond-async"):
+				p.async = true
+			case strings.EqualFold(name, "wait"):
+				value = strings.TrimSpace(value)
+				if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+					value = value[1 : len(value)-1]
+				}
+				d, err := parseWait(value, true)
+				if err != nil || !hasValue {
+					return preferences{}, errors.New("Prefer: wait must be a number of seconds from 0 to " + strconv.Itoa(int(maxWait.Seconds())) + ", got " + strconv.Quote(strings.TrimSpace(pref)))
+				}
+				p.wait, p.waitGiven = d, true
 			}
 		}
 	}
-	return false
+	return p, nil
 }
 
 // asyncStatus is the HTTP status of an async request that failed with code.
@@ -69,8 +92,11 @@ func asyncError(c *gin.Context, err error) {
 }
 
 // submit answers a POST .../calls that asks for an async call: 202 with the
-// record once the store holds it, never before.
-func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPrefer bool) {
+// record once the store holds it, never before. With Prefer: wait=S it
+// holds the answer up to S seconds for the outcome: a call that ends in
+// time is answered 200 with its final record, as GET ...?wait=S would; one
+// that does not, 202 with its record then.
+func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer preferences) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
 	var rec store.Record
@@ -87,10 +113,29 @@ func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, viaPre
 	}
 	b.metrics.asyncSubmitted.Inc()
 	c.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
-	if viaPrefer {
-		c.Header("Preference-Applied", "respond-async")
+	status := http.StatusAccepted
+	if prefer.wait > 0 && !store.IsFinal(rec.Status) {
+		// The token may call ws, the record's workspace: no check to make.
+		// A wait cut short (the request went, shutdown) answers the
+		// record as it was.
+		if final, err := b.caller.WaitFor(c.Request.Context(), rec.CorrelationID, prefer.wait, nil); err == nil && final.CorrelationID != "" {
+			rec = final
+		}
 	}
-	c.JSON(http.StatusAccepted, rec)
+	var applied []string
+	if prefer.waitGiven {
+		applied = append(applied, "wait="+strconv.FormatFloat(prefer.wait.Seconds(), 'f', -1, 64))
+	}
+	if prefer.wait > 0 && store.IsFinal(rec.Status) {
+		status = http.StatusOK
+	}
+	if prefer.async && status == http.StatusAccepted {
+		applied = append(applied, "respond-async")
+	}
+	if len(applied) > 0 {
+		c.Header("Preference-Applied", strings.Join(applied, ", "))
+	}
+	c.JSON(status, rec)
 }
 
 // callerAllowed checks the request's token for the API of async calls; it

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,7 +12,8 @@ import (
 // FuzzAsyncRequestParsers feeds ?wait= and the Prefer header, the async
 // API's outside input besides the body (which the protocol package's
 // decoder reads and fuzzes): parseWait accepts exactly the numbers from 0 to
-// 60 and never returns more than maxWait; prefersAsync never panics.
+// 60 and never returns more than maxWait; parsePrefer never panics, and a
+// wait it accepts is one parseWait accepts.
 func FuzzAsyncRequestParsers(f *testing.F) {
 	for _, s := range []string{"", "0", "60", "60.0001", "-0", "0.25", "1e1", "NaN", "Inf", "+5", " 5", "0x10", "soon", "respond-async",
 		"wait=10, respond-async", "RESPOND-ASYNC;x=1", "respond-asyncx", ",,,", "respond-async\x00"} {
@@ -30,15 +32,35 @@ func FuzzAsyncRequestParsers(f *testing.F) {
 		if d, err := parseWait(s, false); d != 0 || err != nil {
 			t.Fatalf("no wait given: %v, %v", d, err)
 		}
-		_ = prefersAsync(http.Header{"Prefer": {s}})
+		p, err := parsePrefer(http.Header{"Prefer": {s}})
+		if err == nil && (p.wait < 0 || p.wait > maxWait) {
+			t.Fatalf("parsePrefer(%q) = %+v, wait outside [0, %v]", s, p, maxWait)
+		}
+		p, err = parsePrefer(http.Header{"Prefer": {"respond-async, wait=" + s}})
+		if _, werr := parseWait(strings.Trim(strings.TrimSpace(s), `"`), true); err == nil && werr != nil && !strings.ContainsAny(s, ",;") {
+			t.Fatalf("Prefer wait=%q accepted as %+v, but parseWait refuses it: %v", s, p, werr)
+		}
 	})
 }
 
-func TestPrefersAsyncReadsTheToken(t *testing.T) {
-	for v, want := range map[string]bool{"respond-async": true, "wait=10, respond-async": true, "Respond-Async; x=1": true,
-		"respond-asyncx": false, "return=minimal": false, "": false} {
-		if got := prefersAsync(http.Header{"Prefer": {v}}); got != want {
-			t.Errorf("Prefer: %q -> %v, want %v", v, got, want)
+func TestParsePreferReadsRespondAsyncAndWait(t *testing.T) {
+	for v, want := range map[string]preferences{
+		"respond-async":               {async: true},
+		"wait=10, respond-async":      {async: true, wait: 10 * time.Second, waitGiven: true},
+		"Respond-Async; x=1":          {async: true},
+		"respond-async, wait=\"2.5\"": {async: true, wait: 2500 * time.Millisecond, waitGiven: true},
+		"respond-async, WAIT = 0":     {async: true, waitGiven: true},
+		"respond-asyncx":              {},
+		"return=minimal":              {},
+		"":                            {},
+	} {
+		if got, err := parsePrefer(http.Header{"Prefer": {v}}); err != nil || got != want {
+			t.Errorf("Prefer: %q -> %+v, %v; want %+v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"wait=61", "wait=-1", "wait", "wait=soon", "respond-async, wait=NaN"} {
+		if got, err := parsePrefer(http.Header{"Prefer": {v}}); err == nil || !strings.Contains(err.Error(), "Prefer: wait") {
+			t.Errorf("Prefer: %q -> %+v, %v; want an error naming Prefer: wait", v, got, err)
 		}
 	}
 	if d, err := parseWait("0.5", true); err != nil || d != 500*time.Millisecond {

@@ -46,7 +46,7 @@ func (e *env) submit(ws, token, body string, want int, header ...string) (store.
 		e.t.Fatalf("submit %s: HTTP %d %s, want %d", body, status, raw, want)
 	}
 	var rec store.Record
-	if status == http.StatusAccepted {
+	if status == http.StatusAccepted || status == http.StatusOK {
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			e.t.Fatalf("submit answered %s: %v", raw, err)
 		}
@@ -117,10 +117,80 @@ func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
 func TestAsyncPreferRespondAsyncHeaderSubmits(t *testing.T) {
 	e := newEnv(t)
 	e.connect("ws-p", e.token(broker.RoleBridge, "ws-p"))
-	rec, h := e.submit("ws-p", e.token(broker.RoleCaller, "ws-p"), `{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "Prefer", "wait=5, respond-async")
+	rec, h := e.submit("ws-p", e.token(broker.RoleCaller, "ws-p"), `{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "Prefer", "return=minimal, respond-async")
 	if rec.CorrelationID == "" || h.Get("Preference-Applied") != "respond-async" {
 		t.Fatalf("%+v %v", rec, h)
 	}
+}
+
+// TestAsyncPreferWaitAnswersTheOutcomeInTheSubmit: with Prefer: wait=S a
+// submit whose call ends within S seconds is answered 200 with the final
+// record, in the one request; one that does not is answered 202 after S
+// seconds with its record then, and goes on as any async call.
+func TestAsyncPreferWaitAnswersTheOutcomeInTheSubmit(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
+	tok := e.token(broker.RoleCaller, "ws-w")
+
+	type answer struct {
+		status  int
+		rec     store.Record
+		h       http.Header
+		elapsed time.Duration
+	}
+	submit := func(body string, want int, prefer string) func() answer {
+		out := make(chan answer, 1)
+		start := time.Now()
+		go func() {
+			status, h, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-w/calls", tok, body, "Prefer", prefer)
+			a := answer{status: status, h: h, elapsed: time.Since(start)}
+			_ = json.Unmarshal(raw, &a.rec)
+			out <- a
+		}()
+		return func() answer {
+			t.Helper()
+			a := <-out
+			if a.status != want {
+				t.Fatalf("submit %s with Prefer %q: HTTP %d %+v, want %d", body, prefer, a.status, a.rec, want)
+			}
+			return a
+		}
+	}
+	quick := submit(`{"endpoint":"/x","timeout":5,"async":true}`, http.StatusOK, "wait=5")
+	r := c.nextCall()
+	c.ackOK(r, `{"done":1}`)
+	got := quick()
+	if got.rec.Status != store.Succeeded || got.rec.Response == nil || string(got.rec.Response.Result) != `{"done":1}` || got.rec.CorrelationID != r.call.CorrelationID {
+		t.Fatalf("quick call: %+v", got.rec)
+	}
+	if got.h.Get("Location") != "/api/v1/calls/"+got.rec.CorrelationID || got.h.Get("Preference-Applied") != "wait=5" || got.elapsed > 2*time.Second {
+		t.Fatalf("quick call: Location %q, Preference-Applied %q, after %s", got.h.Get("Location"), got.h.Get("Preference-Applied"), got.elapsed)
+	}
+
+	slow := submit(`{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "respond-async, wait=0.3")
+	r = c.nextCall()
+	got = slow()
+	if got.rec.Status != store.Delivered || got.h.Get("Preference-Applied") != "wait=0.3, respond-async" {
+		t.Fatalf("slow call: %+v, Preference-Applied %q", got.rec, got.h.Get("Preference-Applied"))
+	}
+	if got.elapsed < 300*time.Millisecond || got.elapsed > 1300*time.Millisecond {
+		t.Fatalf("slow call answered after %s, want after its 0.3 s wait", got.elapsed)
+	}
+	c.ackOK(r, `{"later":1}`)
+	if _, rec, _ := e.callStatus(got.rec.CorrelationID, tok, "?wait=5"); rec.Status != store.Succeeded || string(rec.Response.Result) != `{"later":1}` {
+		t.Fatalf("slow call's outcome: %+v", rec)
+	}
+
+	// A wait that is not seconds from 0 to 60 is refused, naming it, and
+	// nothing runs: the next call the client gets is the one after it.
+	if status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-w/calls", tok, `{"endpoint":"/refused","async":true}`, "Prefer", "wait=90"); status != http.StatusBadRequest || !strings.Contains(string(raw), "Prefer: wait") {
+		t.Fatalf("wait=90: %d %s", status, raw)
+	}
+	next := submit(`{"endpoint":"/next","timeout":5,"async":true}`, http.StatusAccepted, "")
+	if r := c.nextCall(); r.call.Endpoint != "/next" {
+		t.Fatalf("client got %+v after the refused submit", r.call)
+	}
+	next()
 }
 
 func TestAsyncBadRequestsGetStructuredErrors(t *testing.T) {

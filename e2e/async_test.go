@@ -179,7 +179,8 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 }
 
 // TestAsyncGoCallersSubmitWaitAndCancel: the Go callers, over HTTP and
-// straight on Redis (BusCaller with the store), submit, wait and cancel.
+// straight on Redis (BusCaller with the store), submit, wait and cancel,
+// and submit and wait in one step (SubmitWait).
 func TestAsyncGoCallersSubmitWaitAndCancel(t *testing.T) {
 	e := newRedisEnv(t)
 	a := e.broker("a")
@@ -204,6 +205,21 @@ func TestAsyncGoCallersSubmitWaitAndCancel(t *testing.T) {
 		}
 		if _, err := c.Status(ctx, "no-such-call"); protocol.FailureFrom("", err, "").Error != protocol.CodeCallNotFound {
 			t.Fatalf("%s: Status of an unknown id: %v", name, err)
+		}
+		// SubmitWait returns the outcome of a call that ends within its
+		// wait, and the record then of one that does not.
+		quick, err := c.SubmitWait(ctx, caller.Request{WorkspaceID: "ws-go-async", Endpoint: "/api/ping", Payload: json.RawMessage(`{"quick":"` + name + `"}`), Timeout: 10 * time.Second}, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: SubmitWait: %v", name, err)
+		}
+		wantSucceeded(t, quick, `{"quick":"`+name+`"}`)
+		start := time.Now()
+		slow, err := c.SubmitWait(ctx, caller.Request{WorkspaceID: "ws-go-async", Endpoint: "/api/terminal/execute", Payload: json.RawMessage(`{"command":"sleep 1; echo late","hidden":true}`), Timeout: 10 * time.Second}, 200*time.Millisecond)
+		if err != nil || slow.Status != store.Delivered || time.Since(start) < 200*time.Millisecond || time.Since(start) > 900*time.Millisecond {
+			t.Fatalf("%s: SubmitWait of a sleep 1 for 200ms = %+v, %v after %s", name, slow, err, time.Since(start))
+		}
+		if got, err := c.Wait(ctx, slow.CorrelationID, 10*time.Second); err != nil || got.Status != store.Succeeded || !strings.Contains(string(got.Response.Result), "late") {
+			t.Fatalf("%s: the slow call's outcome: %+v, %v", name, got, err)
 		}
 	}
 	// A call one caller made is read by the other.

@@ -32,6 +32,12 @@ type Async interface {
 	// IdempotencyKey used before in the workspace, within the retention,
 	// it returns that call instead.
 	Submit(ctx context.Context, req Request) (store.Record, error)
+	// SubmitWait is Submit, then a wait of up to max for the outcome: the
+	// record it returns is final when the call ended in time. Over HTTP a
+	// call that ends within MaxWaitPerRequest costs one request (Prefer:
+	// respond-async, wait=). An error after the submit comes with the
+	// record as submitted.
+	SubmitWait(ctx context.Context, req Request, max time.Duration) (store.Record, error)
 	// Status returns the call's record as it is now.
 	Status(ctx context.Context, correlationID string) (store.Record, error)
 	// Wait returns the call's record once it is final, or after max with

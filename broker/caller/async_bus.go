@@ -50,6 +50,19 @@ func (c *BusCaller) Submit(ctx context.Context, req Request) (store.Record, erro
 	return rec, err
 }
 
+// SubmitWait implements Async.
+func (c *BusCaller) SubmitWait(ctx context.Context, req Request, max time.Duration) (store.Record, error) {
+	rec, err := c.Submit(ctx, req)
+	if err != nil || store.IsFinal(rec.Status) || max <= 0 {
+		return rec, err
+	}
+	final, err := c.Wait(ctx, rec.CorrelationID, max)
+	if err != nil {
+		return rec, err
+	}
+	return final, nil
+}
+
 // SubmitHeld is Submit for a caller in the process that holds the
 // workspace's connection (the broker's own API): the store records the
 // call delivered at once when no call is queued ahead of it (claimed), and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // The async API of a broker over HTTP (docs/async-calls.md):
 //
 //	POST /api/v1/workspaces/{id}/calls  {"async":true,…}  → 202, the record
+//	  with Prefer: respond-async, wait=S                → 200, the final record, or 202
 //	GET  /api/v1/calls/{correlation_id}[?wait=S]          → 200, the record
 //	POST /api/v1/calls/{correlation_id}/cancel            → 200, the record
 
@@ -24,6 +26,44 @@ const httpOpMargin = 10 * time.Second
 
 // Submit implements Async.
 func (h *HTTP) Submit(ctx context.Context, req Request) (store.Record, error) {
+	raw, err := submitBody(&req)
+	if err != nil {
+		return store.Record{}, err
+	}
+	return h.record(ctx, http.MethodPost, submitPath(&req), raw, 0, nil, http.StatusAccepted)
+}
+
+// SubmitWait implements Async: one request, whose Prefer header asks the
+// broker to hold its answer up to max (at most MaxWaitPerRequest) for the
+// outcome; a call still running then is waited for as by Wait.
+func (h *HTTP) SubmitWait(ctx context.Context, req Request, max time.Duration) (store.Record, error) {
+	raw, err := submitBody(&req)
+	if err != nil {
+		return store.Record{}, err
+	}
+	end := time.Now().Add(max)
+	first := min(max, MaxWaitPerRequest).Truncate(time.Millisecond)
+	if first < 0 {
+		first = 0
+	}
+	prefer := "respond-async, wait=" + strconv.FormatFloat(first.Seconds(), 'f', -1, 64)
+	rec, err := h.record(ctx, http.MethodPost, submitPath(&req), raw, first, []string{"Prefer", prefer}, http.StatusOK, http.StatusAccepted)
+	if err != nil || store.IsFinal(rec.Status) || !time.Now().Before(end) {
+		return rec, err
+	}
+	final, err := h.Wait(ctx, rec.CorrelationID, time.Until(end))
+	if err != nil {
+		return rec, err
+	}
+	return final, nil
+}
+
+func submitPath(req *Request) string {
+	return "/api/v1/workspaces/" + url.PathEscape(req.WorkspaceID) + "/calls"
+}
+
+// submitBody is the body of req's async submit.
+func submitBody(req *Request) ([]byte, error) {
 	body := map[string]any{
 		"endpoint": req.Endpoint,
 		"timeout":  req.timeout().Seconds(),
@@ -43,14 +83,14 @@ func (h *HTTP) Submit(ctx context.Context, req Request) (store.Record, error) {
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return store.Record{}, protocol.Errorf(protocol.CodeInvalidRequest, "encoding call: %v", err)
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "encoding call: %v", err)
 	}
-	return h.record(ctx, http.MethodPost, "/api/v1/workspaces/"+url.PathEscape(req.WorkspaceID)+"/calls", raw, http.StatusAccepted, 0)
+	return raw, nil
 }
 
 // Status implements Async.
 func (h *HTTP) Status(ctx context.Context, cid string) (store.Record, error) {
-	return h.record(ctx, http.MethodGet, callPath(cid), nil, http.StatusOK, 0)
+	return h.record(ctx, http.MethodGet, callPath(cid), nil, 0, nil, http.StatusOK)
 }
 
 // Wait implements Async, with one request per MaxWaitPerRequest.
@@ -63,7 +103,7 @@ func (h *HTTP) Wait(ctx context.Context, cid string, max time.Duration) (store.R
 		}
 		// Whole milliseconds, as the broker reads them.
 		secs := strconv.FormatFloat(left.Truncate(time.Millisecond).Seconds(), 'f', -1, 64)
-		rec, err := h.record(ctx, http.MethodGet, callPath(cid)+"?wait="+secs, nil, http.StatusOK, left)
+		rec, err := h.record(ctx, http.MethodGet, callPath(cid)+"?wait="+secs, nil, left, nil, http.StatusOK)
 		if err != nil || store.IsFinal(rec.Status) || !time.Now().Before(end) {
 			return rec, err
 		}
@@ -72,18 +112,19 @@ func (h *HTTP) Wait(ctx context.Context, cid string, max time.Duration) (store.R
 
 // Cancel implements Async.
 func (h *HTTP) Cancel(ctx context.Context, cid string) (store.Record, error) {
-	return h.record(ctx, http.MethodPost, callPath(cid)+"/cancel", nil, http.StatusOK, 0)
+	return h.record(ctx, http.MethodPost, callPath(cid)+"/cancel", nil, 0, nil, http.StatusOK)
 }
 
 func callPath(cid string) string { return "/api/v1/calls/" + url.PathEscape(cid) }
 
-// record sends one request of the async API and reads the record it
-// answers with status want; other answers become coded errors. wait is how
-// long the broker may hold the request.
-func (h *HTTP) record(ctx context.Context, method, path string, body []byte, want int, wait time.Duration) (store.Record, error) {
+// record sends one request of the async API, with header's name/value
+// pairs, and reads the record it answers with one of the statuses want;
+// other answers become coded errors. wait is how long the broker may hold
+// the request.
+func (h *HTTP) record(ctx context.Context, method, path string, body []byte, wait time.Duration, header []string, want ...int) (store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+httpOpMargin)
 	defer cancel()
-	res, err := h.do(ctx, method, path, body)
+	res, err := h.do(ctx, method, path, body, header...)
 	if err != nil {
 		return store.Record{}, protocol.Errorf(protocol.CodeBrokerUnreachable, "calling broker: %v", err)
 	}
@@ -92,7 +133,7 @@ func (h *HTTP) record(ctx context.Context, method, path string, body []byte, wan
 	if err != nil {
 		return store.Record{}, protocol.Errorf(protocol.CodeBrokerUnreachable, "reading broker answer: %v", err)
 	}
-	if res.StatusCode != want {
+	if !slices.Contains(want, res.StatusCode) {
 		var fail protocol.ToolResponse
 		if json.Unmarshal(out, &fail) != nil || fail.Error == "" {
 			return store.Record{}, protocol.Errorf(protocol.CodeBrokerUnreachable, "broker answered HTTP %d: %.200s", res.StatusCode, out)

@@ -80,7 +80,7 @@ func (h *HTTP) Call(ctx context.Context, req Request) protocol.ToolResponse {
 
 // do sends one request to the broker, with the token and, for a body, its
 // JSON content type.
-func (h *HTTP) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+func (h *HTTP) do(ctx context.Context, method, path string, body []byte, header ...string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -94,6 +94,9 @@ func (h *HTTP) do(ctx context.Context, method, path string, body []byte) (*http.
 	}
 	if h.Token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		hreq.Header.Set(header[i], header[i+1])
 	}
 	client := h.Client
 	if client == nil {

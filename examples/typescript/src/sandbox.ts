@@ -5,9 +5,11 @@
  * Every operation is one async call to the workspace's `tether bridge`:
  * submitted (POST /api/v1/workspaces/{id}/calls with "async": true, and an
  * Idempotency-Key, so that a submit whose answer was lost can be sent again
- * without running twice), then waited for (GET /api/v1/calls/{id}?wait=S,
- * repeated until the call is final), and cancelled (POST
- * /api/v1/calls/{id}/cancel) when its AbortSignal fires or its time is up.
+ * without running twice; with Prefer: respond-async, wait=S the submit
+ * itself answers the outcome of a call that ends within S seconds), then,
+ * for a longer call, waited for (GET /api/v1/calls/{id}?wait=S, repeated
+ * until the call is final), and cancelled (POST /api/v1/calls/{id}/cancel)
+ * when its AbortSignal fires or its time is up.
  * No request is held open longer than one wait, so it works from runtimes
  * that cut requests short, and any broker instance can serve the waits.
  *
@@ -23,7 +25,7 @@ export interface SandboxOptions {
   token: string;
   /** The workspace, as its bridge registered it (--workspace). */
   workspace: string;
-  /** The longest single long-poll, in seconds (the broker allows 60). */
+  /** The longest single long-poll (a submit's wait too), in seconds (the broker allows 60). */
   waitSeconds?: number;
   /** The default time limit of file operations, in milliseconds. */
   timeoutMs?: number;
@@ -213,7 +215,9 @@ export class Sandbox {
     const id = crypto.randomUUID();
     let record: CallRecord;
     try {
-      record = await this.submit(id, endpoint, payload, timeoutMs / 1000, stop.signal);
+      // The submit itself waits for the outcome a while (Prefer: wait): a
+      // call that ends by then costs one request, not two.
+      record = await this.submit(id, endpoint, payload, timeoutMs / 1000, Math.min(this.waitSeconds, Math.ceil(timeoutMs / 1000)), stop.signal);
       while (!FINAL.has(record.status)) {
         const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
         const wait = Math.min(this.waitSeconds, left);
@@ -237,13 +241,19 @@ export class Sandbox {
     return resp.result as T;
   }
 
-  /** Submits call id, sending it again (the same idempotency key: the same call) when the network failed. */
-  private async submit(id: string, endpoint: string, payload: unknown, timeout: number, signal: AbortSignal): Promise<CallRecord> {
+  /**
+   * Submits call id, holding the answer up to wait seconds for its outcome
+   * (200 with the final record; 202 with the record then when it takes
+   * longer), sending it again (the same idempotency key: the same call)
+   * when the network failed.
+   */
+  private async submit(id: string, endpoint: string, payload: unknown, timeout: number, wait: number, signal: AbortSignal): Promise<CallRecord> {
     const body = JSON.stringify({ correlation_id: id, endpoint, payload, timeout: Math.min(timeout, MAX_TIMEOUT_S), async: true });
     const path = `/api/v1/workspaces/${encodeURIComponent(this.opts.workspace)}/calls`;
+    const headers = { "Idempotency-Key": id, Prefer: `respond-async, wait=${wait}` };
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.request<CallRecord>("POST", path, body, signal, { "Idempotency-Key": id }, 202);
+        return await this.request<CallRecord>("POST", path, body, signal, headers, [200, 202]);
       } catch (err) {
         if (!(err instanceof TypeError) || attempt >= 3 || signal.aborted) throw err; // TypeError: fetch's network failure
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
@@ -251,13 +261,13 @@ export class Sandbox {
     }
   }
 
-  private async request<T>(method: string, path: string, body?: string, signal?: AbortSignal, headers: Record<string, string> = {}, want = 200): Promise<T> {
+  private async request<T>(method: string, path: string, body?: string, signal?: AbortSignal, headers: Record<string, string> = {}, want: number[] = [200]): Promise<T> {
     const h: Record<string, string> = { ...headers };
     if (body !== undefined) h["Content-Type"] = "application/json";
     if (this.opts.token !== "") h["Authorization"] = `Bearer ${this.opts.token}`;
     const res = await fetch(this.base + path, { method, headers: h, body, signal });
     const answer = (await res.json().catch(() => ({}))) as T & { error?: string; message?: string };
-    if (res.status !== want) {
+    if (!want.includes(res.status)) {
       throw new SandboxError(answer.error ?? "broker_unreachable", answer.message ?? `broker answered HTTP ${res.status}`);
     }
     return answer;
