@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +40,9 @@ func runMCP(args []string, stderr io.Writer) error {
 	if *workspace == "" {
 		return usagef("--workspace is required")
 	}
-	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token}
+	// Every tool call is relayed to the broker: on the calling goroutine
+	// (caller.Transport), not through net/http's connection goroutines.
+	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: &http.Client{Transport: &caller.Transport{}}}
 	ctx, stop := signalContext()
 	defer stop()
 	if err := checkCaller(ctx, c, *workspace, log); err != nil {
