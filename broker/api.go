@@ -166,8 +166,9 @@ func (b *Broker) handleCall(c *gin.Context) {
 // route sends an authorised, valid call to workspace ws and returns its one
 // answer: to the holder in this process on the in-memory bus, or on any bus
 // when this broker holds the workspace and may hand it the call
-// (heldForCall), else through the bus. ctx ending cancels the call (the client gets tool_cancel). The
-// HTTP call API and the MCP endpoint (mcp.go) both call through here.
+// (heldForCall), else through the bus. ctx ending cancels the call (the
+// client gets tool_cancel). The HTTP call API and the MCP endpoint
+// (mcp.go) both call through here.
 func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
 	if b.isDraining() {
 		return protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down")

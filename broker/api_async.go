@@ -40,10 +40,12 @@ type preferences struct {
 }
 
 // parsePrefer reads the Prefer headers. A wait that is not seconds from 0
-// to maxWait (a decimal number, as ?wait=) is an error naming it;
+// to maxWait (a decimal number, as ?wait=) is an error naming it, returned
+// with what the rest of the headers ask (respond-async still counts);
 // preferences tether does not know are ignored, as RFC 7240 asks.
 func parsePrefer(h http.Header) (preferences, error) {
 	var p preferences
+	var bad error
 	for _, v := range h.Values("Prefer") {
 		for pref := range strings.SplitSeq(v, ",") {
 			pref, _, _ = strings.Cut(pref, ";") // parameters: none known
@@ -58,13 +60,16 @@ func parsePrefer(h http.Header) (preferences, error) {
 				}
 				d, err := parseWait(value, true)
 				if err != nil || !hasValue {
-					return preferences{}, errors.New("Prefer: wait must be a number of seconds from 0 to " + strconv.Itoa(int(maxWait.Seconds())) + ", got " + strconv.Quote(strings.TrimSpace(pref)))
+					if bad == nil {
+						bad = errors.New("Prefer: wait must be a number of seconds from 0 to " + strconv.Itoa(int(maxWait.Seconds())) + ", got " + strconv.Quote(strings.TrimSpace(pref)))
+					}
+					continue
 				}
 				p.wait, p.waitGiven = d, true
 			}
 		}
 	}
-	return p, nil
+	return p, bad
 }
 
 // asyncStatus is the HTTP status of an async request that failed with code.

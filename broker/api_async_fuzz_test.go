@@ -59,8 +59,14 @@ func TestParsePreferReadsRespondAsyncAndWait(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"wait=61", "wait=-1", "wait", "wait=soon", "respond-async, wait=NaN"} {
-		if got, err := parsePrefer(http.Header{"Prefer": {v}}); err == nil || !strings.Contains(err.Error(), "Prefer: wait") {
+		got, err := parsePrefer(http.Header{"Prefer": {v}})
+		if err == nil || !strings.Contains(err.Error(), "Prefer: wait") {
 			t.Errorf("Prefer: %q -> %+v, %v; want an error naming Prefer: wait", v, got, err)
+		}
+		// respond-async still counts: the submit is refused as async,
+		// never run as a synchronous call.
+		if got.async != strings.Contains(v, "respond-async") {
+			t.Errorf("Prefer: %q -> %+v: respond-async lost with the bad wait", v, got)
 		}
 	}
 	if d, err := parseWait("0.5", true); err != nil || d != 500*time.Millisecond {

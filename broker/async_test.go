@@ -186,6 +186,9 @@ func TestAsyncPreferWaitAnswersTheOutcomeInTheSubmit(t *testing.T) {
 	if status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-w/calls", tok, `{"endpoint":"/refused","async":true}`, "Prefer", "wait=90"); status != http.StatusBadRequest || !strings.Contains(string(raw), "Prefer: wait") {
 		t.Fatalf("wait=90: %d %s", status, raw)
 	}
+	if status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/ws-w/calls", tok, `{"endpoint":"/refused"}`, "Prefer", "respond-async, wait=90"); status != http.StatusBadRequest || !strings.Contains(string(raw), "Prefer: wait") {
+		t.Fatalf("respond-async, wait=90: %d %s", status, raw)
+	}
 	next := submit(`{"endpoint":"/next","timeout":5,"async":true}`, http.StatusAccepted, "")
 	if r := c.nextCall(); r.call.Endpoint != "/next" {
 		t.Fatalf("client got %+v after the refused submit", r.call)
