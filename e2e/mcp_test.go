@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
@@ -392,6 +395,82 @@ func TestMCPBadTokensRefused(t *testing.T) {
 		_, ev := startMCPClient(t, "--url", b.url+"/api/v1/workspaces/ws-mine/mcp", "--token", tok)
 		if ev["event"] != "connect_error" {
 			t.Errorf("http, %s token: %v", name, ev)
+		}
+	}
+}
+
+// TestMCPStdioLeavesItsPipesAsItFoundThem: tether mcp on pipes reads and
+// writes them non-blocking while it serves (through Go's poller, see
+// cmd/tether/mcp_stdio.go), and leaves each pipe in the mode it found it in
+// when it exits: a blocking pipe blocking, a non-blocking one non-blocking.
+func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
+	b := startBroker(t)
+	tok := token(t, broker.RoleCaller, "ws-pipes")
+	nonblock := func(fd int) bool {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flags&unix.O_NONBLOCK != 0
+	}
+	for _, startNonblocking := range []bool{false, true} {
+		var in, out [2]int // in: the child's stdin (read end, ours to write); out: its stdout
+		if err := syscall.Pipe2(in[:], syscall.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Pipe2(out[:], syscall.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range []int{in[0], in[1], out[0], out[1]} {
+			if err := syscall.SetNonblock(fd, startNonblocking); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The child's ends stay open here too: their mode is the pipes'.
+		childIn, childOut := os.NewFile(uintptr(in[0]), "child-stdin"), os.NewFile(uintptr(out[1]), "child-stdout")
+		feed, answers := os.NewFile(uintptr(in[1]), "feed"), os.NewFile(uintptr(out[0]), "answers")
+		cmd := exec.Command(tetherBin, "mcp", "--broker", b.url, "--workspace", "ws-pipes", "--token", tok)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = childIn, childOut, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		if _, err := feed.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipes","version":"1"}}}` + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		line := make(chan string, 1)
+		go func() {
+			l, _ := bufio.NewReader(answers).ReadString('\n')
+			line <- l
+		}()
+		select {
+		case l := <-line:
+			if !strings.Contains(l, `"id":1`) || !strings.Contains(l, "serverInfo") {
+				t.Fatalf("initialize answered %q", l)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("tether mcp did not answer initialize")
+		}
+		if !nonblock(in[0]) || !nonblock(out[1]) {
+			t.Fatalf("started %s: tether mcp serves its pipes blocking", map[bool]string{false: "blocking", true: "non-blocking"}[startNonblocking])
+		}
+		_ = feed.Close() // EOF on its stdin ends it
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("tether mcp at EOF: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("tether mcp did not exit at EOF on its stdin")
+		}
+		if nonblock(in[0]) != startNonblocking || nonblock(out[1]) != startNonblocking {
+			t.Fatalf("started %v non-blocking, left stdin %v, stdout %v", startNonblocking, nonblock(in[0]), nonblock(out[1]))
+		}
+		for _, f := range []*os.File{childIn, childOut, answers} {
+			_ = f.Close()
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/bridge"
@@ -52,7 +51,9 @@ func runMCP(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = srv.Run(ctx, &sdk.StdioTransport{})
+	transport, restore := stdioTransport()
+	defer restore()
+	err = srv.Run(ctx, transport)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil // a signal, or the client closed our stdin
 	}
