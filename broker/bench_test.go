@@ -198,24 +198,26 @@ func benchReportRatio(b *testing.B, baseline *float64) {
 	}
 }
 
+// benchSerial sends calls to url one at a time until b is done.
+func benchSerial(b *testing.B, url, token string) {
+	client := benchClient(b, 1)
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := benchPost(client, url, token, &buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkInProcessRoundTrip: one caller at a time, HTTP POST to the broker,
 // tool_call over WebSocket to the bridge, its ack back, HTTP answer.
 func BenchmarkInProcessRoundTrip(b *testing.B) {
-	serial := func(b *testing.B, url, token string) {
-		client := benchClient(b, 1)
-		var buf bytes.Buffer
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := benchPost(client, url, token, &buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	baseline := benchBaseline(b, serial)
+	baseline := benchBaseline(b, benchSerial)
 	b.Run("tether", func(b *testing.B) {
 		benchNoLeaks(b)
 		rig := newBenchRig(b, nil)
-		serial(b, rig.callURL, rig.token)
+		benchSerial(b, rig.callURL, rig.token)
 		benchReportRatio(b, baseline)
 	})
 }
@@ -257,16 +259,7 @@ func BenchmarkInProcessRoundTripParallel(b *testing.B) {
 // difference to BenchmarkInProcessRoundTrip is the API's cost (HTTP, gin,
 // token check, request decoding) plus the HTTP client's.
 func BenchmarkBusCallerRoundTrip(b *testing.B) {
-	baseline := benchBaseline(b, func(b *testing.B, url, token string) {
-		client := benchClient(b, 1)
-		var buf bytes.Buffer
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := benchPost(client, url, token, &buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	baseline := benchBaseline(b, benchSerial)
 	b.Run("tether", func(b *testing.B) {
 		benchNoLeaks(b)
 		mem := bus.NewMemory()
@@ -295,16 +288,7 @@ func BenchmarkBusCallerRoundTrip(b *testing.B) {
 // /api/v1/calls/{id}?wait=10 until the outcome, on the broker's in-memory
 // store. x-echo compares the two requests with one echo.
 func BenchmarkInProcessAsyncRoundTrip(b *testing.B) {
-	baseline := benchBaseline(b, func(b *testing.B, url, token string) {
-		client := benchClient(b, 1)
-		var buf bytes.Buffer
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := benchPost(client, url, token, &buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	baseline := benchBaseline(b, benchSerial)
 	b.Run("tether", func(b *testing.B) {
 		benchNoLeaks(b)
 		rig := newBenchRig(b, nil)
