@@ -137,11 +137,37 @@ func benchClient(b *testing.B, conns int) *http.Client {
 
 // benchPost sends one call and checks that it echoed the payload.
 func benchPost(client *http.Client, url, token string, buf *bytes.Buffer) error {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(benchBody))
+	if err := benchRequest(client, http.MethodPost, url, token, benchBody, http.StatusOK, buf); err != nil {
+		return err
+	}
+	var resp struct {
+		Success bool            `json:"success"`
+		Error   string          `json:"error"`
+		Result  json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &resp); err != nil {
+		return fmt.Errorf("decoding %.300q: %w", buf.Bytes(), err)
+	}
+	if !resp.Success || !bytes.Equal(resp.Result, benchPayload) {
+		return fmt.Errorf("answer is not the echo: %.300s", buf.Bytes())
+	}
+	return nil
+}
+
+// benchRequest sends one request (a JSON body unless body is nil) and reads
+// its answer into buf; an answer with another status than want is an error.
+func benchRequest(client *http.Client, method, url, token string, body []byte, want int, buf *bytes.Buffer) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -155,19 +181,8 @@ func benchPost(client *http.Client, url, token string, buf *bytes.Buffer) error 
 	if err != nil {
 		return err
 	}
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %.300s", res.StatusCode, buf.Bytes())
-	}
-	var resp struct {
-		Success bool            `json:"success"`
-		Error   string          `json:"error"`
-		Result  json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &resp); err != nil {
-		return fmt.Errorf("decoding %.300q: %w", buf.Bytes(), err)
-	}
-	if !resp.Success || !bytes.Equal(resp.Result, benchPayload) {
-		return fmt.Errorf("answer is not the echo: %.300s", buf.Bytes())
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s: HTTP %d: %.300s", method, url, res.StatusCode, buf.Bytes())
 	}
 	return nil
 }
@@ -309,31 +324,7 @@ func BenchmarkInProcessAsyncRoundTrip(b *testing.B) {
 // benchAsync submits one async call and waits for its outcome, which must
 // be the echo.
 func benchAsync(client *http.Client, callURL, base, token string, body []byte, buf *bytes.Buffer) error {
-	do := func(method, url string, body []byte, want int) error {
-		req, err := http.NewRequest(method, url, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		buf.Reset()
-		_, err = buf.ReadFrom(res.Body)
-		_ = res.Body.Close()
-		if err != nil {
-			return err
-		}
-		if res.StatusCode != want {
-			return fmt.Errorf("%s %s: HTTP %d: %.300s", method, url, res.StatusCode, buf.Bytes())
-		}
-		return nil
-	}
-	if err := do(http.MethodPost, callURL, body, http.StatusAccepted); err != nil {
+	if err := benchRequest(client, http.MethodPost, callURL, token, body, http.StatusAccepted, buf); err != nil {
 		return err
 	}
 	var rec struct {
@@ -348,7 +339,7 @@ func benchAsync(client *http.Client, callURL, base, token string, body []byte, b
 		return fmt.Errorf("decoding %.300q: %w", buf.Bytes(), err)
 	}
 	for rec.Response == nil {
-		if err := do(http.MethodGet, base+"/calls/"+rec.CorrelationID+"?wait=10", nil, http.StatusOK); err != nil {
+		if err := benchRequest(client, http.MethodGet, base+"/calls/"+rec.CorrelationID+"?wait=10", token, nil, http.StatusOK, buf); err != nil {
 			return err
 		}
 		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
