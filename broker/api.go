@@ -182,10 +182,8 @@ func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) pr
 	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
 	var resp protocol.ToolResponse
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
-		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
 		resp = b.callLocal(ctx, ws, req)
 	} else if c := b.heldForCall(ws); c != nil {
-		req.DeadlineMS = time.Now().Add(req.TimeoutDuration()).UnixMilli()
 		resp = b.callHeld(ctx, c, req)
 	} else {
 		resp = b.callBus(ctx, ws, req)

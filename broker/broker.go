@@ -376,8 +376,10 @@ func (b *Broker) heldReady(ws string, submit bool) *conn {
 }
 
 // callHeld delivers a call of this broker's API to c, a connection of this
-// broker, and waits for its one answer, which comes back as a value.
+// broker, and waits for its one answer, which comes back as a value. The
+// call's deadline starts now.
 func (b *Broker) callHeld(ctx context.Context, c *conn, call protocol.ToolCall) protocol.ToolResponse {
+	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
 	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
 	ch := make(chan protocol.ToolResponse, 1)
 	c.deliver(call, ch, false)
