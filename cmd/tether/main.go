@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/internal/gcpace"
+	"github.com/tetherdev/tether/internal/procpace"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -67,6 +68,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// garbage: at most 16 MB of it, then (gcpace). GOGC in the
 		// environment overrides it.
 		(&gcpace.Pacer{Headroom: 16 << 20, MinPercent: 25, MaxPercent: 400}).Start()
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
+		// At low load a second P costs CPU in thread wake-ups and does no
+		// work: one P until the process needs more than half a core, the
+		// runtime's default from then on (procpace). GOMAXPROCS in the
+		// environment overrides it.
+		(&procpace.Pacer{}).Start()
 	}
 	switch cmd {
 	case "broker":
