@@ -194,7 +194,14 @@ func (r *run) asyncCall(c *call) (outcome, bad string, done time.Time, note asyn
 		// The brokers did not answer for asyncSlack: the final outcome
 		// stands, unchecked.
 	default:
-		if diff := sameFinal(final, again); diff != "" {
+		switch diff := sameFinal(final, again); {
+		case diff == "":
+		case c.key != "" && again.CreatedAt.After(final.CreatedAt):
+			// Not this record changed, but a new one: the record was lost
+			// (a Redis restart) and the keyed submit sent again above made
+			// the call anew. Checked at the end against the restarts.
+			note.flags |= flagRecreated
+		default:
 			return "two_finals", diff, done, note
 		}
 	}
