@@ -100,13 +100,19 @@ func asyncError(c *gin.Context, err error) {
 // record once the store holds it, never before. With Prefer: wait=S it
 // holds the answer up to S seconds for the outcome: a call that ends in
 // time is answered 200 with its final record, as GET ...?wait=S would; one
-// that does not, 202 with its record then.
+// that does not, 202 with its record then. Such a submit, for a workspace
+// held here, without a correlation id or idempotency key of the caller's,
+// is recorded once, when it must be (submitWaitHeld).
 func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer preferences) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
 	var rec store.Record
 	var err error
-	if holder := b.heldForSubmit(ws); holder != nil {
+	waited := false // the wait is over
+	if holder := b.heldForSubmit(ws); holder != nil && prefer.wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "" {
+		rec, err = b.submitWaitHeld(c.Request.Context(), holder, callerRequest(ws, &req), prefer.wait)
+		waited = true
+	} else if holder != nil {
 		rec, err = b.submitHeld(c.Request.Context(), holder, callerRequest(ws, &req))
 	} else {
 		rec, err = b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
@@ -119,7 +125,7 @@ func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer
 	b.metrics.asyncSubmitted.Inc()
 	c.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
 	status := http.StatusAccepted
-	if prefer.wait > 0 && !store.IsFinal(rec.Status) {
+	if prefer.wait > 0 && !waited && !store.IsFinal(rec.Status) {
 		// The token may call ws, the record's workspace: no check to make.
 		// A wait cut short (the request went, shutdown) answers the
 		// record as it was.

@@ -179,6 +179,76 @@ func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (s
 	return rec, err
 }
 
+// submitWaitHeld is submitHeld for a submit that waits for its outcome
+// (Prefer: wait), has no idempotency key and whose correlation id this
+// broker made: nobody else can know the call before the submit answers,
+// so nothing reads or ends its record before then, and the call is
+// recorded once, when that is needed. It is delivered on c at once, with
+// its answer coming back here as a held synchronous call's does. If the
+// answer comes within wait, the record is written final with it, in one
+// store step instead of two (recorded delivered, then finished); if it
+// cannot be written the caller still gets the outcome, which is then not
+// kept. If the wait ends first, or the request goes, the call is recorded
+// delivered and from then on is any async call: the table sends its
+// answer to the store (callTable.adopt). A call that cannot be recorded
+// then is cancelled (tool_cancel reaches the client) and the submit
+// answers the store's error: no 202 for a call without a record.
+func (b *Broker) submitWaitHeld(ctx context.Context, c *conn, req caller.Request, wait time.Duration) (store.Record, error) {
+	now := time.Now()
+	rec, err := caller.NewRecord(&req, now)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec.Status, rec.DeliveredAt = store.Delivered, &now
+	call := rec.Call()
+	call.Async = false // answered here until adopted
+	ch := make(chan protocol.ToolResponse, 1)
+	c.callEvent(b.log.Debug(), &call).Msg("async call handed to the local holder, to be recorded with its outcome")
+	c.deliver(call, ch, false)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case resp := <-ch:
+		return b.putOutcome(ctx, rec, resp), nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeOp)
+	stored, err := b.store.Put(opCtx, rec)
+	cancel()
+	if err != nil {
+		c.calls.cancel(call.CorrelationID, "the async call could not be recorded")
+		b.log.Warn().Err(err).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", rec.WorkspaceID).Msg("async call not recorded past its submit's wait; cancelled")
+		return store.Record{}, protocol.Errorf(protocol.CodeBusUnavailable, "recording async call %s: %v", call.CorrelationID, err)
+	}
+	if !c.calls.adopt(call.CorrelationID) {
+		// Answered while it was being recorded: the answer is in ch (the
+		// table hands each call out once, and before it left the table).
+		resp := <-ch
+		call.Async = true
+		b.recordOutcome(call, resp)
+	}
+	return stored, nil
+}
+
+// putOutcome records rec, delivered and not recorded yet, final with resp,
+// and returns the final record; the outcome stands even when it could not
+// be recorded.
+func (b *Broker) putOutcome(ctx context.Context, rec store.Record, resp protocol.ToolResponse) store.Record {
+	t := time.Now()
+	resp.CorrelationID = rec.CorrelationID
+	rec.Status, rec.FinishedAt, rec.Response = store.StatusOf(&resp), &t, &resp
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeOp)
+	stored, err := b.store.Put(opCtx, rec)
+	cancel()
+	if err != nil {
+		b.log.Warn().Err(err).Str("correlation_id", rec.CorrelationID).Str("endpoint", rec.Endpoint).Str("workspace_id", rec.WorkspaceID).Msg("async call outcome answered but not recorded")
+		return rec
+	}
+	b.metrics.asyncOutcomes.WithLabelValues(stored.Status).Inc()
+	return stored
+}
+
 // recordOutcome writes an async call's one answer to the store, off the
 // calling goroutine (the call table's finish never blocks). A Finish that
 // loses (the call was cancelled, or the sweep ended it) changes nothing. A

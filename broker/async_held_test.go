@@ -3,7 +3,10 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +21,9 @@ import (
 // call between the store step and the delivery to reach the races there.
 type gatedStore struct {
 	store.Store
-	claims, helds atomic.Int32
+	claims, helds, creates, puts, finishes atomic.Int32
+	// putErr, when set, is what a Put of a delivered call fails with.
+	putErr error
 	// claimGate, when set, is waited on before a Claim runs;
 	// heldGate after a CreateHeld ran. Each signals entered first.
 	claimGate, heldGate chan struct{}
@@ -48,6 +53,29 @@ func (s *gatedStore) CreateHeld(ctx context.Context, rec store.Record) (store.Cr
 		<-s.heldGate
 	}
 	return created, err
+}
+
+func (s *gatedStore) Create(ctx context.Context, rec store.Record) (store.Created, error) {
+	s.creates.Add(1)
+	return s.Store.Create(ctx, rec)
+}
+
+func (s *gatedStore) Put(ctx context.Context, rec store.Record) (store.Record, error) {
+	s.puts.Add(1)
+	if s.putErr != nil && rec.Status == store.Delivered {
+		return store.Record{}, s.putErr
+	}
+	return s.Store.Put(ctx, rec)
+}
+
+func (s *gatedStore) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (store.Outcome, error) {
+	s.finishes.Add(1)
+	return s.Store.Finish(ctx, cid, resp, now)
+}
+
+// steps is what the store was asked to do so far.
+func (s *gatedStore) steps() string {
+	return fmt.Sprintf("creates %d, held creates %d, puts %d, finishes %d", s.creates.Load(), s.helds.Load(), s.puts.Load(), s.finishes.Load())
 }
 
 func (s *gatedStore) waitEntered(t *testing.T) {
@@ -211,5 +239,182 @@ func TestAsyncCancelBeforeTheHeldCallIsDeliveredStopsIt(t *testing.T) {
 	c.ackOK(r, `"late"`)
 	if _, got, _ := e.callStatus("held-cancel", tok, ""); got.Status != store.Cancelled {
 		t.Fatalf("after the late answer: %+v", got)
+	}
+}
+
+// preferSubmit submits body to ws with Prefer: respond-async, wait=S in
+// the background; its HTTP status and record come on the channel.
+func (e *env) preferSubmit(ws, token, body, wait string, header ...string) <-chan preferAnswer {
+	out := make(chan preferAnswer, 1)
+	go func() {
+		status, _, raw := e.apiRequest(http.MethodPost, "/api/v1/workspaces/"+ws+"/calls", token, body, append([]string{"Prefer", "respond-async, wait=" + wait}, header...)...)
+		a := preferAnswer{status: status, raw: raw}
+		_ = json.Unmarshal(raw, &a.rec)
+		out <- a
+	}()
+	return out
+}
+
+type preferAnswer struct {
+	status int
+	rec    store.Record
+	raw    []byte
+}
+
+func TestAsyncSubmitThatWaitsIsRecordedOnceWithItsOutcome(t *testing.T) {
+	st := newGatedStore(t)
+	e := newHeldEnv(t, st)
+	c := e.connect("ws-p", e.token(broker.RoleBridge, "ws-p"))
+	tok := e.token(broker.RoleCaller, "ws-p")
+	e.waitHandsOver("ws-p")
+
+	sub := e.preferSubmit("ws-p", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5}`, "5")
+	r := c.nextCall()
+	if string(r.call.Payload) != `{"n":1}` {
+		t.Fatalf("client got %+v", r.call)
+	}
+	c.ackOK(r, `{"done":1}`)
+	a := <-sub
+	if a.status != http.StatusOK || a.rec.Status != store.Succeeded || a.rec.CorrelationID != r.call.CorrelationID ||
+		a.rec.Response == nil || string(a.rec.Response.Result) != `{"done":1}` || a.rec.DeliveredAt == nil || a.rec.FinishedAt == nil {
+		t.Fatalf("submit that waits answered HTTP %d %s", a.status, a.raw)
+	}
+	// One store step: the final record, nothing before it.
+	if st.puts.Load() != 1 || st.helds.Load() != 0 || st.creates.Load() != 0 || st.finishes.Load() != 0 {
+		t.Fatalf("store steps: %s; want one put", st.steps())
+	}
+	// What the submit answered is what is kept, for any reader.
+	_, got, _ := e.callStatus(a.rec.CorrelationID, tok, "")
+	if got.Status != store.Succeeded || !got.FinishedAt.Equal(*a.rec.FinishedAt) || !got.DeliveredAt.Equal(*a.rec.DeliveredAt) ||
+		!got.CreatedAt.Equal(a.rec.CreatedAt) || string(got.Response.Result) != `{"done":1}` || got.WorkspaceID != "ws-p" || got.Endpoint != "/x" {
+		t.Fatalf("record read back %+v, submit answered %+v", got, a.rec)
+	}
+	if status, after := e.cancelCall(a.rec.CorrelationID, tok); status != http.StatusOK || after.Status != store.Succeeded {
+		t.Fatalf("cancel after the outcome: HTTP %d %+v", status, after)
+	}
+
+	// A caller that may ask for the call before the answer (its own id, or
+	// an idempotency key to submit again with) gets it recorded first.
+	for i, extra := range [][]string{nil, {"Idempotency-Key", "k-1"}} {
+		body := `{"endpoint":"/x","timeout":5}`
+		if extra == nil {
+			body = `{"endpoint":"/x","timeout":5,"correlation_id":"own-id"}`
+		}
+		sub := e.preferSubmit("ws-p", tok, body, "5", extra...)
+		c.ackOK(c.nextCall(), `"ok"`)
+		if a := <-sub; a.status != http.StatusOK || a.rec.Status != store.Succeeded {
+			t.Fatalf("submit %d answered HTTP %d %s", i, a.status, a.raw)
+		}
+		if st.helds.Load() != int32(i+1) || st.puts.Load() != 1 {
+			t.Fatalf("after submit %d: %s; want it recorded before delivery", i, st.steps())
+		}
+	}
+}
+
+func TestAsyncSubmitThatWaitsGoesOnAsAnAsyncCallPastItsWait(t *testing.T) {
+	st := newGatedStore(t)
+	e := newHeldEnv(t, st)
+	c := e.connect("ws-q", e.token(broker.RoleBridge, "ws-q"))
+	tok := e.token(broker.RoleCaller, "ws-q")
+	e.waitHandsOver("ws-q")
+
+	// Answered after the wait: 202 with the call recorded delivered, then
+	// its answer goes to the record.
+	start := time.Now()
+	sub := e.preferSubmit("ws-q", tok, `{"endpoint":"/slow","timeout":5}`, "0.2")
+	r := c.nextCall()
+	a := <-sub
+	if a.status != http.StatusAccepted || a.rec.Status != store.Delivered || a.rec.CorrelationID != r.call.CorrelationID || a.rec.DeliveredAt == nil {
+		t.Fatalf("submit answered HTTP %d %s, want 202 delivered", a.status, a.raw)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 1200*time.Millisecond {
+		t.Fatalf("submit answered after %s, want after its 0.2 s wait", d)
+	}
+	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, ""); got.Status != store.Delivered {
+		t.Fatalf("record after the wait: %+v", got)
+	}
+	c.ackOK(r, `{"late":1}`)
+	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, "?wait=5"); got.Status != store.Succeeded || string(got.Response.Result) != `{"late":1}` {
+		t.Fatalf("outcome of the call past its wait: %+v", got)
+	}
+	if st.puts.Load() != 1 || st.finishes.Load() != 1 {
+		t.Fatalf("store steps: %s; want one put (delivered) and one finish", st.steps())
+	}
+
+	// Cancelled past the wait: tool_cancel reaches the client, the outcome
+	// is cancelled, and the client's late answer changes nothing.
+	sub = e.preferSubmit("ws-q", tok, `{"endpoint":"/cancel-me","timeout":5}`, "0.1")
+	r = c.nextCall()
+	if a := <-sub; a.status != http.StatusAccepted {
+		t.Fatalf("submit answered HTTP %d %s", a.status, a.raw)
+	}
+	if status, got := e.cancelCall(r.call.CorrelationID, tok); status != http.StatusOK || got.Status != store.Cancelled {
+		t.Fatalf("cancel: HTTP %d %+v", status, got)
+	}
+	name, _, arg := c.nextEvent()
+	var tc protocol.ToolCancel
+	_ = json.Unmarshal(arg, &tc)
+	if name != protocol.EventToolCancel || tc.CorrelationID != r.call.CorrelationID {
+		t.Fatalf("client got %s %s, want the call's tool_cancel", name, arg)
+	}
+	c.ackOK(r, `"late"`)
+	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, ""); got.Status != store.Cancelled {
+		t.Fatalf("after the late answer: %+v", got)
+	}
+
+	// The request goes before the wait is over: the call goes on as any
+	// async call, recorded, and its answer is kept.
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/api/v1/workspaces/ws-q/calls", strings.NewReader(`{"endpoint":"/orphan","timeout":5}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Prefer", "respond-async, wait=30")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			_ = res.Body.Close()
+		}
+	}()
+	r = c.nextCall()
+	cancel()
+	<-gone
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		status, got, _ := e.callStatus(r.call.CorrelationID, tok, "")
+		if status == http.StatusOK && got.Status == store.Delivered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call whose submit went was not recorded delivered within 5 s: HTTP %d %+v", status, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.ackOK(r, `"kept"`)
+	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, "?wait=5"); got.Status != store.Succeeded || string(got.Response.Result) != `"kept"` {
+		t.Fatalf("outcome of the call whose submit went: %+v", got)
+	}
+}
+
+func TestAsyncSubmitThatWaitsAndCannotBeRecordedIsCancelled(t *testing.T) {
+	st := newGatedStore(t)
+	st.putErr = errors.New("store down (a fake failure)")
+	e := newHeldEnv(t, st)
+	c := e.connect("ws-f", e.token(broker.RoleBridge, "ws-f"))
+	tok := e.token(broker.RoleCaller, "ws-f")
+	e.waitHandsOver("ws-f")
+	sub := e.preferSubmit("ws-f", tok, `{"endpoint":"/x","timeout":5}`, "0.1")
+	r := c.nextCall()
+	a := <-sub
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.raw), protocol.CodeBusUnavailable) {
+		t.Fatalf("submit whose call could not be recorded answered HTTP %d %s, want 503 bus_unavailable", a.status, a.raw)
+	}
+	name, _, arg := c.nextEvent()
+	var tc protocol.ToolCancel
+	_ = json.Unmarshal(arg, &tc)
+	if name != protocol.EventToolCancel || tc.CorrelationID != r.call.CorrelationID {
+		t.Fatalf("client got %s %s, want the call's tool_cancel", name, arg)
+	}
+	if status, _, _ := e.callStatus(r.call.CorrelationID, tok, ""); status != http.StatusNotFound {
+		t.Fatalf("status of the unrecorded call: HTTP %d, want 404", status)
 	}
 }

@@ -171,6 +171,21 @@ func (t *callTable) take(cid string) *pending {
 	return t.takeLocked(cid)
 }
 
+// adopt makes the call cid, delivered with an in-process waiter, an async
+// call from now on: its answer goes to the store (Broker.reply), not to
+// the waiter. false when the call has left the table: its answer is in the
+// waiter, or on its way there.
+func (t *callTable) adopt(cid string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.byID[cid]
+	if p == nil {
+		return false
+	}
+	p.call.Async, p.waiter = true, nil
+	return true
+}
+
 // takeAllLocked removes every call and returns them; the table stays
 // usable (empty).
 func (t *callTable) takeAllLocked() map[string]*pending {

@@ -58,8 +58,11 @@ var (
 // hold; HTTP.Wait repeats requests for longer waits.
 const MaxWaitPerRequest = 60 * time.Second
 
-// newRecord is the record of req submitted at now.
-func newRecord(req *Request, now time.Time) (store.Record, error) {
+// NewRecord is the record of req submitted at now, queued; it checks req
+// as a submit does and gives it a correlation id when it has none. A
+// broker that records a call it delivered itself (Broker.submitWaitHeld)
+// makes its record here too.
+func NewRecord(req *Request, now time.Time) (store.Record, error) {
 	if req.CorrelationID == "" {
 		req.CorrelationID = uuid.NewString()
 	}

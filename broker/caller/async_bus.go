@@ -82,7 +82,7 @@ func (c *BusCaller) submit(ctx context.Context, req Request, held bool) (store.R
 	if c.isClosed() {
 		return store.Record{}, false, protocol.Errorf(protocol.CodeCallerClosed, "caller is closed")
 	}
-	rec, err := newRecord(&req, time.Now())
+	rec, err := NewRecord(&req, time.Now())
 	if err != nil {
 		return store.Record{}, false, err
 	}

@@ -109,6 +109,37 @@ func (m *Memory) create(rec Record, held bool) (Created, error) {
 	return Created{Record: rec.clone(), Told: -1, Claimed: claimed}, nil
 }
 
+// Put implements Store.
+func (m *Memory) Put(ctx context.Context, rec Record) (Record, error) {
+	rec, err := checkPut(rec)
+	if err != nil {
+		return Record{}, err
+	}
+	rec.Payload = slices.Clone(rec.Payload)
+	if rec.Response != nil {
+		rec.Response.Result = slices.Clone(rec.Response.Result)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	if m.live(rec.CorrelationID, time.Now().UnixMilli()) != nil {
+		return Record{}, ErrExists
+	}
+	r := &memRecord{rec: rec}
+	if rec.FinishedAt != nil {
+		r.expireAt = rec.FinishedAt.Add(m.opts.Retention).UnixMilli()
+	} else {
+		r.expireAt = rec.Deadline.Add(m.opts.Grace + m.opts.Retention).UnixMilli()
+		r.due = dueAt(&r.rec, m.opts.Grace).UnixMilli()
+		heap.Push(&m.due, timed{r.due, rec.CorrelationID})
+	}
+	m.recs[rec.CorrelationID] = r
+	heap.Push(&m.expiry, timed{r.expireAt, rec.CorrelationID})
+	return rec.clone(), nil
+}
+
 // Get implements Store.
 func (m *Memory) Get(ctx context.Context, cid string) (Record, error) {
 	m.mu.Lock()

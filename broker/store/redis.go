@@ -214,6 +214,37 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 	return Created{}, ErrExists
 }
 
+// Put implements Store.
+func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	rec, err := checkPut(rec)
+	if err != nil {
+		return Record{}, err
+	}
+	expire, due := rec.Deadline.Add(r.opts.Grace+r.opts.Retention).UnixMilli(), ""
+	f := r.fields(&rec, "", false)
+	if rec.FinishedAt != nil {
+		expire = rec.FinishedAt.Add(r.opts.Retention).UnixMilli()
+		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", protocol.AppendToolResponse(nil, rec.Response))
+	} else {
+		due = strconv.FormatInt(dueAt(&rec, r.opts.Grace).UnixMilli(), 10)
+	}
+	args := append([]any{rec.CorrelationID, expire, due}, f...)
+	n, err := putScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
+	switch {
+	case err != nil:
+		return Record{}, unavailable("recording call", err)
+	case n == 0:
+		return Record{}, ErrExists
+	}
+	if rec.FinishedAt == nil {
+		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
+	}
+	return rec, nil
+}
+
 // fields are the hash fields of a new record.
 func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
 	f := []any{

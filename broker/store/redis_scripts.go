@@ -68,6 +68,21 @@ end
 return {0, heard}
 `)
 
+// putScript records a call as it is (Put): delivered, and then due at its
+// deadline plus grace, or final. Nobody is told.
+//
+// KEYS: record, due. ARGV: correlation id, record expiry (unix ms), due
+// (unix ms; "" for a final call), then the record's field/value pairs.
+//
+// Returns 1 recorded, 0 id taken.
+var putScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) end
+return 1
+`)
+
 // claimScript pops a workspace's queue until it has marked max calls
 // delivered or the queue is empty; calls no longer queued or past their
 // time are dropped from the queue (Sweep ends them).

@@ -35,6 +35,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tetherdev/tether/protocol"
@@ -162,6 +163,16 @@ type Store interface {
 	// -1): the caller makes its holder drain the queue. The rest is
 	// Create's.
 	CreateHeld(ctx context.Context, rec Record) (Created, error)
+	// Put records rec as it is, for a caller in the process that holds the
+	// workspace's connection and delivered the call on it before
+	// recording it: a submit that waits for the outcome, whose call's id
+	// nobody else knows before the submit answers. rec is Delivered, with
+	// DeliveredAt (Sweep ends it at its deadline plus grace, as any
+	// delivered call), or final, with FinishedAt and Response (kept for the
+	// retention; nobody is told, since nobody can be watching). It is never
+	// queued and may not carry an IdempotencyKey. A CorrelationID already
+	// recorded is ErrExists. It returns the record as stored.
+	Put(ctx context.Context, rec Record) (Record, error)
 	// Get returns the record of a call, or ErrNotFound.
 	Get(ctx context.Context, correlationID string) (Record, error)
 	// Claim takes up to max calls from the front of workspaceID's queue
@@ -263,6 +274,34 @@ func checkNew(rec Record) (Record, error) {
 		}
 	}
 	rec.DeliveredAt, rec.FinishedAt, rec.Response = nil, nil, nil
+	return rec, nil
+}
+
+// checkPut validates a record for Put and returns it normalised as
+// checkNew does, with its status and outcome kept.
+func checkPut(rec Record) (Record, error) {
+	status, delivered, finished, resp := rec.Status, rec.DeliveredAt, rec.FinishedAt, rec.Response
+	rec, err := checkNew(rec)
+	switch {
+	case err != nil:
+		return rec, err
+	case rec.IdempotencyKey != "":
+		return rec, errors.New("putting call record: an idempotency key needs Create")
+	case delivered == nil:
+		return rec, errors.New("putting call record: delivered_at is required")
+	case status == Delivered && finished == nil && resp == nil:
+	case IsFinal(status) && finished != nil && resp != nil && StatusOf(resp) == status:
+		r := *resp
+		r.CorrelationID = rec.CorrelationID
+		rec.Response = &r
+		f := ms(*finished)
+		rec.FinishedAt = &f
+	default:
+		return rec, fmt.Errorf("putting call record: status %q with finished_at %v and response %v: want delivered without an outcome, or a final status with both", status, finished != nil, resp != nil)
+	}
+	d := ms(*delivered)
+	rec.Status, rec.DeliveredAt = status, &d
+	rec.OfflineAt = time.Time{}
 	return rec, nil
 }
 

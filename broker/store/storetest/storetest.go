@@ -235,6 +235,104 @@ func Run(t *testing.T, pair Pair) {
 			t.Fatalf("swept record %+v", end)
 		}
 	})
+	t.Run("PutDeliveredIsEndedOnceAndSweptAtDeadlinePlusGrace", func(t *testing.T) {
+		a, b := pair(t, store.Options{Grace: time.Second})
+		// Calls queued for the workspace do not matter: a put call was
+		// delivered already.
+		queued := create(t, a, newCall("ws-p", time.Minute))
+		rec := newCall("ws-p", 10*time.Second)
+		at := rec.CreatedAt.Add(3 * time.Millisecond)
+		rec.Status, rec.DeliveredAt = store.Delivered, &at
+		if put, err := a.Put(ctx(t), rec); err != nil || put.Status != store.Delivered || !put.DeliveredAt.Equal(at.Truncate(time.Millisecond)) || !put.CreatedAt.Equal(rec.CreatedAt.Truncate(time.Millisecond)) {
+			t.Fatalf("Put delivered = %+v, %v", put, err)
+		}
+		got := get(t, b, rec.CorrelationID)
+		if got.Status != store.Delivered || got.DeliveredAt == nil || !got.DeliveredAt.Equal(at.Truncate(time.Millisecond)) ||
+			got.FinishedAt != nil || got.Response != nil || got.Endpoint != "/api/ping" || !got.Deadline.Equal(rec.Deadline.Truncate(time.Millisecond)) {
+			t.Fatalf("put delivered record read back %+v", got)
+		}
+		if ids := claim(t, b, "ws-p", time.Now(), 10); len(ids) != 1 || ids[0] != queued.CorrelationID {
+			t.Fatalf("claimed %v, want only the queued call %s", ids, queued.CorrelationID)
+		}
+		if n := sweep(t, b, rec.Deadline.Add(999*time.Millisecond)); n != 0 {
+			t.Fatalf("swept %d before deadline + grace", n)
+		}
+		out := finish(t, b, rec.CorrelationID, ok(rec.CorrelationID, `{"r":1}`))
+		if !out.Won || out.Was != store.Delivered || out.Record.Status != store.Succeeded {
+			t.Fatalf("Finish of a put call = %+v", out)
+		}
+		if again := finish(t, a, rec.CorrelationID, protocol.Failure(rec.CorrelationID, protocol.CodeCancelled, "late")); again.Won || again.Record.Status != store.Succeeded {
+			t.Fatalf("second Finish = %+v", again)
+		}
+		if n := sweep(t, b, rec.Deadline.Add(time.Second)); n != 0 {
+			t.Fatalf("swept %d finished calls", n)
+		}
+		// Another, never finished: the sweep ends it as any delivered call.
+		lost := newCall("ws-p", 10*time.Second)
+		lost.Status, lost.DeliveredAt = store.Delivered, &lost.CreatedAt
+		if _, err := a.Put(ctx(t), lost); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		if n := sweep(t, b, lost.Deadline.Add(time.Second)); n != 1 {
+			t.Fatalf("swept %d at deadline + grace, want 1", n)
+		}
+		if end := get(t, a, lost.CorrelationID); end.Status != store.Failed || end.Response.Error != protocol.CodeTimeout {
+			t.Fatalf("swept record %+v", end)
+		}
+	})
+	t.Run("PutFinalKeepsItsOutcome", func(t *testing.T) {
+		a, b := pair(t, store.Options{})
+		rec := newCall("ws-pf", 10*time.Second)
+		delivered, finished := rec.CreatedAt.Add(time.Millisecond), rec.CreatedAt.Add(7*time.Millisecond)
+		resp := ok("", `{"echo":"é"}`)
+		rec.Status, rec.DeliveredAt, rec.FinishedAt, rec.Response = store.Succeeded, &delivered, &finished, &resp
+		outcome, stop := b.Watch(rec.CorrelationID)
+		defer stop()
+		if put, err := a.Put(ctx(t), rec); err != nil || put.Status != store.Succeeded || put.Response == nil || put.Response.CorrelationID != rec.CorrelationID {
+			t.Fatalf("Put final = %+v, %v", put, err)
+		}
+		got := get(t, b, rec.CorrelationID)
+		if got.Status != store.Succeeded || got.FinishedAt == nil || !got.FinishedAt.Equal(finished.Truncate(time.Millisecond)) ||
+			got.Response == nil || !got.Response.Success || got.Response.CorrelationID != rec.CorrelationID || string(got.Response.Result) != `{"echo":"é"}` {
+			t.Fatalf("put final record read back %+v (response %+v)", got, got.Response)
+		}
+		if out := finish(t, b, rec.CorrelationID, protocol.Failure(rec.CorrelationID, protocol.CodeCancelled, "late")); out.Won || out.Record.Status != store.Succeeded {
+			t.Fatalf("Finish after a final Put = %+v", out)
+		}
+		if n := sweep(t, a, rec.Deadline.Add(time.Minute)); n != 0 {
+			t.Fatalf("swept %d final calls", n)
+		}
+		if _, err := a.Put(ctx(t), rec); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("Put of a taken id = %v, want ErrExists", err)
+		}
+		select {
+		case r := <-outcome:
+			t.Fatalf("a final Put told a watcher: %+v", r)
+		default:
+		}
+	})
+	t.Run("PutRefusesWhatNeedsCreate", func(t *testing.T) {
+		a, _ := pair(t, store.Options{})
+		at := time.Now()
+		resp := ok("", `{}`)
+		for name, edit := range map[string]func(*store.Record){
+			"an idempotency key":         func(r *store.Record) { r.IdempotencyKey = "k" },
+			"no delivered_at":            func(r *store.Record) { r.DeliveredAt = nil },
+			"queued":                     func(r *store.Record) { r.Status = store.Queued },
+			"final without a response":   func(r *store.Record) { r.Status, r.FinishedAt = store.Succeeded, &at },
+			"a response of other status": func(r *store.Record) { r.Status, r.FinishedAt, r.Response = store.Failed, &at, &resp },
+		} {
+			rec := newCall("ws-pr", time.Minute)
+			rec.Status, rec.DeliveredAt = store.Delivered, &at
+			edit(&rec)
+			if _, err := a.Put(ctx(t), rec); err == nil {
+				t.Errorf("Put with %s: no error", name)
+			}
+			if _, err := a.Get(ctx(t), rec.CorrelationID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Put with %s recorded the call (%v)", name, err)
+			}
+		}
+	})
 	t.Run("CreateHeldQueuesBehindQueuedCalls", func(t *testing.T) {
 		a, b := pair(t, store.Options{})
 		first := create(t, a, newCall("ws-hq", time.Minute))
