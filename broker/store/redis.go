@@ -55,6 +55,7 @@ const OutcomeChannel = "{calls}:done"
 // All methods are safe for concurrent use.
 type Redis struct {
 	client  redis.UniversalClient
+	batch   *batcher // runs the scripts (redis_batch.go)
 	opts    Options
 	log     zerolog.Logger
 	k       redisKeys
@@ -119,7 +120,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
 		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
 	}
-	r := &Redis{client: client, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
+	r := &Redis{client: client, batch: &batcher{client: client}, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
 		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
@@ -189,7 +190,7 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 		stored.Status, stored.DeliveredAt = Delivered, &t
 	}
 	args = append(args, r.fields(&stored, idemKey, hasIdem == "1")...)
-	res, err := createScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
+	res, err := r.batch.run(ctx, createScript, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
 	if err != nil {
 		return Created{}, unavailable("recording call", err)
 	}
@@ -232,7 +233,7 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 		due = strconv.FormatInt(dueAt(&rec, r.opts.Grace).UnixMilli(), 10)
 	}
 	args := append([]any{rec.CorrelationID, expire, due}, f...)
-	n, err := putScript.Run(ctx, r.client, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
+	n, err := r.batch.run(ctx, putScript, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
 	switch {
 	case err != nil:
 		return Record{}, unavailable("recording call", err)
@@ -378,7 +379,7 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	res, err := claimScript.Run(ctx, r.client, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
+	res, err := r.batch.run(ctx, claimScript, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("claiming queued calls", err)
 	}
@@ -412,7 +413,7 @@ func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse,
 	body := protocol.AppendToolResponse(nil, &resp)
 	done := r.watch.finishing(cid)
 	defer done()
-	res, err := finishScript.Run(ctx, r.client, []string{r.k.record + cid, r.k.due},
+	res, err := r.batch.run(ctx, finishScript, []string{r.k.record + cid, r.k.due},
 		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish).Slice()
 	if err != nil {
 		r.watch.notify(cid, Record{}) // it may have run: watchers read again
@@ -441,7 +442,7 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := sweepScript.Run(ctx, r.client, []string{r.k.due},
+	n, err := r.batch.run(ctx, sweepScript, []string{r.k.due},
 		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
 		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish).Int()
 	if err != nil {
