@@ -143,8 +143,8 @@ func (b *batcher) exec(batch []*scriptCall) {
 		sc.cmd = sc.script.Run(sc.ctx, b.client, sc.keys, sc.args...)
 		return
 	}
-	// The batch is bounded by the latest of its scripts' deadlines, and
-	// not cut short by any one caller going.
+	// The batch is bounded by the earliest of its scripts' deadlines, so
+	// that none waits past its own, and not cut short by a caller going.
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	pipe := b.client.Pipeline()
@@ -159,20 +159,16 @@ func (b *batcher) exec(batch []*scriptCall) {
 	}
 }
 
-// batchContext is a context ending at the latest deadline of the batch's
-// scripts (storeOp when one has none).
+// batchContext is a context ending at the earliest deadline of the
+// batch's scripts (defaultBatchTimeout from now for one without).
 func batchContext(batch []*scriptCall) (context.Context, context.CancelFunc) {
-	var latest time.Time
+	earliest := time.Now().Add(defaultBatchTimeout)
 	for _, sc := range batch {
-		d, ok := sc.ctx.Deadline()
-		if !ok {
-			d = time.Now().Add(defaultBatchTimeout)
-		}
-		if d.After(latest) {
-			latest = d
+		if d, ok := sc.ctx.Deadline(); ok && d.Before(earliest) {
+			earliest = d
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return context.WithDeadline(context.Background(), earliest)
 }
 
 // defaultBatchTimeout bounds a batch of scripts without deadlines.
