@@ -379,7 +379,7 @@ func (s *sock) closing() {
 // the socket did not take is written by writeLocked, with a deadline).
 func (s *sock) writeOnce(fd uintptr) bool {
 	for {
-		s.wrN, s.wrErr = unix.Write(int(fd), s.wrP)
+		s.wrN, s.wrErr = sysWrite(int(fd), s.wrP)
 		if s.wrErr != unix.EINTR {
 			break
 		}
@@ -397,7 +397,7 @@ func (s *sock) writeOnce(fd uintptr) bool {
 // readFD is one read(2), retried on EINTR.
 func readFD(fd uintptr, p []byte) (int, error) {
 	for {
-		n, err := unix.Read(int(fd), p)
+		n, err := sysRead(int(fd), p)
 		if err == unix.EINTR {
 			continue
 		}

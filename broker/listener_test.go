@@ -1,0 +1,158 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tetherdev/tether/broker"
+)
+
+// acceptPair returns a connection accepted through broker.Listener and the
+// client end of it.
+func acceptPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl := broker.Listener(ln)
+	t.Cleanup(func() { _ = wl.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := wl.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	select {
+	case server = <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection accepted")
+	}
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = server.Close() })
+	return server, client
+}
+
+func TestListenerConnReadsWritesAndEndsAsATCPConn(t *testing.T) {
+	server, client := acceptPair(t)
+	if _, ok := server.(syscall.Conn); !ok {
+		t.Fatalf("accepted %T has no SyscallConn: a WebSocket could not be hijacked into a sock", server)
+	}
+
+	// Read what the client sent, waiting for it.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_, _ = client.Write([]byte("hello"))
+	}()
+	buf := make([]byte, 16)
+	n, err := server.Read(buf)
+	if err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+
+	// A write larger than the socket takes at once waits for the reader
+	// and arrives whole.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MB
+	got := make(chan []byte, 1)
+	go func() {
+		var all bytes.Buffer
+		chunk := make([]byte, 64<<10)
+		for all.Len() < len(big) {
+			n, err := client.Read(chunk)
+			if err != nil {
+				break
+			}
+			all.Write(chunk[:n])
+		}
+		got <- all.Bytes()
+	}()
+	if n, err := server.Write(big); err != nil || n != len(big) {
+		t.Fatalf("Write of 16 MB = %d, %v", n, err)
+	}
+	if b := <-got; !bytes.Equal(b, big) {
+		t.Fatalf("the client read %d bytes, not the 16 MB written", len(b))
+	}
+
+	// A read deadline ends a read that waits, as a timeout.
+	if err := server.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = server.Read(buf)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || time.Since(start) > 2*time.Second {
+		t.Fatalf("Read past its deadline = %v after %s, want a timeout at the deadline", err, time.Since(start))
+	}
+	_ = server.SetReadDeadline(time.Time{})
+
+	// The client closing is io.EOF; writing to a closed peer fails.
+	_ = client.Close()
+	if _, err := server.Read(buf); err != io.EOF {
+		t.Fatalf("Read after the client closed = %v, want io.EOF", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := server.Write([]byte("x")); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes to a closed peer kept succeeding")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestListenerServesHTTPKeepAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(append([]byte("echo:"), body...))
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(broker.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	reused := 0
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Reused {
+			reused++
+		}
+	}}
+	for i := range 50 {
+		body := bytes.Repeat([]byte{byte('a' + i%26)}, 1+i*1000)
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, "http://"+ln.Addr().String()+"/", bytes.NewReader(body))
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if !bytes.Equal(got, append([]byte("echo:"), body...)) {
+			t.Fatalf("request %d answered %d bytes, want the %d sent back", i, len(got), len(body)+5)
+		}
+	}
+	if reused != 49 {
+		t.Fatalf("%d of 50 requests reused the connection, want 49: keep-alive over the wrapped connection", reused)
+	}
+}
