@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/rawnet"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/terminal"
@@ -106,9 +107,18 @@ type Config struct {
 	// handshakes. Default DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// HTTPClient dials the broker (TLS settings, proxies); default
-	// http.DefaultClient.
+	// http.DefaultClient's settings, its TCP connections read and written
+	// through internal/rawnet (no wake of the runtime's monitor thread per
+	// read: the bridge is idle between most of them).
 	HTTPClient *http.Client
 }
+
+// defaultClient is Config.HTTPClient's default.
+var defaultClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = rawnet.Dial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
+	return &http.Client{Transport: t}
+}()
 
 // Bridge connects one workspace to a broker and serves its routes. Create it
 // with New, mount extra routes on Router, then call Run once. Router must be
@@ -146,7 +156,7 @@ func New(cfg Config) (*Bridge, error) {
 	setDefault(&cfg.ReplacedBackoff, DefaultReplacedBackoff)
 	setDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = http.DefaultClient
+		cfg.HTTPClient = defaultClient
 	}
 	if cfg.HTTPAddr != "" && cfg.HTTPListener != nil {
 		return nil, errors.New("bridge: set HTTPAddr or HTTPListener, not both")

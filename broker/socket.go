@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/internal/rawnet"
 )
 
 // The TCP connection under a client's WebSocket. coder/websocket reads and
@@ -379,7 +381,7 @@ func (s *sock) closing() {
 // the socket did not take is written by writeLocked, with a deadline).
 func (s *sock) writeOnce(fd uintptr) bool {
 	for {
-		s.wrN, s.wrErr = sysWrite(int(fd), s.wrP)
+		s.wrN, s.wrErr = rawnet.Write(int(fd), s.wrP)
 		if s.wrErr != unix.EINTR {
 			break
 		}
@@ -397,7 +399,7 @@ func (s *sock) writeOnce(fd uintptr) bool {
 // readFD is one read(2), retried on EINTR.
 func readFD(fd uintptr, p []byte) (int, error) {
 	for {
-		n, err := sysRead(int(fd), p)
+		n, err := rawnet.Read(int(fd), p)
 		if err == unix.EINTR {
 			continue
 		}

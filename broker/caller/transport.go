@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/tetherdev/tether/internal/rawnet"
 )
 
 // Transport is an http.RoundTripper for a process that calls one broker
@@ -43,7 +45,8 @@ type Transport struct {
 	MaxIdle int
 	// IdleTimeout is how long an idle connection is kept (default 30 s).
 	IdleTimeout time.Duration
-	// Dial opens connections (default a net.Dialer with a 10 s timeout).
+	// Dial opens connections (default a net.Dialer with a 10 s timeout,
+	// its connections read and written through internal/rawnet).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Proxy says which requests go through a proxy, as http.Transport's
 	// (default http.ProxyFromEnvironment); those go to Fallback.
@@ -147,7 +150,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*leanConn, error) {
 	t.mu.Unlock()
 	dial := t.Dial
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+		dial = rawnet.Dial(&net.Dialer{Timeout: 10 * time.Second}) // no sysmon wake per read (internal/rawnet)
 	}
 	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {

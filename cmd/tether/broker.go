@@ -19,6 +19,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/rawnet"
 )
 
 type brokerFlags struct {
@@ -231,7 +232,7 @@ func redactURL(s string) string {
 func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zerolog.Logger) error {
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(broker.Listener(ln)) }()
+	go func() { errc <- srv.Serve(rawnet.Listener(ln)) }()
 	log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
 	var serveErr error
 	select {

@@ -1,9 +1,10 @@
-package broker_test
+package rawnet_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/rawnet"
 )
 
-// acceptPair returns a connection accepted through broker.Listener and the
+// acceptPair returns a connection accepted through rawnet.Listener and the
 // client end of it.
 func acceptPair(t *testing.T) (server, client net.Conn) {
 	t.Helper()
@@ -23,7 +24,7 @@ func acceptPair(t *testing.T) (server, client net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl := broker.Listener(ln)
+	wl := rawnet.ListenerForTest(ln)
 	t.Cleanup(func() { _ = wl.Close() })
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -53,6 +54,9 @@ func acceptPair(t *testing.T) (server, client net.Conn) {
 
 func TestListenerConnReadsWritesAndEndsAsATCPConn(t *testing.T) {
 	server, client := acceptPair(t)
+	if fmt.Sprintf("%T", server) == "*net.TCPConn" {
+		t.Fatalf("accepted %T: not wrapped", server)
+	}
 	if _, ok := server.(syscall.Conn); !ok {
 		t.Fatalf("accepted %T has no SyscallConn: a WebSocket could not be hijacked into a sock", server)
 	}
@@ -129,7 +133,7 @@ func TestListenerServesHTTPKeepAlive(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		_, _ = w.Write(append([]byte("echo:"), body...))
 	}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(broker.Listener(ln)) }()
+	go func() { _ = srv.Serve(rawnet.ListenerForTest(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer client.CloseIdleConnections()

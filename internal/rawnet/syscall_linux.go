@@ -1,6 +1,6 @@
 //go:build linux
 
-package broker
+package rawnet
 
 import (
 	"unsafe"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysRead and sysWrite are read(2) and write(2) of a non-blocking socket
+// Read and Write are read(2) and write(2) of a non-blocking socket
 // that do not tell the Go runtime they enter a system call (RawSyscall, as
 // the runtime's own netpoller calls epoll). A system call the runtime is
 // told of wakes its monitor thread (sysmon) if it was asleep because every
@@ -17,7 +17,7 @@ import (
 // the next: perf showed sysmon at 23% of its CPU, and the futex wakes for
 // it at another 10%. A non-blocking socket's read or write never waits, so
 // the runtime has nothing to hand off while it runs.
-func sysRead(fd int, p []byte) (int, error) {
+func Read(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -28,7 +28,7 @@ func sysRead(fd int, p []byte) (int, error) {
 	return int(n), nil
 }
 
-func sysWrite(fd int, p []byte) (int, error) {
+func Write(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}

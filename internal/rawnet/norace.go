@@ -1,0 +1,5 @@
+//go:build !race
+
+package rawnet
+
+const raceEnabled = false

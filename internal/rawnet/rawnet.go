@@ -1,0 +1,156 @@
+// Package rawnet reads and writes TCP connections with system calls the Go
+// runtime is not told of (Read, Write; syscall_linux.go says why): a
+// listener's accepted connections (Listener) and dialled ones (Conn), with
+// the runtime's poller still waiting for readiness and keeping deadlines.
+package rawnet
+
+import (
+	"context"
+	"io"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Listener wraps ln so that each TCP connection it accepts is a Conn: the
+// broker's HTTP server reads and writes with Read and Write, through the
+// connection's own poller descriptor, so waits for readiness and deadlines
+// are the runtime's as for any net.Conn; only the system calls themselves
+// do not wake the runtime's monitor thread. (A WebSocket's connection is
+// hijacked into the broker's sock, which calls Read and Write itself.)
+//
+// Measured on 2 cores: a broker answering one call at a time spent a third
+// less CPU per call, and bench-peers' tether/node ratios at c=1 went from
+// 0.94-1.05 to 1.73-2.11 calls per broker CPU-s (commit 00bc425).
+func Listener(ln net.Listener) net.Listener { return rawListener{Listener: ln} }
+
+type rawListener struct {
+	net.Listener
+	always bool // wrap in a race build too (the package's tests)
+}
+
+func (l rawListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if l.always {
+		if tc, ok := c.(*net.TCPConn); ok {
+			return wrapTCP(tc), nil
+		}
+	}
+	return Conn(c), nil
+}
+
+// Conn returns c read and written with Read and Write when it is a
+// *net.TCPConn, else c itself (and always c in a race build, see
+// raceEnabled).
+func Conn(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || raceEnabled {
+		return c
+	}
+	return wrapTCP(tc)
+}
+
+func wrapTCP(tc *net.TCPConn) net.Conn {
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return tc
+	}
+	return &rawTCPConn{TCPConn: tc, raw: raw}
+}
+
+// WrapDial returns dial with the TCP connections it makes as Conns (a TLS
+// connection, or any other, is left as it is).
+func WrapDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return Conn(c), nil
+	}
+}
+
+// Dial is a dial function (net.Dialer.DialContext's shape) whose TCP
+// connections are Conns.
+func Dial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return Conn(c), nil
+	}
+}
+
+// rawTCPConn is a TCP connection whose Read and Write are this package's
+// Read and Write; the rest is the *net.TCPConn's.
+//
+// Concurrency: as net.Conn (the poller descriptor serialises reads, and
+// writes).
+type rawTCPConn struct {
+	*net.TCPConn
+	raw syscall.RawConn
+}
+
+func (c *rawTCPConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var rerr error
+	err := c.raw.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = Read(int(fd), p)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case rerr != nil:
+		return 0, c.opError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *rawTCPConn) Write(p []byte) (int, error) {
+	done := 0
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for done < len(p) {
+			n, e := Write(int(fd), p[done:])
+			switch e {
+			case nil:
+				done += n
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return false
+			default:
+				werr = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case werr != nil:
+		return done, c.opError("write", werr)
+	case err != nil:
+		return done, c.opError("write", err)
+	}
+	return done, nil
+}
+
+// opError wraps err as net's own conns do, so that net.Error (timeouts)
+// and errors.Is work on it.
+func (c *rawTCPConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
