@@ -74,7 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// work: one P until the process needs more than half a core, the
 		// runtime's default from then on (procpace). GOMAXPROCS in the
 		// environment overrides it.
-		(&procpace.Pacer{}).Start()
+		// Quiet again after a busy spell (a burst of reconnects, say):
+		// the garbage of the spell goes back to the OS at once, as V8's
+		// memory reducer does for node, rather than being held as RSS.
+		(&procpace.Pacer{OnQuiet: debug.FreeOSMemory}).Start()
 	}
 	switch cmd {
 	case "broker":

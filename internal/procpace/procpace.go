@@ -42,6 +42,9 @@ type Pacer struct {
 	Down float64
 	// DownAfter is how long the load must stay under Down; 2 s when zero.
 	DownAfter time.Duration
+	// OnQuiet, when set, runs on the pacer's goroutine each time it goes
+	// back to one P: the process was busy and is quiet now.
+	OnQuiet func()
 
 	mu      sync.Mutex
 	procs   int // what the pacer set last; 0 before Start
@@ -109,6 +112,7 @@ func (p *Pacer) run() {
 	defer tick.Stop()
 	lastCPU, lastAt := cpuTime(), time.Now()
 	var quietSince time.Time // at the default: since when the load is under Down
+	var quiet func()
 	for {
 		select {
 		case <-p.stop:
@@ -135,8 +139,14 @@ func (p *Pacer) run() {
 		case p.procs > 1 && now.Sub(quietSince) >= p.DownAfter:
 			runtime.GOMAXPROCS(1)
 			p.procs = 1
+			quiet = p.OnQuiet
 		}
 		p.mu.Unlock()
+		if quiet != nil {
+			quiet()
+			quiet = nil
+			lastCPU, lastAt = cpuTime(), time.Now() // its own CPU is not load
+		}
 	}
 }
 

@@ -32,7 +32,8 @@ func TestPacerRunsOnOnePWhileIdleAndOnAllUnderLoad(t *testing.T) {
 	if def < 2 {
 		t.Skipf("the runtime's default is %d P", def)
 	}
-	p := &procpace.Pacer{Interval: 20 * time.Millisecond, Up: 0.5, Down: 0.2, DownAfter: 200 * time.Millisecond}
+	var quiets atomic.Int32
+	p := &procpace.Pacer{Interval: 20 * time.Millisecond, Up: 0.5, Down: 0.2, DownAfter: 200 * time.Millisecond, OnQuiet: func() { quiets.Add(1) }}
 	p.Start()
 	defer p.Stop()
 	if got := runtime.GOMAXPROCS(0); got != 1 || p.Procs() != 1 {
@@ -64,6 +65,9 @@ func TestPacerRunsOnOnePWhileIdleAndOnAllUnderLoad(t *testing.T) {
 	waitProcs(t, p, func(n int) bool { return n == 1 }, "1 once quiet")
 	if d := time.Since(quiet); d < 200*time.Millisecond {
 		t.Errorf("back to one P after %v of quiet, want at least DownAfter (200ms)", d)
+	}
+	if n := quiets.Load(); n != 1 {
+		t.Errorf("OnQuiet ran %d times for one busy spell, want 1", n)
 	}
 
 	p.Stop()
