@@ -106,6 +106,18 @@ func newHeldEnv(t *testing.T, st *gatedStore) *env {
 	return newEnv(t, func(c *broker.Config) { c.Store = st })
 }
 
+// heldClient connects a client for ws to a broker on st and waits until a
+// submit for ws is handed to it; it returns the broker, the client and a
+// caller token for ws.
+func heldClient(t *testing.T, st *gatedStore, ws string) (*env, *wireClient, string) {
+	t.Helper()
+	e := newHeldEnv(t, st)
+	c := e.connect(ws, e.token(broker.RoleBridge, ws))
+	tok := e.token(broker.RoleCaller, ws)
+	e.waitHandsOver(ws)
+	return e, c, tok
+}
+
 // submitAsync submits body to ws in the background; the record comes on
 // the channel (an empty one when the submit was not answered 202).
 func (e *env) submitAsync(ws, token, body string) <-chan store.Record {
@@ -123,10 +135,7 @@ func (e *env) submitAsync(ws, token, body string) <-chan store.Record {
 
 func TestAsyncSubmitToAHeldWorkspaceIsDeliveredWithoutTheQueue(t *testing.T) {
 	st := newGatedStore(t)
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-h", e.token(broker.RoleBridge, "ws-h"))
-	tok := e.token(broker.RoleCaller, "ws-h")
-	e.waitHandsOver("ws-h")
+	e, c, tok := heldClient(t, st, "ws-h")
 	claims := st.claims.Load()
 	rec, _ := e.submit("ws-h", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5,"async":true}`, http.StatusAccepted)
 	if rec.Status != store.Delivered || rec.DeliveredAt == nil {
@@ -230,12 +239,7 @@ func TestAsyncCancelBeforeTheHeldCallIsDeliveredStopsIt(t *testing.T) {
 	if r.call.CorrelationID != "held-cancel" {
 		t.Fatalf("client got %+v", r.call)
 	}
-	name, _, arg := c.nextEvent()
-	var tc protocol.ToolCancel
-	_ = json.Unmarshal(arg, &tc)
-	if name != protocol.EventToolCancel || tc.CorrelationID != "held-cancel" {
-		t.Fatalf("client got %s %s after the call, want its tool_cancel", name, arg)
-	}
+	c.wantCancel("held-cancel")
 	c.ackOK(r, `"late"`)
 	if _, got, _ := e.callStatus("held-cancel", tok, ""); got.Status != store.Cancelled {
 		t.Fatalf("after the late answer: %+v", got)
@@ -263,10 +267,7 @@ type preferAnswer struct {
 
 func TestAsyncSubmitThatWaitsIsRecordedOnceWithItsOutcome(t *testing.T) {
 	st := newGatedStore(t)
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-p", e.token(broker.RoleBridge, "ws-p"))
-	tok := e.token(broker.RoleCaller, "ws-p")
-	e.waitHandsOver("ws-p")
+	e, c, tok := heldClient(t, st, "ws-p")
 
 	sub := e.preferSubmit("ws-p", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5}`, "5")
 	r := c.nextCall()
@@ -313,10 +314,7 @@ func TestAsyncSubmitThatWaitsIsRecordedOnceWithItsOutcome(t *testing.T) {
 
 func TestAsyncSubmitThatWaitsGoesOnAsAnAsyncCallPastItsWait(t *testing.T) {
 	st := newGatedStore(t)
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-q", e.token(broker.RoleBridge, "ws-q"))
-	tok := e.token(broker.RoleCaller, "ws-q")
-	e.waitHandsOver("ws-q")
+	e, c, tok := heldClient(t, st, "ws-q")
 
 	// Answered after the wait: 202 with the call recorded delivered, then
 	// its answer goes to the record.
@@ -351,12 +349,7 @@ func TestAsyncSubmitThatWaitsGoesOnAsAnAsyncCallPastItsWait(t *testing.T) {
 	if status, got := e.cancelCall(r.call.CorrelationID, tok); status != http.StatusOK || got.Status != store.Cancelled {
 		t.Fatalf("cancel: HTTP %d %+v", status, got)
 	}
-	name, _, arg := c.nextEvent()
-	var tc protocol.ToolCancel
-	_ = json.Unmarshal(arg, &tc)
-	if name != protocol.EventToolCancel || tc.CorrelationID != r.call.CorrelationID {
-		t.Fatalf("client got %s %s, want the call's tool_cancel", name, arg)
-	}
+	c.wantCancel(r.call.CorrelationID)
 	c.ackOK(r, `"late"`)
 	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, ""); got.Status != store.Cancelled {
 		t.Fatalf("after the late answer: %+v", got)
@@ -398,22 +391,14 @@ func TestAsyncSubmitThatWaitsGoesOnAsAnAsyncCallPastItsWait(t *testing.T) {
 func TestAsyncSubmitThatWaitsAndCannotBeRecordedIsCancelled(t *testing.T) {
 	st := newGatedStore(t)
 	st.putErr = errors.New("store down (a fake failure)")
-	e := newHeldEnv(t, st)
-	c := e.connect("ws-f", e.token(broker.RoleBridge, "ws-f"))
-	tok := e.token(broker.RoleCaller, "ws-f")
-	e.waitHandsOver("ws-f")
+	e, c, tok := heldClient(t, st, "ws-f")
 	sub := e.preferSubmit("ws-f", tok, `{"endpoint":"/x","timeout":5}`, "0.1")
 	r := c.nextCall()
 	a := <-sub
 	if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.raw), protocol.CodeBusUnavailable) {
 		t.Fatalf("submit whose call could not be recorded answered HTTP %d %s, want 503 bus_unavailable", a.status, a.raw)
 	}
-	name, _, arg := c.nextEvent()
-	var tc protocol.ToolCancel
-	_ = json.Unmarshal(arg, &tc)
-	if name != protocol.EventToolCancel || tc.CorrelationID != r.call.CorrelationID {
-		t.Fatalf("client got %s %s, want the call's tool_cancel", name, arg)
-	}
+	c.wantCancel(r.call.CorrelationID)
 	if status, _, _ := e.callStatus(r.call.CorrelationID, tok, ""); status != http.StatusNotFound {
 		t.Fatalf("status of the unrecorded call: HTTP %d, want 404", status)
 	}

@@ -285,12 +285,7 @@ func TestAsyncCancelWhileDeliveredSendsToolCancel(t *testing.T) {
 	if status != http.StatusOK || got.Status != store.Cancelled || got.Response == nil || got.Response.Error != protocol.CodeCancelled {
 		t.Fatalf("cancel: HTTP %d %+v", status, got)
 	}
-	name, _, arg := c.nextEvent()
-	var tc protocol.ToolCancel
-	_ = json.Unmarshal(arg, &tc)
-	if name != protocol.EventToolCancel || tc.CorrelationID != rec.CorrelationID {
-		t.Fatalf("client got %s %s, want tool_cancel", name, arg)
-	}
+	c.wantCancel(rec.CorrelationID)
 	// The client's late answer loses: the call stays cancelled.
 	c.ackOK(r, `"late"`)
 	_, after, _ := e.callStatus(rec.CorrelationID, tok, "")

@@ -144,11 +144,8 @@ func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
 		if got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
 			t.Fatalf("timeout answered after %s, want within 0.3s + 250ms", got.elapsed)
 		}
-		name, _, arg := c.nextEvent()
-		var cancel protocol.ToolCancel
-		_ = json.Unmarshal(arg, &cancel)
-		if name != protocol.EventToolCancel || cancel.CorrelationID != r.call.CorrelationID || cancel.Reason != "timeout" {
-			t.Fatalf("client got %s %s, want tool_cancel", name, arg)
+		if cancel := c.wantCancel(r.call.CorrelationID); cancel.Reason != "timeout" {
+			t.Fatalf("tool_cancel %+v, want reason timeout", cancel)
 		}
 		// A late answer is dropped, not delivered anywhere.
 		c.ackOK(r, `"late"`)

@@ -132,12 +132,7 @@ func TestMCPToolCallReachesTheWorkspaceAndCancelReachesIt(t *testing.T) {
 	}()
 	r = c.nextCall()
 	cancel()
-	name, _, arg := c.nextEvent()
-	var tc protocol.ToolCancel
-	_ = json.Unmarshal(arg, &tc)
-	if name != protocol.EventToolCancel || tc.CorrelationID != r.call.CorrelationID {
-		t.Fatalf("workspace got %s %s, want tool_cancel for %s", name, arg, r.call.CorrelationID)
-	}
+	c.wantCancel(r.call.CorrelationID)
 	<-done
 }
 

@@ -215,6 +215,19 @@ func (c *wireClient) nextCall() received {
 	}
 }
 
+// wantCancel reads the next event, which must be the tool_cancel of call
+// cid, and returns it.
+func (c *wireClient) wantCancel(cid string) protocol.ToolCancel {
+	c.t.Helper()
+	name, _, arg := c.nextEvent()
+	var tc protocol.ToolCancel
+	_ = json.Unmarshal(arg, &tc)
+	if name != protocol.EventToolCancel || tc.CorrelationID != cid {
+		c.t.Fatalf("client got %s %s, want the tool_cancel of %s", name, arg, cid)
+	}
+	return tc
+}
+
 func (c *wireClient) ackOK(r received, result string) {
 	c.send(string(protocol.EncodeAck(r.ack, json.RawMessage(`{"correlation_id":"`+r.call.CorrelationID+`","success":true,"result":`+result+`}`))))
 }

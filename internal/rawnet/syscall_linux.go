@@ -17,22 +17,16 @@ import (
 // the next: perf showed sysmon at 23% of its CPU, and the futex wakes for
 // it at another 10%. A non-blocking socket's read or write never waits, so
 // the runtime has nothing to hand off while it runs.
-func Read(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func Read(fd int, p []byte) (int, error) { return rawIO(unix.SYS_READ, fd, p) }
 
-func Write(fd int, p []byte) (int, error) {
+func Write(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
+
+// rawIO is the system call trap (read or write) on fd and p.
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}
