@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,9 +68,8 @@ func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, 
 	if !b.running {
 		b.running = true
 		b.mu.Unlock()
-		cmd := script.Run(ctx, b.client, keys, args...)
-		b.next()
-		return cmd
+		defer b.next() // also if the script panics: the queue never waits for a leader gone
+		return script.Run(ctx, b.client, keys, args...)
 	}
 	sc := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	b.queue = append(b.queue, sc)
@@ -77,32 +78,41 @@ func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, 
 	case <-sc.done:
 		return sc.cmd
 	case <-sc.lead:
-		b.send()
-		<-sc.done // its own batch, just sent
-		return sc.cmd
+		return b.lead(sc)
 	case <-ctx.Done():
 	}
-	b.mu.Lock()
-	if !sc.taken {
-		for i, q := range b.queue {
-			if q == sc {
-				b.queue = append(b.queue[:i], b.queue[i+1:]...)
-				break
-			}
-		}
-		b.mu.Unlock()
+	if b.drop(sc) {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
 		return cmd
 	}
-	b.mu.Unlock()
 	select { // in a batch, or about to lead one
 	case <-sc.done:
+		return sc.cmd
 	case <-sc.lead:
-		b.send()
-		<-sc.done
+		return b.lead(sc)
 	}
+}
+
+// lead sends the batch that holds sc, whose goroutine was told to lead it,
+// and returns sc's result.
+func (b *batcher) lead(sc *scriptCall) *redis.Cmd {
+	b.send()
+	<-sc.done // its own batch, just sent
 	return sc.cmd
+}
+
+// drop takes sc out of the queue unless a batch holds it already.
+func (b *batcher) drop(sc *scriptCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sc.taken {
+		return false
+	}
+	if i := slices.Index(b.queue, sc); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+	}
+	return true
 }
 
 // next ends a batch: the first call queued meanwhile leads the next one,
@@ -118,23 +128,36 @@ func (b *batcher) next() {
 	b.queue[0].lead <- struct{}{}
 }
 
-// send takes the queue (the leader first) and sends it as one batch.
+// send takes the queue (the leader first) and sends it as one batch. Its
+// scripts are answered, and the next leader told, even if exec panics.
 func (b *batcher) send() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)
-	batch := make([]*scriptCall, n)
-	copy(batch, b.queue)
-	b.queue = append(b.queue[:0:0], b.queue[n:]...)
+	batch := slices.Clone(b.queue[:n])
+	b.queue = slices.Clone(b.queue[n:])
 	for _, sc := range batch {
 		sc.taken = true
 	}
 	b.mu.Unlock()
+	defer func() {
+		p := recover()
+		b.next()
+		for _, sc := range batch {
+			if p != nil {
+				sc.cmd = redis.NewCmd(sc.ctx)
+				sc.cmd.SetErr(errBatchFailed)
+			}
+			close(sc.done)
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
 	b.exec(batch)
-	b.next()
-	for _, sc := range batch {
-		close(sc.done)
-	}
 }
+
+// errBatchFailed answers the scripts of a batch whose sending panicked.
+var errBatchFailed = errors.New("redis call store: the batch holding this script failed")
 
 // exec runs a batch: one script as Script.Run does, several pipelined.
 func (b *batcher) exec(batch []*scriptCall) {

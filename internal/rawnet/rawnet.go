@@ -62,18 +62,6 @@ func wrapTCP(tc *net.TCPConn) net.Conn {
 	return &rawTCPConn{TCPConn: tc, raw: raw}
 }
 
-// WrapDial returns dial with the TCP connections it makes as Conns (a TLS
-// connection, or any other, is left as it is).
-func WrapDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return Conn(c), nil
-	}
-}
-
 // Dial is a dial function (net.Dialer.DialContext's shape) whose TCP
 // connections are Conns.
 func Dial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
