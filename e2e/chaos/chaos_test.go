@@ -89,6 +89,7 @@ func TestChaos(t *testing.T) {
 	<-injected // every fault has healed (or failed to) by now
 	took := stopped.Sub(r.start)
 
+	r.awaitCancels(2 * time.Second)
 	v := r.check(stopped)
 	var out bytes.Buffer
 	r.report(&out, v, took)

@@ -46,6 +46,7 @@ type run struct {
 	delivered  map[uint64]int16 // seq -> the client that reported the call
 	again      map[uint64]int16 // seq -> the client that reported the call a second time
 	cancels    map[uint64]bool  // seq -> a client reported its tool_cancel
+	cancelled  chan struct{}    // a tool_cancel was reported (capacity 1: a wake-up, not a count)
 	replies    map[uint64]uint8 // seq -> answers published to an inbox (the spy)
 	violations []violation
 
@@ -81,6 +82,7 @@ func newRun(cfg config, topo *topology) *run {
 		delivered:  map[uint64]int16{},
 		again:      map[uint64]int16{},
 		cancels:    map[uint64]bool{},
+		cancelled:  make(chan struct{}, 1),
 		replies:    map[uint64]uint8{},
 		faults:     faultLog{busy: map[string]bool{}},
 	}
@@ -174,6 +176,10 @@ func (r *run) onCancelled(cid string) {
 		r.mu.Lock()
 		r.cancels[seq] = true
 		r.mu.Unlock()
+		select {
+		case r.cancelled <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -151,6 +151,52 @@ func (ix faultIndex) redis(from, to time.Time, restartOnly bool) bool {
 	return false
 }
 
+// spanOf is the call's span: its workspace, owner and entry broker, from
+// sent to answered.
+func (r *run) spanOf(rec record) span {
+	w := r.topo.spaces[rec.ws]
+	return span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
+}
+
+// cancelDue says whether the client the call reached must have got its
+// tool_cancel: the call reached it, no fault touched the call, and the
+// call was given up on (it timed out, or the client misbehaved).
+func (r *run) cancelDue(rec record, seq int, delivered map[uint64]int16, touched bool) bool {
+	_, reached := delivered[uint64(seq)]
+	return reached && !touched && (rec.act.misbehaves() || r.outcomes[rec.outcome] == "timeout")
+}
+
+// awaitCancels waits, up to bound, for the tool_cancel reports the final
+// check will ask for. A call that timed out in the run's last moments has
+// its answer back before its client has reported the tool_cancel that
+// went out with it; checking at once would call that missing.
+func (r *run) awaitCancels(bound time.Duration) {
+	ix := newFaultIndex(r.faults.all())
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		missing := 0
+		for seq, rec := range r.records {
+			if !rec.finished || r.cancels[uint64(seq)] {
+				continue
+			}
+			if r.cancelDue(rec, seq, r.delivered, len(ix.touching(r.spanOf(rec))) > 0) {
+				missing++
+			}
+		}
+		r.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-r.cancelled:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 // verdict is what the final checks found, for the summary.
 type verdict struct {
 	clean, cleanFailed, touched int
@@ -182,17 +228,13 @@ func (r *run) check(stopped time.Time) verdict {
 	records := slices.Clone(r.records)
 	delivered, again, replies, cancels := maps.Clone(r.delivered), maps.Clone(r.again), maps.Clone(r.replies), maps.Clone(r.cancels)
 	r.mu.Unlock()
-	spanOf := func(rec record) span {
-		w := r.topo.spaces[rec.ws]
-		return span{ws: w.idx, owner: w.owner, entry: int(rec.entry), from: r.start.Add(rec.sent), to: r.start.Add(rec.done)}
-	}
 	for seq, rec := range records {
 		if !rec.finished {
 			r.violate(violation{kind: "no_answer", seq: uint64(seq), hasSeq: true, detail: "the call never returned"})
 			continue
 		}
 		w := r.topo.spaces[rec.ws]
-		s := spanOf(rec)
+		s := r.spanOf(rec)
 		async := rec.way == wayAsync
 		if async && (r.outcomes[rec.outcome] == protocol.CodeCallNotFound || rec.flags&(flagLost|flagRecreated) != 0) {
 			until := s.to
@@ -224,7 +266,7 @@ func (r *run) check(stopped time.Time) verdict {
 			v.maxLate = max(v.maxLate, late)
 		}
 		touched := len(ix.touching(s)) > 0
-		if _, reached := delivered[uint64(seq)]; reached && !touched && (rec.act.misbehaves() || r.outcomes[rec.outcome] == "timeout") {
+		if r.cancelDue(rec, seq, delivered, touched) {
 			v.cancelsDue++
 			if cancels[uint64(seq)] {
 				v.cancelsSeen++
@@ -246,9 +288,11 @@ func (r *run) check(stopped time.Time) verdict {
 		}
 	}
 	for seq, ws := range again {
-		if seq < uint64(len(records)) && records[seq].finished && records[seq].way == wayAsync && ix.redis(spanOf(records[seq]).from, spanOf(records[seq]).to, true) {
-			v.redeliveredLost++
-			continue
+		if seq < uint64(len(records)) && records[seq].finished && records[seq].way == wayAsync {
+			if s := r.spanOf(records[seq]); ix.redis(s.from, s.to, true) {
+				v.redeliveredLost++
+				continue
+			}
 		}
 		r.violate(violation{kind: "delivered_twice", seq: seq, hasSeq: true,
 			detail: fmt.Sprintf("the call reached client %s and then %s", r.topo.spaces[delivered[seq]].id, r.topo.spaces[ws].id)})

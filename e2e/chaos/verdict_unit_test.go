@@ -303,3 +303,42 @@ func TestCheckAcceptsALostAsyncRecordOnlyAfterARedisRestart(t *testing.T) {
 		t.Errorf("verdict = %+v, want 3 records lost to the restart (one of them made anew by its keyed resubmit), 1 late outcome excused by the pause, 1 call delivered again after the restart", v)
 	}
 }
+
+func TestAwaitCancelsReturnsOnceTheLastDueToolCancelIsReported(t *testing.T) {
+	r := testRun(1, 2)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r.outcomes = append(r.outcomes, protocol.CodeTimeout)
+	r.records = []record{
+		{ws: 1, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1100), finished: true}, // 0: timed out at a silent client
+		{ws: 2, entry: -1, way: wayBus, act: actAck, timeout: time.Second, sent: ms(100), done: ms(200), finished: true},                 // 1: answered: no cancel due
+	}
+	r.delivered = map[uint64]int16{0: 1, 1: 2}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the report arrives late, as after a run's last timeout
+		r.onCancelled(r.cid(0))
+	}()
+	began := time.Now()
+	r.awaitCancels(5 * time.Second)
+	if took := time.Since(began); took < 50*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("awaitCancels took %s: want it to return when the report arrives, after 50 ms", took)
+	}
+	if v := r.check(at(10000)); v.cancelsDue != 1 || v.cancelsSeen != 1 || len(r.violations) != 0 {
+		t.Fatalf("cancels due %d, seen %d, violations %v: want 1, 1, none", v.cancelsDue, v.cancelsSeen, r.violations)
+	}
+}
+
+func TestAwaitCancelsGivesUpAtItsBound(t *testing.T) {
+	r := testRun(1, 2)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r.outcomes = append(r.outcomes, protocol.CodeTimeout)
+	r.records = []record{{ws: 1, entry: -1, way: wayBus, act: actSilent, outcome: 1, timeout: time.Second, sent: ms(100), done: ms(1100), finished: true}}
+	r.delivered = map[uint64]int16{0: 1}
+	began := time.Now()
+	r.awaitCancels(100 * time.Millisecond)
+	if took := time.Since(began); took < 100*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("awaitCancels took %s with a report that never comes: want its 100 ms bound", took)
+	}
+	if r.check(at(10000)); len(r.violations) != 1 || r.violations[0].kind != "no_tool_cancel" {
+		t.Fatalf("violations %v: want one no_tool_cancel", r.violations)
+	}
+}
