@@ -189,6 +189,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		if opts.MaxRetries == 0 {
 			opts.MaxRetries = -1 // the bus resends nothing by itself (see publisher)
 		}
+		RawDial(opts)
 		r.base = opts
 		r.single = redis.NewClient(cloneOptions(opts))
 		if err := r.single.Ping(ctx).Err(); err != nil {
@@ -197,12 +198,15 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		}
 		r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
 	} else {
-		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{
+		copts := &redis.ClusterOptions{
 			Addrs:                 cfg.ClusterAddrs,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1, // see publisher
-		})
+		}
+		RawDialCluster(copts)
+		r.cluster = redis.NewClusterClient(copts)
 		r.base = &redis.Options{}
+		RawDial(r.base)
 		r.topo = &clusterTopology{client: r.cluster}
 		if err := r.topo.refresh(ctx); err != nil {
 			_ = r.cluster.Close()

@@ -115,9 +115,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		if opts.Protocol == 0 {
 			opts.Protocol = 2 // as the bus (bus.NewRedis): no push notifications to look for
 		}
+		bus.RawDial(opts)
 		client = redis.NewClient(opts)
 	} else {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+		copts := &redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true}
+		bus.RawDialCluster(copts)
+		client = redis.NewClusterClient(copts)
 		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
 	}
 	r := &Redis{client: client, batch: &batcher{client: client}, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),

@@ -1,7 +1,9 @@
 // Package rawnet reads and writes TCP connections with system calls the Go
 // runtime is not told of (Read, Write; syscall_linux.go says why): a
-// listener's accepted connections (Listener) and dialled ones (Conn), with
-// the runtime's poller still waiting for readiness and keeping deadlines.
+// listener's accepted connections (Listener), dialled ones (Conn, Dial),
+// and dialled ones whose pool health check is raw too (DialChecked, for
+// go-redis), with the runtime's poller still waiting for readiness and
+// keeping deadlines.
 package rawnet
 
 import (

@@ -32,3 +32,14 @@ func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// Peek is recv(2) of one byte with MSG_PEEK|MSG_DONTWAIT: what is waiting on
+// the socket, without taking it and without telling the runtime (as Read).
+func Peek(fd int) (int, error) {
+	var b [1]byte
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

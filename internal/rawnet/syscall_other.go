@@ -8,3 +8,10 @@ import "golang.org/x/sys/unix"
 // Linux makes them differently).
 func Read(fd int, p []byte) (int, error)  { return unix.Read(fd, p) }
 func Write(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
+
+// Peek is recv(2) of one byte with MSG_PEEK|MSG_DONTWAIT.
+func Peek(fd int) (int, error) {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n, err
+}
