@@ -146,7 +146,7 @@ func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer
 	if len(applied) > 0 {
 		c.Header("Preference-Applied", strings.Join(applied, ", "))
 	}
-	c.JSON(status, rec)
+	writeRecord(c, status, &rec)
 }
 
 // callerAllowed checks the request's token for the API of async calls; it
@@ -195,7 +195,7 @@ func (b *Broker) handleCallStatus(c *gin.Context) {
 		}
 		// Shutting down, or the request went: the status as last read.
 	}
-	c.JSON(http.StatusOK, rec)
+	writeRecord(c, http.StatusOK, &rec)
 }
 
 // parseWait reads ?wait=: seconds from 0 to maxWait.
@@ -228,5 +228,11 @@ func (b *Broker) handleCallCancel(c *gin.Context) {
 		asyncError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, rec)
+	writeRecord(c, http.StatusOK, &rec)
+}
+
+// writeRecord answers rec as JSON (store.Record.AppendJSON: json.Marshal's
+// bytes, without its reflection).
+func writeRecord(c *gin.Context, status int, rec *store.Record) {
+	c.Data(status, "application/json; charset=utf-8", rec.AppendJSON(nil))
 }

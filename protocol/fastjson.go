@@ -1077,3 +1077,8 @@ func appendRaw(dst, raw []byte) []byte {
 	}
 	return append(dst, raw[start:]...)
 }
+
+// AppendString appends s as a JSON string, quoted and escaped exactly as
+// json.Marshal writes it (see appendString), for other packages' hand-
+// written encoders.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
