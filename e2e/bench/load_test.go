@@ -150,10 +150,12 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 					return
 				}
 				if byHost[host] == nil {
-					if byHost[host], err = dialCaller(host); err != nil {
+					c, err := dialCaller(host)
+					if err != nil { // byHost holds only callers to close
 						r.err = err
 						return
 					}
+					byHost[host] = c
 				}
 				reqs[i], callers[i] = req, byHost[host]
 			}
