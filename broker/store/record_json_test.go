@@ -17,7 +17,7 @@ func FuzzRecordAppendJSONIsJSONMarshal(f *testing.F) {
 	f.Add("c<&>\u2028", "w\x00s", "fs/\xffread", "failed", int64(-5), int64(0), false, false, true, "", "timeout", "the call \"timed out\"")
 	f.Add("", "", "", "queued", int64(0), int64(1), false, true, false, "", "", "")
 	f.Fuzz(func(t *testing.T, cid, ws, ep, status string, ms, ns int64, delivered, finished, withResp bool, result, code, msg string) {
-		at := time.UnixMilli(ms%(1<<45)).Add(time.Duration(ns % 1e9))
+		at := time.UnixMilli(ms % (1 << 45)).Add(time.Duration(ns % 1e9))
 		if ns%2 == 0 {
 			at = at.UTC()
 		}
