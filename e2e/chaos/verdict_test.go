@@ -178,8 +178,8 @@ func (r *run) awaitCancels(bound time.Duration) {
 		r.mu.Lock()
 		missing := 0
 		for seq, rec := range r.records {
-			if !rec.finished || r.cancels[uint64(seq)] {
-				continue
+			if _, reached := r.delivered[uint64(seq)]; !reached || !rec.finished || r.cancels[uint64(seq)] {
+				continue // no cancel due, or in: no fault lookup needed
 			}
 			if r.cancelDue(rec, seq, r.delivered, len(ix.touching(r.spanOf(rec))) > 0) {
 				missing++
