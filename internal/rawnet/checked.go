@@ -35,11 +35,7 @@ func dialChecked(d *net.Dialer, always bool) func(ctx context.Context, network, 
 		if err != nil {
 			return nil, err
 		}
-		tc, ok := c.(*net.TCPConn)
-		if !ok || (raceEnabled && !always) {
-			return c, nil
-		}
-		if rc, ok := wrapTCP(tc).(*rawTCPConn); ok {
+		if rc, ok := wrap(c, always).(*rawTCPConn); ok {
 			return &checkedConn{rawTCPConn: rc}, nil
 		}
 		return c, nil

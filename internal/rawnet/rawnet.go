@@ -37,20 +37,18 @@ func (l rawListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.always {
-		if tc, ok := c.(*net.TCPConn); ok {
-			return wrapTCP(tc), nil
-		}
-	}
-	return Conn(c), nil
+	return wrap(c, l.always), nil
 }
 
 // Conn returns c read and written with Read and Write when it is a
 // *net.TCPConn, else c itself (and always c in a race build, see
 // raceEnabled).
-func Conn(c net.Conn) net.Conn {
+func Conn(c net.Conn) net.Conn { return wrap(c, false) }
+
+// wrap is Conn; always wraps in a race build too (the package's tests).
+func wrap(c net.Conn, always bool) net.Conn {
 	tc, ok := c.(*net.TCPConn)
-	if !ok || raceEnabled {
+	if !ok || (raceEnabled && !always) {
 		return c
 	}
 	return wrapTCP(tc)
