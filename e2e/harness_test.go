@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -136,6 +137,48 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// pause stops the process with SIGSTOP and returns once every one of its
+// threads is stopped: kill(2) only marks the signal pending, and a thread
+// busy on another core may still answer a request sent right after it. The
+// returned func resumes the process.
+func (p *proc) pause() (resume func()) {
+	p.t.Helper()
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		p.t.Fatalf("stopping %s: %v", p.name, err)
+	}
+	resume = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	deadline := time.Now().Add(5 * time.Second)
+	for !allThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			resume()
+			p.t.Fatalf("%s: not every thread stopped 5s after SIGSTOP", p.name)
+		}
+		time.Sleep(time.Millisecond) // polling /proc: the kernel sends no event for a stop we can await without reaping
+	}
+	return resume
+}
+
+// allThreadsStopped reports whether every thread of pid is in state T.
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // waitLine waits for a stderr line containing all of parts and returns it.

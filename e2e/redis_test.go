@@ -734,10 +734,8 @@ func TestRedisListShowsEveryInstancesWorkspaces(t *testing.T) {
 	}
 
 	// c hangs: Redis still counts its subscription, it never answers.
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.cmd.Process.Signal(syscall.SIGCONT) }()
+	resume := c.pause()
+	defer resume()
 	list, unanswered, took := listWorkspaces(t, b, token(t, broker.RoleCaller, "*"))
 	if got := held(list); len(got) != 1 || got["ws-list-a"] != "a" || unanswered != 1 {
 		t.Fatalf("list with c stopped = %v (unanswered %d); want ws-list-a and 1 unanswered", got, unanswered)
