@@ -175,13 +175,15 @@ func (s *sock) Read(p []byte) (int, error) {
 	defer s.rmu.Unlock()
 	if s.rbuf == nil {
 		if len(p) >= sockReadBufSize {
-			return s.readInto(p) // a large read goes straight to the caller
+			// A large read goes straight to the caller.
+			n, err := s.readInto(p)
+			if s.pastQuietDeadline(err) {
+				n, err = s.readInto(p)
+			}
+			return n, err
 		}
 		b, err := s.fill()
-		if errors.Is(err, os.ErrDeadlineExceeded) && !s.rdeadline.IsZero() {
-			// quiet's deadline, in the middle of a message: the client
-			// is not quiet, wait for the rest.
-			s.clearDeadlineLocked()
+		if s.pastQuietDeadline(err) {
 			b, err = s.fill()
 		}
 		if err != nil {
@@ -328,6 +330,18 @@ func (s *sock) buffered() bool {
 	s.brmu.Lock()
 	defer s.brmu.Unlock()
 	return s.state.Load() == sockClosing || s.br.Buffered() > 0
+}
+
+// pastQuietDeadline reports whether err is quiet's deadline passing in the
+// middle of a message, and clears it then: the client is not quiet, and the
+// read is tried again for the rest, however long it takes to come. rmu is
+// held.
+func (s *sock) pastQuietDeadline(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || s.rdeadline.IsZero() {
+		return false
+	}
+	s.clearDeadlineLocked()
+	return true
 }
 
 func (s *sock) clearDeadlineLocked() {

@@ -77,6 +77,27 @@ func TestSockHoldsNoReadBufferOnceDrained(t *testing.T) {
 	}
 }
 
+// TestSockReadOutlivesTheQuietDeadlineInAMessage: the deadline quiet sets
+// at a message boundary is for a client that sends nothing; one whose
+// message takes longer than that to arrive is read to its end, with a
+// small buffer or a large one.
+func TestSockReadOutlivesTheQuietDeadlineInAMessage(t *testing.T) {
+	for _, size := range []int{16, sockReadBufSize * 2} {
+		s, peer := sockPair(t, time.Second)
+		s.rmu.Lock()
+		s.rdeadline = time.Now().Add(50 * time.Millisecond)
+		_ = s.SetReadDeadline(s.rdeadline)
+		s.rmu.Unlock()
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			_, _ = peer.Write(make([]byte, size))
+		}()
+		if n, err := s.Read(make([]byte, size)); err != nil || n == 0 {
+			t.Fatalf("read of %d bytes coming after the quiet deadline: %d, %v", size, n, err)
+		}
+	}
+}
+
 func TestSockCorkedWritesWaitForUncork(t *testing.T) {
 	s, peer := sockPair(t, time.Second)
 	s.cork()
