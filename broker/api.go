@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -74,13 +75,25 @@ func (b *Broker) routes() http.Handler {
 	return mux
 }
 
-// apiError answers a request that never became a call.
-func apiError(c *gin.Context, status int, code, msg string) {
-	c.AbortWithStatusJSON(status, protocol.ToolResponse{Error: code, Message: msg})
+// apiWriter is where a handler of the API writes its one answer: gin's
+// Context, or the call server's connection (callserver.go), which serves
+// POST .../calls without net/http. Header adds a header to the answer;
+// Data writes it.
+type apiWriter interface {
+	Header(key, value string)
+	Data(code int, contentType string, data []byte)
 }
 
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
+// apiError answers a request that never became a call.
+func apiError(w apiWriter, status int, code, msg string) {
+	body, _ := json.Marshal(protocol.ToolResponse{Error: code, Message: msg})
+	w.Data(status, "application/json; charset=utf-8", body)
+}
+
+func bearer(r *http.Request) string { return bearerOf(r.Header.Get("Authorization")) }
+
+// bearerOf is the token of an Authorization header's value.
+func bearerOf(h string) string {
 	if strings.HasPrefix(h, "Bearer ") {
 		return strings.TrimSpace(h[len("Bearer "):])
 	}
@@ -98,10 +111,7 @@ func authStatus(err error) int {
 func (b *Broker) handleCall(c *gin.Context) {
 	start := time.Now()
 	ws := c.Param("id")
-	if _, err := b.auth.verify(bearer(c.Request), RoleCaller, ws); err != nil {
-		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
-		b.metrics.calls.WithLabelValues(refusal.Error).Inc()
-		apiError(c, authStatus(err), refusal.Error, refusal.Message)
+	if !b.callAuthorized(c, ws, bearer(c.Request)) {
 		return
 	}
 	// The body holds the payload plus a little envelope.
@@ -111,64 +121,87 @@ func (b *Broker) handleCall(c *gin.Context) {
 		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "reading body: "+err.Error())
 		return
 	}
-	if int64(len(body)) > limit {
+	req, prefer, ok := b.acceptCall(c, body, c.GetHeader("Idempotency-Key"), c.Request.Header.Values("Prefer"))
+	switch {
+	case !ok:
+	case prefer.async || req.Async:
+		b.submit(c.Request.Context(), c, ws, req, prefer)
+	default:
+		b.finish(c, start, b.route(c.Request.Context(), ws, req))
+	}
+}
+
+// callAuthorized checks that token may call workspace ws; when it may
+// not, it answers w and returns false. Both servers of POST .../calls
+// check this before they read the body.
+func (b *Broker) callAuthorized(w apiWriter, ws, token string) bool {
+	if _, err := b.auth.verify(token, RoleCaller, ws); err != nil {
+		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
+		b.metrics.calls.WithLabelValues(refusal.Error).Inc()
+		apiError(w, authStatus(err), refusal.Error, refusal.Message)
+		return false
+	}
+	return true
+}
+
+// acceptCall reads the body of a POST .../calls (at most MaxPayload+1
+// bytes of it) with the request's Idempotency-Key and Prefer headers, for
+// both servers of the call API. It returns the call and what the request
+// prefers; an async call has req.Async or prefer.async set. A request that
+// is refused is answered on w, and ok is false.
+func (b *Broker) acceptCall(w apiWriter, body []byte, idemKey string, preferValues []string) (req protocol.ToolCall, prefer preferences, ok bool) {
+	if len(body) > b.cfg.MaxPayload {
 		b.metrics.calls.WithLabelValues(protocol.CodePayloadTooLarge).Inc()
-		apiError(c, http.StatusRequestEntityTooLarge, protocol.CodePayloadTooLarge, "request body over the broker's maxPayload")
-		return
+		apiError(w, http.StatusRequestEntityTooLarge, protocol.CodePayloadTooLarge, "request body over the broker's maxPayload")
+		return req, prefer, false
 	}
 	req, err := decodeCallRequest(body)
 	if err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "call body: "+err.Error())
-		return
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "call body: "+err.Error())
+		return req, prefer, false
 	}
 	if len(req.Payload) == 0 || bytes.Equal(req.Payload, []byte("null")) {
 		req.Payload = json.RawMessage("{}")
 	}
 	if err := req.Validate(); err != nil {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
-		return
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, protocol.FailureFrom("", err, protocol.CodeInvalidRequest).Message)
+		return req, prefer, false
 	}
 	if req.WaitForWorkspaceMS < 0 {
 		b.metrics.calls.WithLabelValues(protocol.CodeInvalidRequest).Inc()
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "wait_for_workspace_ms must not be negative")
-		return
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "wait_for_workspace_ms must not be negative")
+		return req, prefer, false
 	}
-	if key := c.GetHeader("Idempotency-Key"); key != "" {
-		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
-			apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "the Idempotency-Key header and the idempotency_key field differ")
-			return
+	if idemKey != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != idemKey {
+			apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "the Idempotency-Key header and the idempotency_key field differ")
+			return req, prefer, false
 		}
-		req.IdempotencyKey = key
+		req.IdempotencyKey = idemKey
 	}
-	prefer, err := parsePrefer(c.Request.Header)
+	prefer, err = parsePrefer(preferValues)
 	async := req.Async || prefer.async
 	if err != nil && async {
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
-		return
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
+		return req, prefer, false
 	}
 	if req.IdempotencyKey != "" && !async {
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
-		return
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "an idempotency key is for async calls: add \"async\":true")
+		return req, prefer, false
 	}
-	if async {
-		if b.isDraining() {
-			apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
-			return
-		}
-		b.submit(c, ws, req, prefer)
-		return
+	if async && b.isDraining() {
+		apiError(w, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
+		return req, prefer, false
 	}
-	b.finish(c, start, b.route(c.Request.Context(), ws, req))
+	return req, prefer, true
 }
 
 // route sends an authorised, valid call to workspace ws and returns its one
-// answer: to the holder in this process on the in-memory bus, or on any bus
-// when this broker holds the workspace and may hand it the call
-// (heldForCall), else through the bus. ctx ending cancels the call (the
-// client gets tool_cancel). The HTTP call API and the MCP endpoint
-// (mcp.go) both call through here.
+// answer: to the holder in this process (dispatch), else through the bus.
+// ctx ending cancels the call (the client gets tool_cancel). The HTTP call
+// API and the MCP endpoint (mcp.go) both call through here.
 func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
 	if b.isDraining() {
 		return protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down")
@@ -176,22 +209,47 @@ func (b *Broker) route(ctx context.Context, ws string, req protocol.ToolCall) pr
 	b.apiCalls.Add(1)
 	b.apiInFlight.Add(1)
 	defer func() { b.apiInFlight.Add(-1); b.apiCalls.Done() }()
-	if req.CorrelationID == "" {
-		req.CorrelationID = uuid.NewString()
-	}
-	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
+	ch := make(chanWaiter, 1)
 	var resp protocol.ToolResponse
-	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
-		resp = b.callLocal(ctx, ws, req)
-	} else if c := b.heldForCall(ws); c != nil {
-		resp = b.callHeld(ctx, c, req)
-	} else {
+	if holder, ok := b.dispatch(ws, &req, ch); !ok {
 		resp = b.callBus(ctx, ws, req)
+	} else if holder == nil {
+		resp = <-ch // answered at once
+	} else {
+		resp = b.awaitHeld(ctx, holder, &req, ch)
 	}
 	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
 	}
 	return resp
+}
+
+// dispatch starts a call of this broker's API for ws without waiting for
+// it, when the call needs no bus: to the holder in this process on the
+// in-memory bus, or on any bus when this broker holds the workspace and may
+// hand it the call (heldForCall). It gives req a correlation id if it has
+// none. Its one answer goes to w: at once (holder nil; the workspace is
+// offline), or from holder's call table. ok is false when the call must go
+// through the bus (callBus): nothing was done then.
+func (b *Broker) dispatch(ws string, req *protocol.ToolCall, w waiter) (holder *conn, ok bool) {
+	if req.CorrelationID == "" {
+		req.CorrelationID = uuid.NewString()
+	}
+	b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
+	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
+		b.mu.Lock()
+		holder = b.holders[ws]
+		b.mu.Unlock()
+		if holder == nil {
+			b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
+			w.answer(protocol.Failure(req.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws)))
+			return nil, true
+		}
+	} else if holder = b.heldForCall(ws); holder == nil {
+		return nil, false
+	}
+	b.callHeld(holder, req, w)
+	return holder, true
 }
 
 // decodeCallRequest reads a CallRequest body with the protocol's one-pass
@@ -225,10 +283,10 @@ func callerRequest(ws string, req *protocol.ToolCall) caller.Request {
 	}
 }
 
-func (b *Broker) finish(c *gin.Context, start time.Time, resp protocol.ToolResponse) {
+func (b *Broker) finish(w apiWriter, start time.Time, resp protocol.ToolResponse) {
 	b.observe(start, resp)
 	// Results come out of validating decoders: copied, not parsed again.
-	c.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
+	w.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }
 
 // observe counts a call's outcome and its latency since start.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -43,10 +44,10 @@ type preferences struct {
 // to maxWait (a decimal number, as ?wait=) is an error naming it, returned
 // with what the rest of the headers ask (respond-async still counts);
 // preferences tether does not know are ignored, as RFC 7240 asks.
-func parsePrefer(h http.Header) (preferences, error) {
+func parsePrefer(values []string) (preferences, error) {
 	var p preferences
 	var bad error
-	for _, v := range h.Values("Prefer") {
+	for _, v := range values {
 		for pref := range strings.SplitSeq(v, ",") {
 			pref, _, _ = strings.Cut(pref, ";") // parameters: none known
 			name, value, hasValue := strings.Cut(pref, "=")
@@ -91,9 +92,9 @@ func asyncStatus(code string) int {
 	return http.StatusInternalServerError
 }
 
-func asyncError(c *gin.Context, err error) {
+func asyncError(w apiWriter, err error) {
 	fail := protocol.FailureFrom("", err, protocol.CodeInternalError)
-	apiError(c, asyncStatus(fail.Error), fail.Error, fail.Message)
+	apiError(w, asyncStatus(fail.Error), fail.Error, fail.Message)
 }
 
 // submit answers a POST .../calls that asks for an async call: 202 with the
@@ -103,33 +104,33 @@ func asyncError(c *gin.Context, err error) {
 // that does not, 202 with its record then. Such a submit, for a workspace
 // held here, without a correlation id or idempotency key of the caller's,
 // is recorded once, when it must be (submitWaitHeld).
-func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer preferences) {
+func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protocol.ToolCall, prefer preferences) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
 	var rec store.Record
 	var err error
 	waited := false // the wait is over
 	if holder := b.heldForSubmit(ws); holder != nil && prefer.wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "" {
-		rec, err = b.submitWaitHeld(c.Request.Context(), holder, callerRequest(ws, &req), prefer.wait)
+		rec, err = b.submitWaitHeld(ctx, holder, callerRequest(ws, &req), prefer.wait)
 		waited = true
 	} else if holder != nil {
-		rec, err = b.submitHeld(c.Request.Context(), holder, callerRequest(ws, &req))
+		rec, err = b.submitHeld(ctx, holder, callerRequest(ws, &req))
 	} else {
-		rec, err = b.caller.Submit(c.Request.Context(), callerRequest(ws, &req))
+		rec, err = b.caller.Submit(ctx, callerRequest(ws, &req))
 	}
 	if err != nil {
 		b.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
-		asyncError(c, err)
+		asyncError(w, err)
 		return
 	}
 	b.metrics.asyncSubmitted.Inc()
-	c.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
+	w.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
 	status := http.StatusAccepted
 	if prefer.wait > 0 && !waited && !store.IsFinal(rec.Status) {
 		// The token may call ws, the record's workspace: no check to make.
 		// A wait cut short (the request went, shutdown) answers the
 		// record as it was.
-		if final, err := b.caller.WaitFor(c.Request.Context(), rec.CorrelationID, prefer.wait, nil); err == nil && final.CorrelationID != "" {
+		if final, err := b.caller.WaitFor(ctx, rec.CorrelationID, prefer.wait, nil); err == nil && final.CorrelationID != "" {
 			rec = final
 		}
 	}
@@ -144,9 +145,9 @@ func (b *Broker) submit(c *gin.Context, ws string, req protocol.ToolCall, prefer
 		applied = append(applied, "respond-async")
 	}
 	if len(applied) > 0 {
-		c.Header("Preference-Applied", strings.Join(applied, ", "))
+		w.Header("Preference-Applied", strings.Join(applied, ", "))
 	}
-	writeRecord(c, status, &rec)
+	writeRecord(w, status, &rec)
 }
 
 // callerAllowed checks the request's token for the API of async calls; it
@@ -233,6 +234,6 @@ func (b *Broker) handleCallCancel(c *gin.Context) {
 
 // writeRecord answers rec as JSON (store.Record.AppendJSON: json.Marshal's
 // bytes, without its reflection).
-func writeRecord(c *gin.Context, status int, rec *store.Record) {
-	c.Data(status, "application/json; charset=utf-8", rec.AppendJSON(nil))
+func writeRecord(w apiWriter, status int, rec *store.Record) {
+	w.Data(status, "application/json; charset=utf-8", rec.AppendJSON(nil))
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,11 +31,11 @@ func FuzzAsyncRequestParsers(f *testing.F) {
 		if d, err := parseWait(s, false); d != 0 || err != nil {
 			t.Fatalf("no wait given: %v, %v", d, err)
 		}
-		p, err := parsePrefer(http.Header{"Prefer": {s}})
+		p, err := parsePrefer([]string{s})
 		if err == nil && (p.wait < 0 || p.wait > maxWait) {
 			t.Fatalf("parsePrefer(%q) = %+v, wait outside [0, %v]", s, p, maxWait)
 		}
-		p, err = parsePrefer(http.Header{"Prefer": {"respond-async, wait=" + s}})
+		p, err = parsePrefer([]string{"respond-async, wait=" + s})
 		if _, werr := parseWait(strings.Trim(strings.TrimSpace(s), `"`), true); err == nil && werr != nil && !strings.ContainsAny(s, ",;") {
 			t.Fatalf("Prefer wait=%q accepted as %+v, but parseWait refuses it: %v", s, p, werr)
 		}
@@ -54,12 +53,12 @@ func TestParsePreferReadsRespondAsyncAndWait(t *testing.T) {
 		"return=minimal":              {},
 		"":                            {},
 	} {
-		if got, err := parsePrefer(http.Header{"Prefer": {v}}); err != nil || got != want {
+		if got, err := parsePrefer([]string{v}); err != nil || got != want {
 			t.Errorf("Prefer: %q -> %+v, %v; want %+v", v, got, err, want)
 		}
 	}
 	for _, v := range []string{"wait=61", "wait=-1", "wait", "wait=soon", "respond-async, wait=NaN"} {
-		got, err := parsePrefer(http.Header{"Prefer": {v}})
+		got, err := parsePrefer([]string{v})
 		if err == nil || !strings.Contains(err.Error(), "Prefer: wait") {
 			t.Errorf("Prefer: %q -> %+v, %v; want an error naming Prefer: wait", v, got, err)
 		}

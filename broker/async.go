@@ -202,7 +202,7 @@ func (b *Broker) submitWaitHeld(ctx context.Context, c *conn, req caller.Request
 	rec.Status, rec.DeliveredAt = store.Delivered, &now
 	call := rec.Call()
 	call.Async = false // answered here until adopted
-	ch := make(chan protocol.ToolResponse, 1)
+	ch := make(chanWaiter, 1)
 	c.callEvent(b.log.Debug(), &call).Msg("async call handed to the local holder, to be recorded with its outcome")
 	c.deliver(call, ch, false)
 	timer := time.NewTimer(wait)

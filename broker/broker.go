@@ -297,14 +297,14 @@ func (b *Broker) untrack(c *conn) {
 
 // reply delivers the single answer of call: to its in-process waiter, or
 // published to its caller's inbox.
-func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
+func (b *Broker) reply(call protocol.ToolCall, waiter waiter, resp protocol.ToolResponse) {
 	resp.CorrelationID = call.CorrelationID
 	if call.Async {
 		b.recordOutcome(call, resp)
 		return
 	}
 	if waiter != nil {
-		waiter <- resp // buffered 1; the pending table hands each call out once
+		waiter.answer(resp) // the pending table hands each call out once
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Bool("success", resp.Success).Str("error", resp.Error).Msg("response delivered to caller")
 		return
 	}
@@ -325,20 +325,6 @@ func (b *Broker) reply(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 	// Written now (or with the batch under way); the count comes back
 	// later. No goroutine waits for it.
 	b.bus.PublishAsync(call.ReplyTo, msg, done)
-}
-
-// callLocal serves a call of this broker's HTTP API on the in-memory bus
-// without the bus: the holder is in this process, so the call and its answer
-// travel as values (no JSON round trips through the bus).
-func (b *Broker) callLocal(ctx context.Context, ws string, call protocol.ToolCall) protocol.ToolResponse {
-	b.mu.Lock()
-	c := b.holders[ws]
-	b.mu.Unlock()
-	if c == nil {
-		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
-		return protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws))
-	}
-	return b.callHeld(ctx, c, call)
 }
 
 // heldForCall returns the connection of this broker that holds ws when the
@@ -376,13 +362,17 @@ func (b *Broker) heldReady(ws string, submit bool) *conn {
 }
 
 // callHeld delivers a call of this broker's API to c, a connection of this
-// broker, and waits for its one answer, which comes back as a value. The
-// call's deadline starts now.
-func (b *Broker) callHeld(ctx context.Context, c *conn, call protocol.ToolCall) protocol.ToolResponse {
+// broker; its one answer comes back to w as a value. The call's deadline
+// starts now.
+func (b *Broker) callHeld(c *conn, call *protocol.ToolCall, w waiter) {
 	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
-	c.callEvent(b.log.Debug(), &call).Msg("call routed to local holder")
-	ch := make(chan protocol.ToolResponse, 1)
-	c.deliver(call, ch, false)
+	c.callEvent(b.log.Debug(), call).Msg("call routed to local holder")
+	c.deliver(*call, w, false)
+}
+
+// awaitHeld waits for the answer of call, which callHeld delivered to c
+// with the waiter ch. ctx ending cancels the call.
+func (b *Broker) awaitHeld(ctx context.Context, c *conn, call *protocol.ToolCall, ch chanWaiter) protocol.ToolResponse {
 	// The owner's timer answers at the deadline; this one only guards the
 	// promise of an answer against a bug in that path.
 	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + b.cfg.CallGrace)

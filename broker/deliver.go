@@ -47,7 +47,7 @@ func (c *conn) onBusMessage(msg []byte) {
 // claimed marks an async call this connection claimed from the store's
 // queue: no other holder has it, so a replaced connection answers it
 // instead of leaving it to the new holder.
-func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, claimed bool) {
+func (c *conn) deliver(call protocol.ToolCall, waiter waiter, claimed bool) {
 	if call.ReplyTo == "" && waiter == nil && !call.Async {
 		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
@@ -117,7 +117,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter chan<- protocol.ToolRespon
 
 // admitLocked decides whether c takes call: not when it was replaced or
 // closed, otherwise as its call table decides.
-func (c *conn) admitLocked(call *protocol.ToolCall, waiter chan<- protocol.ToolResponse) (admission, protocol.ToolResponse) {
+func (c *conn) admitLocked(call *protocol.ToolCall, waiter waiter) (admission, protocol.ToolResponse) {
 	switch {
 	case c.replaced:
 		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client was replaced by a newer connection")
@@ -128,7 +128,7 @@ func (c *conn) admitLocked(call *protocol.ToolCall, waiter chan<- protocol.ToolR
 }
 
 // reply implements callOwner.
-func (c *conn) reply(call protocol.ToolCall, waiter chan<- protocol.ToolResponse, resp protocol.ToolResponse) {
+func (c *conn) reply(call protocol.ToolCall, waiter waiter, resp protocol.ToolResponse) {
 	c.b.reply(call, waiter, resp)
 }
 
