@@ -19,3 +19,11 @@ func KeptCallsForTest(b *Broker, ws string) int {
 	defer c.mu.Unlock()
 	return len(c.early) + len(c.later)
 }
+
+// CallsServedForTest counts the requests s's call server answered itself
+// (the rest went to net/http).
+func CallsServedForTest(s *Server) int64 { return s.served.Load() }
+
+// InFlightForTest counts the calls in the pending tables of b's
+// connections.
+func InFlightForTest(b *Broker) int { return b.inFlight() }

@@ -184,8 +184,7 @@ func TestMCPSeveralSessionsAtOnceAndShutdownEndsThem(t *testing.T) {
 	}
 	// The HTTP server's shutdown waits for requests in progress: the
 	// sessions' event streams must have ended.
-	e.srv.Config.SetKeepAlivesEnabled(false)
-	if err := e.srv.Config.Shutdown(ctx); err != nil {
+	if err := e.srv.Shutdown(ctx); err != nil {
 		t.Fatalf("http shutdown: %v after %s", err, time.Since(start))
 	}
 	if took := time.Since(start); took > 2*time.Second {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ var testSecret = []byte("test-secret-0123456789")
 type env struct {
 	t      *testing.T
 	broker *broker.Broker
-	srv    *httptest.Server
+	srv    *testServer
 	// api is the URL calls go to: srv's, or another broker's on the same
 	// bus (eachPath's "other instance").
 	api string
@@ -40,7 +42,7 @@ func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.Handler())
+	srv := serveBroker(t, b)
 	e := &env{t: t, broker: b, srv: srv, api: srv.URL}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -49,6 +51,38 @@ func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
 		srv.Close()
 	})
 	return e
+}
+
+// testServer serves a broker as the command does (broker.Server: the call
+// server for POST .../calls, net/http for the rest) on a loopback port.
+type testServer struct {
+	*broker.Server
+	URL  string
+	done chan error
+	once sync.Once
+}
+
+func serveBroker(t *testing.T, b *broker.Broker) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: broker.NewServer(b, &http.Server{}), URL: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	go func() { ts.done <- ts.Serve(ln) }()
+	return ts
+}
+
+// Close shuts the server down (once) and waits for Serve to return.
+func (ts *testServer) Close() {
+	ts.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ts.Shutdown(ctx)
+		if err := <-ts.done; err != http.ErrServerClosed {
+			panic(fmt.Sprintf("broker.Server.Serve: %v", err))
+		}
+	})
 }
 
 func (e *env) token(role string, ws ...string) string {

@@ -19,7 +19,6 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
-	"github.com/tetherdev/tether/internal/rawnet"
 )
 
 type brokerFlags struct {
@@ -230,9 +229,9 @@ func redactURL(s string) string {
 
 // serveBroker serves b on ln until ctx ends, then drains and shuts down.
 func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zerolog.Logger) error {
-	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(rawnet.Listener(ln)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
 	var serveErr error
 	select {

@@ -137,6 +137,44 @@ func (c *rawTCPConn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// TryWrite writes what of p the socket under c takes now, without waiting
+// for room: n bytes, all of p unless the socket's buffer filled. ok is
+// false when c is not one of this package's connections (a race build's,
+// or not TCP): then nothing was written, and the caller writes as usual.
+// It lets a goroutine that must not block (one that answers calls for many
+// callers) write what fits and hand only the rest to a goroutine that may
+// wait.
+func TryWrite(c net.Conn, p []byte) (n int, ok bool, err error) {
+	rc, ok := c.(*rawTCPConn)
+	if !ok {
+		return 0, false, nil
+	}
+	var werr error
+	err = rc.raw.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			m, e := Write(int(fd), p[n:])
+			switch e {
+			case nil:
+				n += m
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return true // no room: the rest is the caller's
+			default:
+				werr = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case werr != nil:
+		return n, true, rc.opError("write", werr)
+	case err != nil:
+		return n, true, rc.opError("write", err)
+	}
+	return n, true, nil
+}
+
 // opError wraps err as net's own conns do, so that net.Error (timeouts)
 // and errors.Is work on it.
 func (c *rawTCPConn) opError(op string, err error) error {

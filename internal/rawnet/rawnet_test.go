@@ -160,3 +160,41 @@ func TestListenerServesHTTPKeepAlive(t *testing.T) {
 		t.Fatalf("%d of 50 requests reused the connection, want 49: keep-alive over the wrapped connection", reused)
 	}
 }
+
+// TestTryWriteWritesWhatFitsWithoutWaiting: all of a small write; of one
+// larger than the socket buffers while the peer reads nothing, a part,
+// at once and without an error; the rest reaches the peer with a plain
+// Write once it reads. A connection that is not the package's is left
+// to the caller.
+func TestTryWriteWritesWhatFitsWithoutWaiting(t *testing.T) {
+	server, client := acceptPair(t)
+	if n, ok, err := rawnet.TryWrite(server, []byte("hello")); !ok || n != 5 || err != nil {
+		t.Fatalf("small TryWrite: %d, %v, %v", n, ok, err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "hello" {
+		t.Fatalf("peer read %q, %v", got, err)
+	}
+	big := bytes.Repeat([]byte("x"), 64<<20)
+	start := time.Now()
+	n, ok, err := rawnet.TryWrite(server, big)
+	if !ok || err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("large TryWrite: %d of %d, %v, %v", n, len(big), ok, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("TryWrite waited %s", took)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := server.Write(big[n:]); done <- err }()
+	if m, err := io.Copy(io.Discard, io.LimitReader(client, int64(len(big)))); err != nil || m != int64(len(big)) {
+		t.Fatalf("peer read %d of %d: %v", m, len(big), err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := net.Pipe()
+	defer plain.Close()
+	if n, ok, err := rawnet.TryWrite(plain, []byte("x")); ok || n != 0 || err != nil {
+		t.Fatalf("TryWrite on a net.Pipe: %d, %v, %v; want it left to the caller", n, ok, err)
+	}
+}
