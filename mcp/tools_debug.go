@@ -289,7 +289,12 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	if err := tc.call(ctx, bridge.DebugStartEndpoint, payload, in.timeout(), &out); err != nil {
 		return out, "", err
 	}
-	tc.s.debug.started(out.SessionID, out.State != dap.StateStopped)
+	// The first stop is still to be shown unless the session stands at
+	// the entry it was asked to stop at: a program quick to reach its
+	// breakpoint is stopped there already, and debug_continue, which this
+	// answer points to, shows that stop instead of running past it.
+	atEntry := out.State == dap.StateStopped && out.Stop != nil && out.Stop.Reason == "entry"
+	tc.s.debug.started(out.SessionID, !atEntry)
 	for _, p := range order {
 		tc.s.debug.setBreakpoints(out.SessionID, p, files[p])
 	}

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,9 @@ type debugScript struct {
 	mu      sync.Mutex
 	running bool
 	calls   []string
+	// startStop, when set, is the reason of the stop the session is in
+	// when the start answers (entry, or a breakpoint reached meanwhile).
+	startStop string
 }
 
 func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.ToolResponse {
@@ -130,6 +134,9 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 	case bridge.WorkspaceCapabilitiesEndpoint:
 		return success(bridge.CapabilitiesResult{Root: "/w"})
 	case bridge.DebugStartEndpoint:
+		if d.startStop != "" {
+			return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateStopped, Stop: &dap.StopInfo{Reason: d.startStop, ThreadID: 1}})
+		}
 		return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateRunning})
 	case bridge.DebugContinueEndpoint:
 		if d.running {
@@ -183,5 +190,28 @@ func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing
 	ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
 	if len(d.calls) == 0 || d.calls[0] != bridge.DebugContinueEndpoint {
 		t.Errorf("second continue made %v", d.calls)
+	}
+}
+
+// TestContinueAfterAStartThatStoppedAtABreakpointShowsThatStop: a program
+// quick enough to reach its breakpoint before the start answers is stopped
+// there when debug_continue comes; that stop, which the agent has not seen,
+// is the one shown (no continue past it). A stop at the entry the agent
+// asked for is resumed from.
+func TestContinueAfterAStartThatStoppedAtABreakpointShowsThatStop(t *testing.T) {
+	for reason, wantContinue := range map[string]bool{"breakpoint": false, "exception": false, "entry": true} {
+		d := &debugScript{startStop: reason}
+		cs := client(t, &fakeWorkspace{answer: d.answer}, nil)
+		d.calls = nil
+		ok(t, cs, "debug_start", map[string]any{"language": "c", "program": "add_numbers", "stop_on_entry": reason == "entry",
+			"breakpoints": []any{map[string]any{"path": "add_numbers.c", "line": 4}}}, nil)
+		txt := ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
+		if !strings.Contains(txt, "sum = 5") {
+			t.Errorf("%s: text:\n%s", reason, txt)
+		}
+		continued := slices.Contains(d.calls, bridge.DebugContinueEndpoint)
+		if continued != wantContinue {
+			t.Errorf("stopped at %s when the start answered: calls %v, want a continue: %v", reason, d.calls, wantContinue)
+		}
 	}
 }
