@@ -150,13 +150,13 @@ func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protoco
 	writeRecord(w, status, &rec)
 }
 
-// callerAllowed checks the request's token for the API of async calls; it
+// callerAllowed checks a request's token for the API of async calls; it
 // answers the request itself and returns nil when the token is refused.
-func (b *Broker) callerAllowed(c *gin.Context) *Claims {
-	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
+func (b *Broker) callerAllowed(w apiWriter, token string) *Claims {
+	claims, err := b.auth.verify(token, RoleCaller, "")
 	if err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
-		apiError(c, authStatus(err), refusal.Error, refusal.Message)
+		apiError(w, authStatus(err), refusal.Error, refusal.Message)
 		return nil
 	}
 	return claims
@@ -173,30 +173,36 @@ func covers(claims *Claims) func(*store.Record) error {
 	}
 }
 
-// handleCallStatus answers GET /api/v1/calls/{cid}: the record now, or with
-// ?wait=S as soon as the call is final and at the latest after S seconds.
+// handleCallStatus answers GET /api/v1/calls/{cid} through net/http.
 func (b *Broker) handleCallStatus(c *gin.Context) {
-	wait, err := parseWait(c.Query("wait"), c.Request.URL.Query().Has("wait"))
+	b.callStatus(c.Request.Context(), c, bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
+}
+
+// callStatus answers GET /api/v1/calls/{cid}: the record now, or with
+// ?wait=S (waitGiven) as soon as the call is final and at the latest after
+// S seconds. Both servers of the API call it.
+func (b *Broker) callStatus(ctx context.Context, w apiWriter, token, cid, waitQuery string, waitGiven bool) {
+	wait, err := parseWait(waitQuery, waitGiven)
 	if err != nil {
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
 		return
 	}
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	claims := b.callerAllowed(c)
+	claims := b.callerAllowed(w, token)
 	if claims == nil {
 		return
 	}
-	rec, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), wait, covers(claims))
+	rec, err := b.caller.WaitFor(ctx, cid, wait, covers(claims))
 	if err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || (pe.Code != protocol.CodeCallerClosed && pe.Code != protocol.CodeCancelled) || rec.CorrelationID == "" {
-			asyncError(c, err)
+			asyncError(w, err)
 			return
 		}
 		// Shutting down, or the request went: the status as last read.
 	}
-	writeRecord(c, http.StatusOK, &rec)
+	writeRecord(w, http.StatusOK, &rec)
 }
 
 // parseWait reads ?wait=: seconds from 0 to maxWait.
@@ -211,25 +217,32 @@ func parseWait(s string, given bool) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
-// handleCallCancel answers POST /api/v1/calls/{cid}/cancel with the record
-// after the cancel: cancelled, or the outcome the call already had.
+// handleCallCancel answers POST /api/v1/calls/{cid}/cancel through
+// net/http.
 func (b *Broker) handleCallCancel(c *gin.Context) {
+	b.callCancel(c.Request.Context(), c, bearer(c.Request), c.Param("cid"))
+}
+
+// callCancel answers POST /api/v1/calls/{cid}/cancel with the record after
+// the cancel: cancelled, or the outcome the call already had. Both servers
+// of the API call it.
+func (b *Broker) callCancel(ctx context.Context, w apiWriter, token, cid string) {
 	b.apiCalls.Add(1)
 	defer b.apiCalls.Done()
-	claims := b.callerAllowed(c)
+	claims := b.callerAllowed(w, token)
 	if claims == nil {
 		return
 	}
-	if _, err := b.caller.WaitFor(c.Request.Context(), c.Param("cid"), 0, covers(claims)); err != nil {
-		asyncError(c, err)
+	if _, err := b.caller.WaitFor(ctx, cid, 0, covers(claims)); err != nil {
+		asyncError(w, err)
 		return
 	}
-	rec, err := b.caller.Cancel(c.Request.Context(), c.Param("cid"))
+	rec, err := b.caller.Cancel(ctx, cid)
 	if err != nil {
-		asyncError(c, err)
+		asyncError(w, err)
 		return
 	}
-	writeRecord(c, http.StatusOK, &rec)
+	writeRecord(w, http.StatusOK, &rec)
 }
 
 // writeRecord answers rec as JSON (store.Record.AppendJSON: json.Marshal's

@@ -110,8 +110,24 @@ func (c *callConn) serve() {
 		if !c.claim() {
 			return
 		}
-		body := bytes.Clone(c.buf[c.r+h.size : c.r+h.size+h.contentLength])
-		c.serveCall(&h, body)
+		body := c.buf[c.r+h.size : c.r+h.size+h.contentLength]
+		c.start, c.closeAfter, c.hdrs = time.Now(), h.close, c.hdrs[:0]
+		c.s.served.Add(1)
+		if h.close {
+			c.mu.Lock()
+			c.closing = true
+			c.mu.Unlock()
+		}
+		switch token := bearerOf(string(h.authorization)); h.route {
+		case routeCall:
+			c.serveCall(&h, token, bytes.Clone(body))
+		case routeStatus:
+			ctx := c.requestContext()
+			go c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) // ends with the answer; serve waits for it (busy)
+		case routeCancel:
+			ctx := c.requestContext()
+			go c.s.b.callCancel(ctx, c, token, h.id) // as above
+		}
 		c.r += h.size + h.contentLength
 	}
 }
@@ -241,20 +257,13 @@ func (c *callConn) clientGone() {
 	}
 }
 
-// serveCall answers one request: refused at once, handed to a connection
+// serveCall answers a call's request: refused at once, handed to a connection
 // this broker holds (answered by its call table, through answer), or
 // served on a goroutine of its own when it waits for the bus or the store.
-func (c *callConn) serveCall(h *callHead, body []byte) {
+func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	b := c.s.b
-	c.s.served.Add(1)
-	c.start, c.closeAfter, c.hdrs = time.Now(), h.close, c.hdrs[:0]
-	if h.close {
-		c.mu.Lock()
-		c.closing = true
-		c.mu.Unlock()
-	}
-	ws := h.workspace
-	if !b.callAuthorized(c, ws, bearerOf(string(h.authorization))) {
+	ws := h.id
+	if !b.callAuthorized(c, ws, token) {
 		return
 	}
 	var prefer []string

@@ -23,15 +23,37 @@ const (
 // net/http's (whose bound is 1 MB and whose answer to more is 431).
 const maxCallHead = 8 << 10
 
-// callHead is a request head the call server serves:
-//
-//	POST /api/v1/workspaces/{id}/calls HTTP/1.1
-//
-// with a Host and exactly one Content-Length, and no header that changes
-// how the body or the connection is read.
+// callRoute is a request the call server serves.
+type callRoute uint8
+
+const (
+	routeCall   callRoute = iota + 1 // POST /api/v1/workspaces/{id}/calls
+	routeStatus                      // GET /api/v1/calls/{id}[?wait=S]
+	routeCancel                      // POST /api/v1/calls/{id}/cancel
+)
+
+// callRoutes are the request lines served: method and path around the id,
+// and whether ?wait=S may follow.
+var callRoutes = [...]struct {
+	route          callRoute
+	prefix, suffix string
+	wait           bool
+}{
+	{routeCall, "POST /api/v1/workspaces/", "/calls", false},
+	{routeStatus, "GET /api/v1/calls/", "", true},
+	{routeCancel, "POST /api/v1/calls/", "/cancel", false},
+}
+
+// callHead is a request head the call server serves: a request line of
+// callRoutes, HTTP/1.1, with a Host; for a POST exactly one
+// Content-Length, for a GET none or 0; and no header that changes how the
+// body or the connection is read.
 type callHead struct {
 	size          int // bytes of the head, the blank line included
-	workspace     string
+	route         callRoute
+	id            string // the workspace (routeCall) or the call
+	wait          string // ?wait='s value (routeStatus)
+	waitGiven     bool
 	contentLength int
 	authorization []byte // the Authorization header's value; nil when none
 	idempotency   []byte // the Idempotency-Key header's value
@@ -39,11 +61,7 @@ type callHead struct {
 	close         bool // Connection: close
 }
 
-var (
-	callPathPrefix = []byte("POST /api/v1/workspaces/")
-	callPathSuffix = []byte("/calls HTTP/1.1")
-	crlf           = []byte("\r\n")
-)
+var crlf = []byte("\r\n")
 
 // parseCallHead reads the request head at the start of b. maxBody bounds
 // Content-Length: a larger body is declined (net/http answers it 413).
@@ -61,13 +79,10 @@ func parseCallHead(b []byte, maxBody int) (h callHead, v headVerdict) {
 	}
 	h.size = end + 4
 	line, rest, _ := bytes.Cut(b[:end+2], crlf)
-	ws, ok := callWorkspace(line)
-	if !ok {
+	if !h.requestLine(line) {
 		return h, headDecline
 	}
-	h.workspace = string(ws)
 	hosts, lengths := 0, 0
-	h.contentLength = -1
 	for len(rest) > 0 {
 		var field []byte
 		field, rest, _ = bytes.Cut(rest, crlf)
@@ -111,37 +126,67 @@ func parseCallHead(b []byte, maxBody int) (h callHead, v headVerdict) {
 			return h, headDecline
 		}
 	}
-	if hosts != 1 || lengths != 1 {
+	switch {
+	case hosts != 1, lengths > 1:
 		return h, headDecline
+	case h.route == routeStatus && h.contentLength > 0, h.route != routeStatus && lengths != 1:
+		return h, headDecline // a GET has no body; a POST says how long its is
 	}
 	return h, headServe
 }
 
-// callLinePrefix reports whether b may still become a call's request line:
-// it agrees with "POST /api/v1/workspaces/" as far as it goes. Anything
-// else is net/http's as soon as it is seen (a WebSocket upgrade, say).
+// callLinePrefix reports whether b may still become a request line of
+// callRoutes: it agrees with one's method and path prefix as far as it
+// goes. Anything else is net/http's as soon as it is seen (a WebSocket
+// upgrade, say).
 func callLinePrefix(b []byte) bool {
-	n := min(len(b), len(callPathPrefix))
-	return bytes.Equal(b[:n], callPathPrefix[:n])
-}
-
-// callWorkspace returns the workspace id of a call's request line (without
-// its CRLF). The id must be 1 to 256 bytes that need no decoding:
-// letters, digits and -._~:@!$&'()*+,;= (RFC 3986 pchar without '%').
-func callWorkspace(line []byte) ([]byte, bool) {
-	if len(line) <= len(callPathPrefix)+len(callPathSuffix) || !bytes.HasPrefix(line, callPathPrefix) || !bytes.HasSuffix(line, callPathSuffix) {
-		return nil, false
-	}
-	ws := line[len(callPathPrefix) : len(line)-len(callPathSuffix)]
-	if len(ws) > 256 {
-		return nil, false
-	}
-	for _, c := range ws {
-		if !pathChar(c) {
-			return nil, false
+	for _, r := range callRoutes {
+		n := min(len(b), len(r.prefix))
+		if string(b[:n]) == r.prefix[:n] {
+			return true
 		}
 	}
-	return ws, true
+	return false
+}
+
+// requestLine reads a request line (without its CRLF) of callRoutes into
+// h. The id must be 1 to 256 bytes that need no decoding: letters, digits
+// and -._~:@!$&'()*+,;= (RFC 3986 pchar without '%'); a wait, digits and
+// dots (parseWait judges the number).
+func (h *callHead) requestLine(line []byte) bool {
+	const version = " HTTP/1.1"
+	if !bytes.HasSuffix(line, []byte(version)) {
+		return false
+	}
+	target := line[:len(line)-len(version)]
+	for _, r := range callRoutes {
+		if !bytes.HasPrefix(target, []byte(r.prefix)) {
+			continue
+		}
+		rest := target[len(r.prefix):]
+		i := 0
+		for i < len(rest) && pathChar(rest[i]) {
+			i++
+		}
+		id, rest := rest[:i], rest[i:]
+		if len(id) == 0 || len(id) > 256 || !bytes.HasPrefix(rest, []byte(r.suffix)) {
+			continue
+		}
+		rest = rest[len(r.suffix):]
+		if r.wait && len(rest) > 0 {
+			v, ok := bytes.CutPrefix(rest, []byte("?wait="))
+			if !ok || len(v) == 0 || len(bytes.Trim(v, "0123456789.")) > 0 {
+				return false
+			}
+			h.wait, h.waitGiven, rest = string(v), true, nil
+		}
+		if len(rest) > 0 {
+			continue
+		}
+		h.route, h.id = r.route, string(id)
+		return true
+	}
+	return false
 }
 
 func pathChar(c byte) bool {

@@ -16,15 +16,28 @@ func TestParseCallHeadServesAPlainCall(t *testing.T) {
 	if v != headServe {
 		t.Fatalf("verdict %d, want serve", v)
 	}
-	if h.size != len(testCallHead) || h.workspace != "ws-1" || h.contentLength != 42 || string(h.authorization) != "Bearer tok" || h.close {
+	if h.size != len(testCallHead) || h.route != routeCall || h.id != "ws-1" || h.contentLength != 42 || string(h.authorization) != "Bearer tok" || h.close {
 		t.Fatalf("head %+v", h)
 	}
 	withMore := "POST /api/v1/workspaces/a~b.c_d-e:f@g/calls HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nPrefer: respond-async\r\nprefer: wait=5\r\n" +
 		"Idempotency-Key:  k1 \r\nConnection: keep-alive, close\r\nX-Other: \t anything \t\r\n\r\n"
 	h, v = parseCallHead([]byte(withMore), 1000)
-	if v != headServe || h.workspace != "a~b.c_d-e:f@g" || !h.close || string(h.idempotency) != "k1" ||
+	if v != headServe || h.route != routeCall || h.id != "a~b.c_d-e:f@g" || !h.close || string(h.idempotency) != "k1" ||
 		len(h.prefer) != 2 || string(h.prefer[0]) != "respond-async" || string(h.prefer[1]) != "wait=5" {
 		t.Fatalf("verdict %d, head %+v", v, h)
+	}
+}
+
+func TestParseCallHeadServesStatusAndCancel(t *testing.T) {
+	for head, want := range map[string]callHead{
+		"GET /api/v1/calls/c-1 HTTP/1.1\r\nHost: h\r\n\r\n":                               {route: routeStatus, id: "c-1"},
+		"GET /api/v1/calls/c-1?wait=2.5 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n": {route: routeStatus, id: "c-1", wait: "2.5", waitGiven: true},
+		"POST /api/v1/calls/c-1/cancel HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n":  {route: routeCancel, id: "c-1", contentLength: 2},
+	} {
+		h, v := parseCallHead([]byte(head), 1000)
+		if v != headServe || h.route != want.route || h.id != want.id || h.wait != want.wait || h.waitGiven != want.waitGiven || h.contentLength != want.contentLength {
+			t.Errorf("%q: verdict %d, head %+v", head, v, h)
+		}
 	}
 }
 
@@ -42,7 +55,14 @@ func TestParseCallHeadDeclinesWhatNetHTTPJudges(t *testing.T) {
 	base := strings.Replace(testCallHead, "Content-Type: application/json\r\n", "", 1)
 	for name, head := range map[string]string{
 		"websocket upgrade":   "GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\n",
-		"other path":          "POST /api/v1/calls/x/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		"other path":          "POST /api/v1/calls/x/other HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		"status with a body":  "GET /api/v1/calls/x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+		"status, other query": "GET /api/v1/calls/x?wait=1&x=2 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"status, odd wait":    "GET /api/v1/calls/x?wait=%31 HTTP/1.1\r\nHost: x\r\n\r\n",
+		"status, empty wait":  "GET /api/v1/calls/x?wait= HTTP/1.1\r\nHost: x\r\n\r\n",
+		"status of nothing":   "GET /api/v1/calls/ HTTP/1.1\r\nHost: x\r\n\r\n",
+		"cancel, no length":   "POST /api/v1/calls/x/cancel HTTP/1.1\r\nHost: x\r\n\r\n",
+		"delete of a call":    "DELETE /api/v1/calls/x HTTP/1.1\r\nHost: x\r\n\r\n",
 		"get of the path":     strings.Replace(base, "POST", "GET", 1),
 		"HTTP/1.0":            strings.Replace(base, "HTTP/1.1", "HTTP/1.0", 1),
 		"query":               strings.Replace(base, "/calls", "/calls?x=1", 1),
@@ -87,6 +107,8 @@ func FuzzParseCallHead(f *testing.F) {
 	f.Add([]byte("POST /api/v1/workspaces/w/calls HTTP/1.1\r\nhost: h\r\ncontent-length: 7\r\nprefer: respond-async, wait=1\r\nPrefer: x\r\nidempotency-key: k\r\nconnection: close\r\n\r\n"))
 	f.Add([]byte("POST /api/v1/workspaces/w/calls HTTP/1.1\r\nHost: [::1]:80\r\nContent-Length: 0\r\nAuthorization:Bearer  a.b.c \r\nX: \xff\r\n\r\n"))
 	f.Add([]byte("GET /socket.io/?EIO=4 HTTP/1.1\r\nHost: h\r\n\r\n"))
+	f.Add([]byte("GET /api/v1/calls/c1?wait=10 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t\r\n\r\n"))
+	f.Add([]byte("POST /api/v1/calls/c1/cancel HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, v := parseCallHead(b, 1<<20)
 		if v != headServe {
@@ -103,9 +125,19 @@ func FuzzParseCallHead(f *testing.F) {
 		for i, p := range h.prefer {
 			prefer[i] = string(p)
 		}
+		method, path, query := http.MethodPost, "/api/v1/workspaces/"+h.id+"/calls", ""
+		switch h.route {
+		case routeStatus:
+			method, path = http.MethodGet, "/api/v1/calls/"+h.id
+			if h.waitGiven {
+				query = "wait=" + h.wait
+			}
+		case routeCancel:
+			path = "/api/v1/calls/" + h.id + "/cancel"
+		}
 		switch {
-		case req.Method != http.MethodPost || req.URL.Path != "/api/v1/workspaces/"+h.workspace+"/calls" || req.URL.RawQuery != "":
-			t.Fatalf("net/http reads %s %s (query %q), the call server workspace %q", req.Method, req.URL.Path, req.URL.RawQuery, h.workspace)
+		case req.Method != method || req.URL.Path != path || req.URL.RawQuery != query:
+			t.Fatalf("net/http reads %s %s (query %q), the call server %s %s (query %q)", req.Method, req.URL.Path, req.URL.RawQuery, method, path, query)
 		case req.ProtoMajor != 1 || req.ProtoMinor != 1 || len(req.TransferEncoding) > 0:
 			t.Fatalf("net/http reads %s, transfer encoding %v", req.Proto, req.TransferEncoding)
 		case req.ContentLength != int64(h.contentLength):

@@ -353,3 +353,49 @@ func TestCallServerSlowReaderHoldsNoOtherAnswer(t *testing.T) {
 		t.Fatalf("the large answer came back with %d bytes", len(resp.Result))
 	}
 }
+
+// TestCallServerServesTheAsyncAPI: an async submit, a wait for its call
+// and a cancel, on one connection, all read and answered by the call
+// server.
+func TestCallServerServesTheAsyncAPI(t *testing.T) {
+	e := newEnv(t)
+	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	tok := e.token(broker.RoleCaller, "ws1")
+	c := e.dialCaller()
+	c.write(callRequest("ws1", tok, `{"endpoint":"/a","async":true}`))
+	res, body := c.answer()
+	var rec struct {
+		CorrelationID string `json:"correlation_id"`
+		Status        string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &rec); err != nil || res.StatusCode != http.StatusAccepted || res.Header.Get("Location") != "/api/v1/calls/"+rec.CorrelationID {
+		t.Fatalf("submit: %d %v %s", res.StatusCode, res.Header, body)
+	}
+	r := client.nextCall()
+	status := func(query string) (int, string) {
+		c.write("GET /api/v1/calls/" + rec.CorrelationID + query + " HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " + tok + "\r\n\r\n")
+		res, body := c.answer()
+		var now struct {
+			Status string `json:"status"`
+		}
+		_ = json.Unmarshal(body, &now)
+		return res.StatusCode, now.Status
+	}
+	if code, st := status("?wait=0.2"); code != http.StatusOK || st != "delivered" {
+		t.Fatalf("wait of 0.2s on a delivered call: %d %s", code, st)
+	}
+	if code, _ := status("?wait=99"); code != http.StatusBadRequest {
+		t.Fatalf("wait of 99s: %d, want 400", code)
+	}
+	c.write("POST /api/v1/calls/" + rec.CorrelationID + "/cancel HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer " + tok + "\r\nContent-Length: 0\r\n\r\n")
+	if res, body := c.answer(); res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"cancelled"`) {
+		t.Fatalf("cancel: %d %s", res.StatusCode, body)
+	}
+	client.wantCancel(r.call.CorrelationID)
+	if code, st := status(""); code != http.StatusOK || st != "cancelled" {
+		t.Fatalf("status after the cancel: %d %s", code, st)
+	}
+	if n := broker.CallsServedForTest(e.srv.Server); n != 5 {
+		t.Fatalf("the call server served %d requests, want all 5", n)
+	}
+}

@@ -92,7 +92,10 @@ func NewRecord(req *Request, now time.Time) (store.Record, error) {
 		CreatedAt:      now,
 		Deadline:       now.Add(timeout),
 		IdempotencyKey: req.IdempotencyKey,
-		Fingerprint:    fingerprint(req, payload),
+	}
+	if req.IdempotencyKey != "" {
+		// Only a retry with the key is compared with what it asked for.
+		rec.Fingerprint = fingerprint(req, payload)
 	}
 	if end, code := req.waitEnd(now); req.WaitForWorkspace > 0 && code == protocol.CodeWorkspaceOffline {
 		rec.OfflineAt = end
