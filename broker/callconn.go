@@ -63,7 +63,21 @@ type callConn struct {
 }
 
 func newCallConn(s *Server, nc net.Conn) *callConn {
-	return &callConn{s: s, nc: nc, buf: make([]byte, callConnBufSize), idle: make(chan struct{}, 1)}
+	return &callConn{s: s, nc: nc, buf: getCallBuf(), idle: make(chan struct{}, 1)}
+}
+
+// callBufs pools the connections' first read buffers: every connection
+// starts on the call server, a WebSocket's too, which leaves it after its
+// upgrade request.
+var callBufs = sync.Pool{New: func() any { return new([callConnBufSize]byte) }}
+
+func getCallBuf() []byte { return callBufs.Get().(*[callConnBufSize]byte)[:] }
+
+// putCallBuf gives b back to the pool if it is a pooled one.
+func putCallBuf(b []byte) {
+	if cap(b) == callConnBufSize {
+		callBufs.Put((*[callConnBufSize]byte)(b[:callConnBufSize]))
+	}
 }
 
 // serve reads and answers requests until the client goes, a request is
@@ -75,6 +89,8 @@ func (c *callConn) serve() {
 		if closeConn {
 			_ = c.nc.Close()
 		}
+		putCallBuf(c.buf)
+		c.buf = nil
 	}()
 	maxBody := c.s.b.cfg.MaxPayload
 	for {
@@ -98,7 +114,9 @@ func (c *callConn) serve() {
 			c.clearDeadline()
 			c.done() // nothing of it is this server's
 			closeConn = false
-			c.s.decline(c.nc, c.buf[c.r:c.w])
+			// The bytes read ahead are copied: the buffer goes back to
+			// the pool, not along with a WebSocket for its whole life.
+			c.s.decline(c.nc, bytes.Clone(c.buf[c.r:c.w]))
 			return
 		}
 		c.clearDeadline()
@@ -140,8 +158,8 @@ func (c *callConn) serve() {
 func (c *callConn) fill(want int) bool {
 	if c.r == c.w {
 		c.r, c.w = 0, 0
-		if len(c.buf) > 16*callConnBufSize && want <= callConnBufSize {
-			c.buf = make([]byte, callConnBufSize) // a large request's buffer is not kept
+		if len(c.buf) > callConnBufSize && want <= callConnBufSize {
+			c.buf = getCallBuf() // a large request's buffer is not kept
 		}
 	}
 	if len(c.buf)-c.r < want || c.w == len(c.buf) {
@@ -154,6 +172,9 @@ func (c *callConn) fill(want int) bool {
 			buf = make([]byte, size)
 		}
 		c.w = copy(buf, c.buf[c.r:c.w])
+		if len(buf) != len(c.buf) {
+			putCallBuf(c.buf)
+		}
 		c.r, c.buf = 0, buf
 	}
 	n, err := c.nc.Read(c.buf[c.w:])

@@ -178,8 +178,19 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 		}
 	}
 	d.probe(b)
+	// Unmeasured load first, so that the first cell measures the system
+	// as the later ones do: V8's compiler has optimized the node server's
+	// and the echo client's hot paths (their first calls run interpreted)
+	// and the Go runtime's pacers have settled.
+	runLoadOver(b, d.targets, deployWarmupConc, loadConfig{measure: deployWarmup, runs: 1}, nil)
 	return d
 }
+
+// The load every deployment gets before its first measured cell.
+const (
+	deployWarmup     = 2 * time.Second
+	deployWarmupConc = 16
+)
 
 // startServerOf starts instance i of system's server.
 func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix string, i int) *server {
