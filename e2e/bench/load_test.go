@@ -267,22 +267,18 @@ func (c *httpCaller) call(req []byte) error {
 
 // callAsync sends one prepared async submit, then waits for the call's
 // outcome with GET /api/v1/calls/{id}?wait=, on the same connection, and
-// checks it.
+// checks it. Each answer is decoded once, as a synchronous call's is.
 func (c *httpCaller) callAsync(submit []byte) error {
 	code, err := c.exchange(submit)
 	if err != nil {
 		return err
 	}
-	var rec struct {
-		CorrelationID string          `json:"correlation_id"`
-		Status        string          `json:"status"`
-		Response      json.RawMessage `json:"response"`
-	}
+	var rec asyncRecord
 	if code == 200 { // Prefer: wait, and the outcome came within it
 		if json.Unmarshal(c.body, &rec) != nil || rec.Status != "succeeded" {
 			return fmt.Errorf("submit with wait: %.300s", c.body)
 		}
-		return checkAnswer(rec.Response)
+		return rec.Response.check()
 	}
 	if code != 202 || json.Unmarshal(c.body, &rec) != nil || rec.CorrelationID == "" {
 		return fmt.Errorf("submit: HTTP %d: %.300s", code, c.body)
@@ -301,17 +297,21 @@ func (c *httpCaller) callAsync(submit []byte) error {
 	if code, err = c.exchange(b.Bytes()); err != nil {
 		return err
 	}
-	var final struct {
-		Status   string          `json:"status"`
-		Response json.RawMessage `json:"response"`
-	}
+	var final asyncRecord
 	if code != 200 || json.Unmarshal(c.body, &final) != nil {
 		return fmt.Errorf("wait: HTTP %d: %.300s", code, c.body)
 	}
 	if final.Status != "succeeded" {
 		return fmt.Errorf("async call ended %s: %.300s", final.Status, c.body)
 	}
-	return checkAnswer(final.Response)
+	return final.Response.check()
+}
+
+// asyncRecord is what the load generator reads of an async call's record.
+type asyncRecord struct {
+	CorrelationID string     `json:"correlation_id"`
+	Status        string     `json:"status"`
+	Response      benchReply `json:"response"`
 }
 
 // exchange writes one prepared request and reads its answer into c.body;
@@ -366,20 +366,28 @@ func (c *httpCaller) exchange(req []byte) (int, error) {
 
 // checkAnswer requires a successful ToolResponse carrying the payload back.
 func checkAnswer(body []byte) error {
-	var resp struct {
-		Success bool            `json:"success"`
-		Error   string          `json:"error"`
-		Message string          `json:"message"`
-		Result  json.RawMessage `json:"result"`
-	}
+	var resp benchReply
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return fmt.Errorf("decoding answer %.300q: %w", body, err)
 	}
-	if !resp.Success {
-		return fmt.Errorf("call failed: %s: %s", resp.Error, resp.Message)
+	return resp.check()
+}
+
+// benchReply is what the load generator reads of a ToolResponse.
+type benchReply struct {
+	Success bool            `json:"success"`
+	Error   string          `json:"error"`
+	Message string          `json:"message"`
+	Result  json.RawMessage `json:"result"`
+}
+
+// check requires a success carrying the payload back.
+func (r *benchReply) check() error {
+	if !r.Success {
+		return fmt.Errorf("call failed: %s: %s", r.Error, r.Message)
 	}
-	if !bytes.Equal(resp.Result, pingPayload) {
-		return fmt.Errorf("result %.300s is not the payload sent", resp.Result)
+	if !bytes.Equal(r.Result, pingPayload) {
+		return fmt.Errorf("result %.300s is not the payload sent", r.Result)
 	}
 	return nil
 }
