@@ -30,8 +30,12 @@ import (
 // waiter). No library does this: every HTTP server has the handler return
 // the answer.
 //
-// Measured in make bench-peers (one instance, c=64, node's socket.io-client
-// as the workspace clients): see docs/benchmarks.md.
+// Measured on 2 cores, the builds before and after alternated run by run:
+// one broker on its in-memory bus, c=64, a bridge as the workspace client,
+// 51-55 µs of broker CPU per call through net/http, 28-29 µs through the
+// call server; in bench-peers (node's socket.io-client as the clients, one
+// instance, c=64), 18-22k calls per broker CPU-second through net/http,
+// 24-34k through the call server (docs/benchmarks.md has a whole run).
 //
 // Only requests that parseCallHead serves take this path. Anything else on
 // the connection (a WebSocket upgrade, another endpoint, a chunked body, a
