@@ -141,10 +141,10 @@ func (c *callConn) serve() {
 			c.serveCall(&h, token, bytes.Clone(body))
 		case routeStatus:
 			ctx := c.requestContext()
-			go c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) // ends with the answer; serve waits for it (busy)
+			c.s.workers.Go(func() { c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) }) // ends with the answer; serve waits for it (busy)
 		case routeCancel:
 			ctx := c.requestContext()
-			go c.s.b.callCancel(ctx, c, token, h.id) // as above
+			c.s.workers.Go(func() { c.s.b.callCancel(ctx, c, token, h.id) }) // as above
 		}
 		c.r += h.size + h.contentLength
 	}
@@ -297,9 +297,7 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	}
 	if pref.async || req.Async {
 		ctx := c.requestContext()
-		go func() { // ends with the answer; serve waits for it (busy)
-			b.submit(ctx, c, ws, req, pref)
-		}()
+		c.s.workers.Go(func() { b.submit(ctx, c, ws, req, pref) }) // ends with the answer; serve waits for it (busy)
 		return
 	}
 	if b.isDraining() {
@@ -317,9 +315,7 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	holder, ok := b.dispatch(ws, &req, c)
 	if !ok {
 		ctx := c.requestContext()
-		go func() { // ends with the answer; serve waits for it (busy)
-			c.answer(b.callBus(ctx, ws, req))
-		}()
+		c.s.workers.Go(func() { c.answer(b.callBus(ctx, ws, req)) }) // as above
 		return
 	}
 	if holder == nil {

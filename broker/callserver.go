@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/internal/workers"
 )
 
 // Server serves a Broker on a listener: the call API's POST
@@ -57,6 +58,9 @@ type Server struct {
 	conned  sync.WaitGroup // callConn goroutines
 	httpEnd chan struct{}  // closed when net/http's Serve returned
 	served  atomic.Int64   // requests the call server answered
+	// workers run what a request waits for (the bus, the store) off its
+	// connection's goroutine, which watches for the client going.
+	workers workers.Pool
 }
 
 // NewServer returns a Server for b; hs carries net/http's settings (its
@@ -147,7 +151,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	err := s.hs.Shutdown(ctx)
 	done := make(chan struct{})
-	go func() { s.conned.Wait(); close(done) }()
+	go func() {
+		s.conned.Wait() // the connections waited for their requests' workers
+		s.workers.Close()
+		s.workers.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -398,4 +401,46 @@ func TestCallServerServesTheAsyncAPI(t *testing.T) {
 	if n := broker.CallsServedForTest(e.srv.Server); n != 5 {
 		t.Fatalf("the call server served %d requests, want all 5", n)
 	}
+}
+
+// TestCallServerShutdownLeavesNoGoroutine: once the broker and its server
+// are shut down, nothing they started runs: connections of both servers,
+// the requests' workers, net/http's.
+func TestCallServerShutdownLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	b, err := broker.New(broker.Config{Secret: testSecret, Logger: zerolog.Nop(), DrainTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveBroker(t, b)
+	e := &env{t: t, broker: b, srv: srv, api: srv.URL}
+	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	tok := e.token(broker.RoleCaller, "ws1")
+	c := e.dialCaller()
+	c.write(callRequest("ws1", tok, `{"endpoint":"/x"}`))
+	client.ackOK(client.nextCall(), "1")
+	c.toolResponse()
+	c.write(callRequest("ws1", tok, `{"endpoint":"/y","async":true}`, "Prefer: respond-async, wait=5"))
+	client.ackOK(client.nextCall(), "2")
+	if res, _ := c.answer(); res.StatusCode != http.StatusOK {
+		t.Fatalf("submit with wait: %d", res.StatusCode)
+	}
+	c.write(callRequest("ws1", tok, `{"endpoint":"/z"}`)) // in flight at shutdown
+	client.nextCall()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp := c.toolResponse(); resp.Error != protocol.CodeBrokerShutdown {
+		t.Fatalf("call in flight at shutdown: %+v", resp)
+	}
+	start := time.Now()
+	srv.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the server's shutdown took %s", took)
+	}
+	_ = c.nc.Close()
+	_ = client.ws.CloseNow()
+	<-client.closed
 }
