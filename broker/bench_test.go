@@ -60,7 +60,16 @@ func newBenchRig(b *testing.B, mem bus.Bus) *benchRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(brk.Handler())
+	// Served as the command serves it: the call server, net/http for the
+	// bridge's WebSocket.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	server := broker.NewServer(brk, &http.Server{})
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(ln) }()
+	srv := struct{ URL string }{"http://" + ln.Addr().String()}
 	btok := benchToken(b, broker.RoleBridge, "bench")
 	br, err := bridge.New(bridge.Config{BrokerURL: srv.URL, WorkspaceID: "bench", Token: btok, Root: b.TempDir(), Logger: benchLogger()})
 	if err != nil {
@@ -79,7 +88,12 @@ func newBenchRig(b *testing.B, mem bus.Bus) *benchRig {
 		if err := brk.Shutdown(sctx); err != nil {
 			b.Errorf("broker shutdown: %v", err)
 		}
-		srv.Close()
+		if err := server.Shutdown(sctx); err != nil {
+			b.Errorf("server shutdown: %v", err)
+		}
+		if err := <-served; err != http.ErrServerClosed {
+			b.Errorf("serve: %v", err)
+		}
 	})
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
