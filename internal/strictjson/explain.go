@@ -146,10 +146,8 @@ func (w *walker) object(t reflect.Type, path string) (*FieldError, error) {
 		}
 		sub := join(path, f.name)
 		if f.quoted {
-			// `json:",string"`: the value is a string holding the
-			// value; encoding/json's message says more than we would.
-			if err := w.skip(); err != nil {
-				return nil, err
+			if fe, err := w.quoted(f.typ, sub); fe != nil || err != nil {
+				return fe, err
 			}
 			continue
 		}
@@ -159,6 +157,36 @@ func (w *walker) object(t reflect.Type, path string) (*FieldError, error) {
 	}
 	_, err := w.dec.Token() // }
 	return nil, err
+}
+
+// quoted reads the value at path of a field with the ",string" option: a
+// string holding a value of t (a number, a boolean, a quoted string), or
+// null.
+func (w *walker) quoted(t reflect.Type, path string) (*FieldError, error) {
+	tok, err := w.dec.Token()
+	if err != nil || tok == nil {
+		return nil, err
+	}
+	s, ok := tok.(string)
+	if !ok {
+		return w.mismatch(path, "a string", tok)
+	}
+	want := "a value of type " + t.String()
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.Bool:
+		want = "a boolean"
+	case reflect.String:
+		want = "a quoted string"
+	}
+	if fe := explain([]byte(s), reflect.PointerTo(t)); fe != nil {
+		want = fe.Want
+	} else if json.Valid([]byte(s)) {
+		return nil, nil
+	}
+	return &FieldError{Path: path, Want: "a string holding " + want, Got: "the string " + strconv.Quote(s)}, nil
 }
 
 // mapValues reads the members of an object (its '{' read) that decodes

@@ -125,6 +125,8 @@ func TestDecodeNamesTheFieldAndTypeOfAWrongValue(t *testing.T) {
 		{`{"connect":[]}`, `field "connect": expected an object, got an array`},
 		{`[]`, `expected an object, got an array`},
 		{`"x"`, `expected an object, got a string`},
+		{`{"quoted":"0000000A"}`, `field "quoted": expected a string holding a number, got the string "0000000A"`},
+		{`{"quoted":"99999999999999999999"}`, `field "quoted": expected a string holding an integer that fits int, got the string "99999999999999999999"`},
 	} {
 		var r request
 		err := strictjson.Decode([]byte(tc.in), &r)
