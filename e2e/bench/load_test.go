@@ -38,6 +38,11 @@ type target struct {
 	// (Prefer: respond-async, wait=10): one request while the call ends
 	// within the wait.
 	submitWait bool
+	// peer marks a system tether is compared with: a call it answers with
+	// a failure is counted (runStats.failed), not fatal, since how often
+	// it fails is part of what the comparison shows. Anything tether
+	// answers must be a success.
+	peer bool
 }
 
 // runStats is one load run: the latencies of the calls that started in the
@@ -52,6 +57,11 @@ type runStats struct {
 	// watchCPU is the CPU of each watched process in the measured window
 	// (runLoadOver).
 	watchCPU []time.Duration
+	// failed counts the calls a peer answered with a failure in the
+	// measured window (target.peer), which lat leaves out; firstFailure
+	// is the first one's error.
+	failed       int
+	firstFailure string
 }
 
 func (s runStats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
@@ -125,6 +135,8 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 		lat     []time.Duration
 		lastEnd time.Time
 		err     error
+		failed  int
+		failure string
 	}
 	results := make([]result, conc)
 	var cpuFrom time.Duration
@@ -179,8 +191,17 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 					call = callers[i].callAsync
 				}
 				if err := call(reqs[i]); err != nil {
-					r.err = fmt.Errorf("%s: %w", tgts[i].url, err)
-					return
+					var failed *answerError
+					if !tgts[i].peer || !errors.As(err, &failed) {
+						r.err = fmt.Errorf("%s: %w", tgts[i].url, err)
+						return
+					}
+					if measured {
+						if r.failed++; r.failure == "" {
+							r.failure = err.Error()
+						}
+					}
+					continue
 				}
 				if t1 := time.Now(); measured {
 					r.lat = append(r.lat, t1.Sub(t0))
@@ -200,6 +221,9 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 			tb.Fatalf("c=%d: call failed: %v", conc, r.err)
 		}
 		s.lat = append(s.lat, r.lat...)
+		if s.failed += r.failed; s.firstFailure == "" {
+			s.firstFailure = r.failure
+		}
 		if r.lastEnd.After(last) {
 			last = r.lastEnd
 		}
@@ -260,10 +284,17 @@ func (c *httpCaller) call(req []byte) error {
 		return err
 	}
 	if code != 200 {
-		return fmt.Errorf("HTTP %d: %.300s", code, c.body)
+		return &answerError{fmt.Sprintf("HTTP %d: %.300s", code, c.body)}
 	}
 	return checkAnswer(c.body)
 }
+
+// answerError is an answer that came but is not the success the call
+// should get: an HTTP status other than 200, a failed ToolResponse, a
+// result other than the payload. (Other errors: the connection broke.)
+type answerError struct{ msg string }
+
+func (e *answerError) Error() string { return e.msg }
 
 // callAsync sends one prepared async submit, then waits for the call's
 // outcome with GET /api/v1/calls/{id}?wait=, on the same connection, and
@@ -368,7 +399,7 @@ func (c *httpCaller) exchange(req []byte) (int, error) {
 func checkAnswer(body []byte) error {
 	var resp benchReply
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decoding answer %.300q: %w", body, err)
+		return &answerError{fmt.Sprintf("decoding answer %.300q: %v", body, err)}
 	}
 	return resp.check()
 }
@@ -384,10 +415,10 @@ type benchReply struct {
 // check requires a success carrying the payload back.
 func (r *benchReply) check() error {
 	if !r.Success {
-		return fmt.Errorf("call failed: %s: %s", r.Error, r.Message)
+		return &answerError{fmt.Sprintf("call failed: %s: %s", r.Error, r.Message)}
 	}
 	if !bytes.Equal(r.Result, pingPayload) {
-		return fmt.Errorf("result %.300s is not the payload sent", r.Result)
+		return &answerError{fmt.Sprintf("result %.300s is not the payload sent", r.Result)}
 	}
 	return nil
 }

@@ -160,6 +160,12 @@ func (r *peersRun) writeMarkdown(out io.Writer, chart string) {
 			}
 		}
 	}
+	for _, c := range r.Cells {
+		if c.FailedCalls > 0 {
+			fmt.Fprintf(out, "\nA peer answered calls with a failure (left out of its figures): %s, %s, c=%d, round %d: %d, the first %q.\n",
+				systemLabels[c.System], topologyLabel(c.Topology), c.Conc, c.Round, c.FailedCalls, c.FirstFailure)
+		}
+	}
 	fmt.Fprintf(out, "\n#### Ratios tether / peer: medians of the ratios within each round\n\n")
 	fmt.Fprintf(out, "Above 1 is better for calls per broker CPU-s and calls/s; below 1 is better for latency and memory.\n\n")
 	fmt.Fprintf(out, "| tether variant / peer | topology | c | calls per broker CPU-s | p50 | p99 | calls/s | broker peak RSS |\n")

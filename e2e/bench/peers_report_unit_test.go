@@ -6,8 +6,12 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // These tests check the report of BenchmarkPeers on made-up runs: they need
@@ -137,5 +141,41 @@ func TestPeersReportFillsOnlyTheResultsSection(t *testing.T) {
 	}
 	if got := string(fillSection([]byte("# Benchmarks\n"), []byte("figures\n"))); !strings.HasSuffix(got, docBegin+"\n\nfigures\n\n"+docEnd+"\n") {
 		t.Errorf("a document without the markers gets them appended; got:\n%s", got)
+	}
+}
+
+// TestPeersReportSaysWhichCallsAPeerFailed: calls a peer answered with a
+// failure are named with their cell and the first error.
+func TestPeersReportSaysWhichCallsAPeerFailed(t *testing.T) {
+	r := fakePeersRun()
+	r.Cells[3].FailedCalls, r.Cells[3].FirstFailure = 2, "call failed: timeout: operation has timed out"
+	var section bytes.Buffer
+	r.writeMarkdown(&section, docChart)
+	want := `A peer answered calls with a failure (left out of its figures): node socket.io, one instance, c=1, round 2: 2, the first "call failed: timeout: operation has timed out".`
+	if !strings.Contains(section.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, section.String())
+	}
+}
+
+// TestLoadCountsAPeersFailedCallsAndGoesOn: a peer's failed answer is
+// counted, its successes measured; the run goes on.
+func TestLoadCountsAPeersFailedCallsAndGoesOn(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if n.Add(1)%3 == 0 {
+			_, _ = w.Write([]byte(`{"correlation_id":"c","success":false,"error":"timeout","message":"operation has timed out"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"correlation_id":"c","success":true,"result":` + string(pingPayload) + `}`))
+	}))
+	defer srv.Close()
+	s := runLoadOver(t, []target{{url: srv.URL + "/api/v1/workspaces/w/calls", peer: true}}, 2, loadConfig{measure: 200 * time.Millisecond, runs: 1}, nil)
+	if s.failed == 0 || len(s.lat) == 0 || !strings.Contains(s.firstFailure, "operation has timed out") {
+		t.Fatalf("%d failed (first %q), %d measured", s.failed, s.firstFailure, len(s.lat))
+	}
+	if ratio := float64(s.failed) / float64(s.failed+len(s.lat)); ratio < 0.2 || ratio > 0.45 {
+		t.Fatalf("%d of %d calls counted failed, want about a third", s.failed, s.failed+len(s.lat))
 	}
 }

@@ -74,6 +74,11 @@ type peersCell struct {
 	CallsPerBrokerCPUS float64     `json:"calls_per_broker_cpu_s"`
 	BrokerPeakRSSMB    float64     `json:"broker_peak_rss_mb"`
 	Procs              []procUsage `json:"procs"` // every watched process
+	// FailedCalls are the calls a peer answered with a failure in the
+	// measured window (not in Calls nor in the latencies), FirstFailure
+	// the first one's error; tether has none (a failure ends the run).
+	FailedCalls  int    `json:"failed_calls,omitempty"`
+	FirstFailure string `json:"first_failure,omitempty"`
 }
 
 // procUsage is what one watched process used in a cell: CPU over the

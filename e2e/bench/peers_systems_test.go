@@ -174,7 +174,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 	// cross (workspace i is held by instance i mod 2).
 	for i := range workspaces {
 		for _, brk := range d.brokers {
-			d.targets = append(d.targets, target{url: brk.url + "/api/v1/workspaces/" + ws(i) + "/calls", token: callerToken})
+			d.targets = append(d.targets, target{url: brk.url + "/api/v1/workspaces/" + ws(i) + "/calls", token: callerToken, peer: system != sysTether && system != sysBridge})
 		}
 	}
 	d.probe(b)
@@ -307,6 +307,7 @@ func (d *deployment) measure(b *testing.B, conc int, cfg loadConfig) peersCell {
 		Calls: len(s.lat), ElapsedS: s.elapsed.Seconds(), CallsPerS: s.rate(),
 		P50Ms: ms(s.quantile(.5)), P99Ms: ms(s.quantile(.99)), P999Ms: ms(s.quantile(.999)),
 		LoadgenCPUS: s.loadCPU.Seconds(),
+		FailedCalls: s.failed, FirstFailure: s.firstFailure,
 	}
 	for i, w := range procs {
 		_, peak, err := w.p.memKB()
