@@ -30,8 +30,8 @@ const callConnBufSize = 4 << 10
 // Concurrency: the connection's goroutine (serve) owns the read side and
 // the request being read. A request's answer is written once, by whichever
 // goroutine has it: serve itself for a refusal, the goroutine that ends a
-// held call (callConn is the call's waiter), or one that waits for the bus
-// or the store. The answer's state (start, hdrs, wbuf) belongs to that
+// held call (callConn is the call's waiter), or the server's worker that
+// waits for the bus or the store. The answer's state (start, hdrs, wbuf) belongs to that
 // request until done; mu guards the rest.
 type callConn struct {
 	s  *Server
@@ -280,7 +280,8 @@ func (c *callConn) clientGone() {
 
 // serveCall answers a call's request: refused at once, handed to a connection
 // this broker holds (answered by its call table, through answer), or
-// served on a goroutine of its own when it waits for the bus or the store.
+// served on one of the server's workers when it waits for the bus or the
+// store.
 func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	b := c.s.b
 	ws := h.id
