@@ -35,6 +35,7 @@ type run struct {
 	busRedis *bus.Redis
 	bus      *caller.BusCaller
 	spy      *redis.PubSub
+	logf     *os.File // callers.log: the BusCaller's and its bus's log
 
 	faults faultLog
 
@@ -102,6 +103,7 @@ func (r *run) connectCallers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.logf = logf
 	log := zerolog.New(logf).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	r.busRedis, err = bus.NewRedis(ctx, bus.RedisConfig{URL: r.topo.redis.URL(), Prefix: r.topo.prefix, InstanceID: "chaos-callers", Logger: log})
 	if err != nil {
@@ -149,6 +151,9 @@ func (r *run) closeCallers() {
 	}
 	if r.httpTr != nil {
 		r.httpTr.CloseIdleConnections()
+	}
+	if r.logf != nil { // after everything that logs to it
+		_ = r.logf.Close()
 	}
 }
 
