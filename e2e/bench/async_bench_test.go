@@ -40,6 +40,10 @@ type asyncRow struct {
 	// must be recorded before it is answered: sync p50 plus that round
 	// trip, as a multiple of the sync p50 (medians of the per-run ratios).
 	redisRTT, xFloor float64
+	// On Redis: a synchronous call entering at a second broker, which
+	// crosses Redis to the broker holding the workspace and back; and the
+	// submit that waits against it (median of the per-run ratios).
+	crossP50, xOneCross float64
 }
 
 // BenchmarkAsyncCalls measures an async call's whole round trip, POST
@@ -51,7 +55,11 @@ type asyncRow struct {
 // (one request):
 //
 //   - memory: the broker alone, on its in-memory bus and store;
-//   - redis: the broker on Redis (bus and call store), the bridge on it.
+//   - redis: the broker on Redis (bus and call store), the bridge on it;
+//     also a synchronous call entering at a second broker on the same
+//     Redis, which crosses it: the call a Redis deployment's caller makes
+//     whenever it reaches an instance that does not hold the workspace,
+//     and one that touches Redis as an async call must.
 //
 // Each run measures the synchronous call, then the async one; the ratios
 // are taken per run and their median reported, so that drift on a shared
@@ -66,6 +74,8 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	startBridge(b, bin, mem, memSecret, "bench-async-mem")
 	red, redSecret := startBroker(b, bin, append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", "async"}, retention...)...)
 	startBridge(b, bin, red, redSecret, "bench-async-redis")
+	red2 := startBrokerWithSecret(b, bin, redSecret, append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", "async-2"}, retention...)...)
+	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")}
 	setups := []struct {
 		name string
 		brk  *server
@@ -80,7 +90,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	for _, conc := range asyncConcurrencies {
 		for _, st := range setups {
 			b.Run(fmt.Sprintf("%s/c=%d", st.name, conc), func(b *testing.B) {
-				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA, oRate, oP50, xOP50, cpuO, rtt, xFloor []float64
+				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA, oRate, oP50, xOP50, cpuO, rtt, xFloor, cP50, xOC []float64
 				asyncTgt := st.tgt
 				asyncTgt.async = true
 				oneTgt := asyncTgt
@@ -94,6 +104,12 @@ func BenchmarkAsyncCalls(b *testing.B) {
 					}
 					a := runLoadOver(b, []target{asyncTgt}, conc, cfg, []int{st.brk.pid()})
 					o := runLoadOver(b, []target{oneTgt}, conc, cfg, []int{st.brk.pid()})
+					if st.name == "redis" {
+						c := runLoadOver(b, []target{crossTgt}, conc, cfg, []int{red2.pid(), st.brk.pid()})
+						cP50 = append(cP50, ms(c.quantile(.5)))
+						xOC = append(xOC, float64(o.quantile(.5))/float64(c.quantile(.5)))
+						fmt.Printf("  %-6s c=%-2d run %d/%d  sync through the other instance %7.0f calls/s p50 %6.3f ms; submit with wait ×%.2f of it\n", st.name, conc, run, cfg.runs, c.rate(), ms(c.quantile(.5)), xOC[len(xOC)-1])
+					}
 					oRate, oP50 = append(oRate, o.rate()), append(oP50, ms(o.quantile(.5)))
 					xOP50 = append(xOP50, float64(o.quantile(.5))/float64(s.quantile(.5)))
 					cpuO = append(cpuO, us(o.watchCPU[0])/float64(len(o.lat)))
@@ -116,6 +132,9 @@ func BenchmarkAsyncCalls(b *testing.B) {
 				}
 				if len(rtt) > 0 {
 					row.redisRTT, row.xFloor = median(rtt), median(xFloor)
+				}
+				if len(cP50) > 0 {
+					row.crossP50, row.xOneCross = median(cP50), median(xOC)
 				}
 				rows = append(rows, row)
 				b.ReportMetric(0, "ns/op")
@@ -148,6 +167,9 @@ func printAsyncTable(out io.Writer, rows []asyncRow, cfg loadConfig) {
 			fmt.Fprintf(out, "target redis c=%d: async p50 ×%.2f of sync, want ≤ %.1f: %s (one request with Prefer wait: ×%.2f)", r.conc, r.xP50, targetAsyncP50xSync, verdict(r.xP50 <= targetAsyncP50xSync), r.xOneP50)
 			if r.redisRTT > 0 {
 				fmt.Fprintf(out, "; one Redis round trip %.3f ms p50: an outcome stored before it is answered costs at least ×%.2f", r.redisRTT, r.xFloor)
+			}
+			if r.crossP50 > 0 {
+				fmt.Fprintf(out, "; a sync call through the other instance (crossing Redis): p50 %.3f ms, the submit with wait ×%.2f of it", r.crossP50, r.xOneCross)
 			}
 			fmt.Fprintln(out)
 		}
