@@ -12,7 +12,9 @@
 //   - BenchmarkAsyncCalls: an async submit followed by a wait for its outcome
 //     against a synchronous call of the same /api/ping, in the same run, on a
 //     broker in memory and on Redis, at concurrency 1 and 64; the medians of
-//     the per-run ratios against the target (1.5x the sync p50 on Redis).
+//     the per-run ratios against the target (1.5x the sync p50 on Redis);
+//     on Redis also a synchronous call through a second broker, which
+//     crosses Redis as an async call's store steps do.
 //   - BenchmarkMCPToolCall: the MCP tool call terminal_run {"command":"true"}
 //     over the broker's MCP endpoint and over `tether mcp` (stdio), from a
 //     lean MCP client, against the same tether call through the HTTP call
