@@ -31,8 +31,8 @@ const callConnBufSize = 4 << 10
 // the request being read. A request's answer is written once, by whichever
 // goroutine has it: serve itself for a refusal, the goroutine that ends a
 // held call (callConn is the call's waiter), or the server's worker that
-// waits for the bus or the store. The answer's state (start, hdrs, wbuf) belongs to that
-// request until done; mu guards the rest.
+// waits for the bus or the store (onWorker). The answer's state (start,
+// hdrs, wbuf) belongs to that request until done; mu guards the rest.
 type callConn struct {
 	s  *Server
 	nc net.Conn
@@ -140,11 +140,9 @@ func (c *callConn) serve() {
 		case routeCall:
 			c.serveCall(&h, token, bytes.Clone(body))
 		case routeStatus:
-			ctx := c.requestContext()
-			c.s.workers.Go(func() { c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) }) // ends with the answer; serve waits for it (busy)
+			c.onWorker(func(ctx context.Context) { c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) })
 		case routeCancel:
-			ctx := c.requestContext()
-			c.s.workers.Go(func() { c.s.b.callCancel(ctx, c, token, h.id) }) // as above
+			c.onWorker(func(ctx context.Context) { c.s.b.callCancel(ctx, c, token, h.id) })
 		}
 		c.r += h.size + h.contentLength
 	}
@@ -167,15 +165,15 @@ func (c *callConn) fill(want int) bool {
 		if c.w-c.r == size {
 			size *= 2
 		}
-		buf := c.buf
 		if size > len(c.buf) {
-			buf = make([]byte, size)
-		}
-		c.w = copy(buf, c.buf[c.r:c.w])
-		if len(buf) != len(c.buf) {
+			buf := make([]byte, size)
+			c.w = copy(buf, c.buf[c.r:c.w])
 			putCallBuf(c.buf)
+			c.buf = buf
+		} else {
+			c.w = copy(c.buf, c.buf[c.r:c.w])
 		}
-		c.r, c.buf = 0, buf
+		c.r = 0
 	}
 	n, err := c.nc.Read(c.buf[c.w:])
 	c.w += n
@@ -297,8 +295,7 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 		return
 	}
 	if pref.async || req.Async {
-		ctx := c.requestContext()
-		c.s.workers.Go(func() { b.submit(ctx, c, ws, req, pref) }) // ends with the answer; serve waits for it (busy)
+		c.onWorker(func(ctx context.Context) { b.submit(ctx, c, ws, req, pref) })
 		return
 	}
 	if b.isDraining() {
@@ -315,8 +312,7 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	c.mu.Unlock()
 	holder, ok := b.dispatch(ws, &req, c)
 	if !ok {
-		ctx := c.requestContext()
-		c.s.workers.Go(func() { c.answer(b.callBus(ctx, ws, req)) }) // as above
+		c.onWorker(func(ctx context.Context) { c.answer(b.callBus(ctx, ws, req)) })
 		return
 	}
 	if holder == nil {
@@ -333,9 +329,12 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	}
 }
 
-// requestContext is the context of a request served on its own
-// goroutine: it ends when the client goes or the answer is out.
-func (c *callConn) requestContext() context.Context {
+// onWorker serves the request in flight with f, which ends with its
+// answer, on one of the server's workers: what the request waits for (the
+// bus, the store) runs there, while the connection's goroutine watches for
+// the client going and waits for the answer (busy). f's context ends when
+// the client goes or the answer is out.
+func (c *callConn) onWorker(f func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
 	c.cancel = cancel
@@ -344,7 +343,7 @@ func (c *callConn) requestContext() context.Context {
 	if gone {
 		cancel()
 	}
-	return ctx
+	c.s.workers.Go(func() { f(ctx) })
 }
 
 // answer implements waiter: the one answer of the synchronous call in
