@@ -72,17 +72,21 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	retention := []string{"--call-retention", "1m"}
 	mem, memSecret := startBroker(b, bin, retention...)
 	startBridge(b, bin, mem, memSecret, "bench-async-mem")
-	red, redSecret := startBroker(b, bin, append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", "async"}, retention...)...)
+	onRedis := func(instance string) []string {
+		return append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", instance}, retention...)
+	}
+	red, redSecret := startBroker(b, bin, onRedis("async")...)
 	startBridge(b, bin, red, redSecret, "bench-async-redis")
-	red2 := startBrokerWithSecret(b, bin, redSecret, append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", "async-2"}, retention...)...)
-	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")}
+	red2 := startBrokerWithSecret(b, bin, redSecret, onRedis("async-2")...)
+	redToken := mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")
+	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}
 	setups := []struct {
 		name string
 		brk  *server
 		tgt  target
 	}{
 		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-async-mem")}},
-		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")}},
+		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}},
 	}
 
 	fmt.Printf("\nasync calls: %d×(%v warm-up + %v measured) per concurrency, setup and kind; CPUs: %d\n", cfg.runs, cfg.warmup, cfg.measure, runtime.NumCPU())
