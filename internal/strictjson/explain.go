@@ -181,7 +181,11 @@ func (w *walker) quoted(t reflect.Type, path string) (*FieldError, error) {
 	case reflect.String:
 		want = "a quoted string"
 	}
-	if fe := explain([]byte(s), reflect.PointerTo(t)); fe != nil {
+	if strings.Trim(s, " \t\r\n") != s {
+		// encoding/json takes the string's bytes as they are: no white
+		// space around the value.
+		want += " and nothing around it"
+	} else if fe := explain([]byte(s), reflect.PointerTo(t)); fe != nil {
 		want = fe.Want
 	} else if json.Valid([]byte(s)) {
 		return nil, nil

@@ -127,6 +127,7 @@ func TestDecodeNamesTheFieldAndTypeOfAWrongValue(t *testing.T) {
 		{`"x"`, `expected an object, got a string`},
 		{`{"quoted":"0000000A"}`, `field "quoted": expected a string holding a number, got the string "0000000A"`},
 		{`{"quoted":"99999999999999999999"}`, `field "quoted": expected a string holding an integer that fits int, got the string "99999999999999999999"`},
+		{`{"quoted":"0 "}`, `field "quoted": expected a string holding a number and nothing around it, got the string "0 "`},
 	} {
 		var r request
 		err := strictjson.Decode([]byte(tc.in), &r)
