@@ -46,7 +46,6 @@ func (c *conn) kickQueue() {
 		c.mu.Unlock()
 		return
 	}
-	c.queueDue = false
 	if c.queueRunning {
 		c.queueAgain = true
 		c.mu.Unlock()
@@ -154,8 +153,7 @@ func (c *conn) cancelClaiming(cid, reason string) {
 
 // heldForSubmit returns the connection of this broker that holds ws when
 // a submit may hand it a new call itself (Broker.submit): as heldForCall,
-// and neither draining its queue nor about to (its calls are older than
-// the submit).
+// and not draining its queue (whose calls are older than the submit).
 // Otherwise nil: the submit goes through the store and the bus.
 func (b *Broker) heldForSubmit(ws string) *conn {
 	return b.heldReady(ws, true)

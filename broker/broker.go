@@ -355,7 +355,7 @@ func (b *Broker) heldReady(ws string, submit bool) *conn {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.replaced || (submit && (c.queueRunning || c.queueDue)) || c.workspaceID() != ws {
+	if c.closed || c.replaced || (submit && c.queueRunning) || c.workspaceID() != ws {
 		return nil
 	}
 	return c

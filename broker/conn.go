@@ -86,7 +86,6 @@ type conn struct {
 	// Draining the workspace's queue of async calls (async.go).
 	queueRunning bool              // a drain goroutine runs
 	queueAgain   bool              // look at the queue again after this round
-	queueDue     bool              // a drain is due (taking or retaking the workspace) and has not started
 	claiming     int               // claims in flight (beginClaim)
 	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 

@@ -36,7 +36,6 @@ func (b *Broker) hold(c *conn, ws string) error {
 	c.workspace.Store(&ws)
 	c.since = time.Now().UnixNano()
 	c.takenAt = c.since
-	c.queueDue = true // calls queued for ws go before any submit handed here
 	c.mu.Unlock()
 	b.mu.Lock()
 	b.holders[ws] = c
@@ -142,7 +141,6 @@ func (c *conn) rejoin() {
 	c.early, c.later, c.yields = nil, nil, 0
 	c.stopYieldWaitLocked()
 	c.rejoining = true
-	c.queueDue = true // Reannounce drains the queue once c has taken ws again
 	c.joining.Store(true)
 }
 
