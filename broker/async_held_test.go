@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -106,14 +107,23 @@ func newHeldEnv(t *testing.T, st *gatedStore) *env {
 	return newEnv(t, func(c *broker.Config) { c.Store = st })
 }
 
-// heldClient connects a client for ws to a broker on st and waits until a
-// submit for ws is handed to it; it returns the broker, the client and a
-// caller token for ws.
+// heldClient connects a client for ws to a broker on st and waits until
+// its connect-time drain has claimed and ended and a submit for ws is
+// handed to it; it returns the broker, the client and a caller token for
+// ws.
 func heldClient(t *testing.T, st *gatedStore, ws string) (*env, *wireClient, string) {
 	t.Helper()
 	e := newHeldEnv(t, st)
+	claims := st.claims.Load()
 	c := e.connect(ws, e.token(broker.RoleBridge, ws))
 	tok := e.token(broker.RoleCaller, ws)
+	// The connection hands submits over from its CONNECT ack on, also
+	// before its connect-time drain starts: wait for that drain's claim.
+	for deadline := time.Now().Add(5 * time.Second); st.claims.Load() == claims; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection holding %s made no connect-time claim in 5 s", ws)
+		}
+	}
 	e.waitHandsOver(ws)
 	return e, c, tok
 }
@@ -174,6 +184,57 @@ func TestAsyncSubmitDuringADrainKeepsTheQueueOrder(t *testing.T) {
 	ids = append(ids, rec.CorrelationID)
 	close(st.claimGate)
 	for i, want := range ids {
+		if r := c.nextCall(); r.call.CorrelationID != want {
+			t.Fatalf("call %d delivered %s (%s), want %s: submit order", i, r.call.CorrelationID, r.call.Endpoint, want)
+		}
+	}
+}
+
+// onlineGatedBus holds a publish of a workspace coming online until gate
+// is closed: the connection holding the workspace has taken it (its
+// CONNECT is acknowledged) and not yet started its connect-time drain.
+type onlineGatedBus struct {
+	bus.Bus
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *onlineGatedBus) Publish(ctx context.Context, channel string, msg []byte) (int, error) {
+	if channel == protocol.OnlineChannel {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.Bus.Publish(ctx, channel, msg)
+}
+
+// TestAsyncSubmitBeforeTheConnectTimeDrainKeepsTheQueueOrder: a submit
+// handed to the connection before its connect-time drain has started goes
+// behind the calls that waited in the queue (the store's held create
+// records it delivered only when the queue is empty).
+func TestAsyncSubmitBeforeTheConnectTimeDrainKeepsTheQueueOrder(t *testing.T) {
+	gb := &onlineGatedBus{Bus: bus.NewMemory(), entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	e := newEnv(t, func(c *broker.Config) { c.Bus = gb })
+	released := false
+	defer func() {
+		if !released { // a failure before the release: let the join end
+			close(gb.gate)
+		}
+	}()
+	tok := e.token(broker.RoleCaller, "ws-w")
+	first, _ := e.submit("ws-w", tok, `{"endpoint":"/first","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
+	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
+	<-gb.entered // joined, its drain not started
+	if !broker.HandsOverForTest(e.broker, "ws-w") {
+		t.Fatal("a submit is not handed to the connection: the window this test is about is not open")
+	}
+	second := e.submitAsync("ws-w", tok, `{"endpoint":"/second","timeout":10,"async":true}`)
+	rec := <-second
+	if rec.CorrelationID == "" {
+		t.Fatal("second submit refused")
+	}
+	close(gb.gate)
+	released = true
+	for i, want := range []string{first.CorrelationID, rec.CorrelationID} {
 		if r := c.nextCall(); r.call.CorrelationID != want {
 			t.Fatalf("call %d delivered %s (%s), want %s: submit order", i, r.call.CorrelationID, r.call.Endpoint, want)
 		}

@@ -2,8 +2,8 @@ package broker
 
 // HandsOverForTest reports whether a submit for ws would be handed to this
 // broker's connection holding it now (heldForSubmit): the connection is
-// done joining and its connect-time queue drain has ended. Tests of the
-// held path wait for it instead of guessing when that drain is over.
+// done joining and no drain of its queue runs. The connect-time drain may
+// not have started yet: tests that need it over wait for its claim first.
 func HandsOverForTest(b *Broker, ws string) bool { return b.heldForSubmit(ws) != nil }
 
 // KeptCallsForTest counts the calls the connection holding ws keeps while
