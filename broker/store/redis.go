@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -228,14 +229,12 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 		return Record{}, err
 	}
 	expire, due := rec.Deadline.Add(r.opts.Grace+r.opts.Retention).UnixMilli(), ""
-	f := r.fields(&rec, "", false)
 	if rec.FinishedAt != nil {
 		expire = rec.FinishedAt.Add(r.opts.Retention).UnixMilli()
-		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", protocol.AppendToolResponse(nil, rec.Response))
 	} else {
 		due = strconv.FormatInt(dueAt(&rec, r.opts.Grace).UnixMilli(), 10)
 	}
-	args := append([]any{rec.CorrelationID, expire, due}, f...)
+	args := append([]any{rec.CorrelationID, expire, due}, r.putFields(&rec)...)
 	n, err := r.batch.run(ctx, putScript, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
 	switch {
 	case err != nil:
@@ -247,6 +246,16 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 		r.watch.remember(rec, rec.Deadline.Add(r.opts.Grace))
 	}
 	return rec, nil
+}
+
+// putFields are the hash fields of a record Put writes (checkPut's): a
+// new record's, and a final one's outcome.
+func (r *Redis) putFields(rec *Record) []any {
+	f := r.fields(rec, "", false)
+	if rec.FinishedAt != nil {
+		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", protocol.AppendToolResponse(nil, rec.Response))
+	}
+	return f
 }
 
 // fields are the hash fields of a new record.
@@ -327,9 +336,13 @@ func (rec *Record) setField(k, v string) error {
 		t, err = msTime()
 		rec.FinishedAt = &t
 	case "timeout":
-		rec.Timeout, err = strconv.ParseFloat(v, 64)
+		if rec.Timeout, err = strconv.ParseFloat(v, 64); err == nil && (math.IsNaN(rec.Timeout) || math.IsInf(rec.Timeout, 0)) {
+			err = errors.New("not a finite number") // no call has one; its JSON could not carry it
+		}
 	case "payload":
-		rec.Payload = json.RawMessage(v)
+		if v != "" { // none, as Put and Create write it
+			rec.Payload = json.RawMessage(v)
+		}
 	case "response":
 		rec.Response = new(protocol.ToolResponse)
 		err = json.Unmarshal([]byte(v), rec.Response)
