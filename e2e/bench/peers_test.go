@@ -39,7 +39,7 @@ var (
 )
 
 const (
-	peersDefaultRounds    = 2
+	peersDefaultRounds    = 3
 	peersDefaultConns     = 100
 	peersDefaultIdleConns = 10000
 )
@@ -162,7 +162,7 @@ func peersCommand() string {
 //     workspaces and the instances, so with two instances half the calls
 //     cross them;
 //   - the matrix is topology (one instance; two on one Redis) × concurrency
-//     × system, the whole matrix once per round (BENCH_RUNS, default 2), so
+//     × system, the whole matrix once per round (BENCH_RUNS, default 3), so
 //     that drift on a shared machine hits every system alike; ratios are
 //     taken within a round, then their median;
 //   - each round ends with the idle measurement: BENCH_PEERS_IDLE_CONNS
