@@ -105,6 +105,39 @@ func wantSucceeded(t *testing.T, rec store.Record, result string) {
 	}
 }
 
+// TestCallsHelpNamesEveryVerb: `tether calls -h` says what each verb does
+// and what its exit status means, and exits 0; without a verb, or with an
+// unknown one, it prints the same and exits 2 (a usage error).
+func TestCallsHelpNamesEveryVerb(t *testing.T) {
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(tetherBin, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stderr.String(), code
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{{[]string{"calls", "-h"}, 0}, {[]string{"calls", "--help"}, 0}, {[]string{"calls"}, 2}, {[]string{"calls", "stat", "x"}, 2}} {
+		out, code := run(c.args...)
+		if code != c.code {
+			t.Errorf("tether %s: exit %d, want %d", strings.Join(c.args, " "), code, c.code)
+		}
+		for _, want := range []string{"status ", "wait ", "cancel ", "Exit status", "3 wait ended"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("tether %s printed no %q:\n%s", strings.Join(c.args, " "), want, out)
+			}
+		}
+	}
+}
+
 // TestAsyncSubmitThenWaitSucceeds: submit, then wait, gives the call's
 // response, on a broker alone (in memory), across two brokers on Redis
 // (submitted on one, the bridge on the other, read from both) and on a

@@ -18,20 +18,39 @@ const (
 	callsNotFinal = 3 // wait: the call was not final when the wait ended
 )
 
+// callsUsage is what `tether calls` prints without a verb, or with -h.
+const callsUsage = `usage: tether calls status|wait|cancel [flags] CORRELATION_ID
+
+Read or end an async call made with 'tether call --async' (or submitted to
+POST /api/v1/workspaces/{id}/calls with "async": true). Each prints the
+call's record as JSON: status, times, and the response once it has one.
+
+  status   the record as it is now
+  wait     wait for the outcome (up to --max) and print the record
+  cancel   cancel it (tool_cancel reaches the client if it was delivered)
+           and print the record: cancelled, or the outcome it already had
+
+Exit status: 0 succeeded (status: also not final yet), 1 failed, cancelled
+or refused (the error is printed as a ToolResponse), 3 wait ended before
+the outcome, 2 usage. Run 'tether calls VERB -h' for a verb's flags.
+`
+
 // runCalls reads and ends async calls made with `tether call --async`:
 //
 //	tether calls status ID   print the call's record
 //	tether calls wait ID     wait (up to --max) for its outcome and print the record
 //	tether calls cancel ID   cancel it and print the record
 func runCalls(args []string, stdout, stderr io.Writer) int {
-	usage := func() {
-		fmt.Fprintln(stderr, "usage: tether calls status|wait|cancel [flags] CORRELATION_ID")
-	}
+	usage := func() { fmt.Fprint(stderr, callsUsage) }
 	if len(args) == 0 {
 		usage()
 		return 2
 	}
 	verb := args[0]
+	if verb == "-h" || verb == "-help" || verb == "--help" || verb == "help" {
+		usage()
+		return 0
+	}
 	fs := flag.NewFlagSet("calls "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
