@@ -110,7 +110,7 @@ func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protoco
 	var rec store.Record
 	var err error
 	waited := false // the wait is over
-	if holder := b.heldForSubmit(ws); holder != nil && prefer.wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "" {
+	if holder := b.heldForSubmit(ctx, ws); holder != nil && prefer.wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "" {
 		rec, err = b.submitWaitHeld(ctx, holder, callerRequest(ws, &req), prefer.wait)
 		waited = true
 	} else if holder != nil {

@@ -24,7 +24,10 @@ import (
 // A submit to this broker's API for a workspace it holds itself takes a
 // shorter way (submitHeld): the store records the call delivered in the
 // step that records it, unless calls are queued ahead of it, and the
-// broker delivers it on the connection at once, as if claimed.
+// broker delivers it on the connection at once, as if claimed. While the
+// connection drains its queue (it does when it takes the workspace), a
+// submit waits for that drain, a store step or a few, and then takes the
+// shorter way behind the calls the drain delivered (heldForSubmit).
 
 const (
 	// claimMax is how many calls one claim takes from a queue.
@@ -36,6 +39,11 @@ const (
 	storeOp = 5 * time.Second
 	// DefaultSweepInterval is how often each broker sweeps the store.
 	DefaultSweepInterval = 100 * time.Millisecond
+	// DefaultSubmitDrainWait is how long a submit waits at most for the
+	// drain its workspace's holder is running (heldForSubmit): a drain
+	// is a store step or a few, and the submit answers 202 once it is
+	// handed over or queued.
+	DefaultSubmitDrainWait = 200 * time.Millisecond
 )
 
 // kickQueue starts draining the workspace's queue of async calls or, while
@@ -51,13 +59,21 @@ func (c *conn) kickQueue() {
 		c.mu.Unlock()
 		return
 	}
-	c.queueRunning = true
+	c.queueRunning, c.queueIdle = true, make(chan struct{})
 	c.mu.Unlock()
 	if !c.b.spawn(c.drainQueue) {
 		c.mu.Lock()
-		c.queueRunning = false
+		c.endDrainLocked()
 		c.mu.Unlock()
 	}
+}
+
+// endDrainLocked records that no drain runs any more and tells those
+// waiting for its end (heldForSubmit). c.mu is held.
+func (c *conn) endDrainLocked() {
+	c.queueRunning = false
+	close(c.queueIdle)
+	c.queueIdle = nil
 }
 
 // drainQueue claims and delivers queued calls until the queue is empty and
@@ -76,7 +92,7 @@ func (c *conn) drainQueue() {
 		c.mu.Lock()
 		again := !stop && n >= 0 && (c.queueAgain || n == claimMax)
 		if !again {
-			c.queueRunning = false
+			c.endDrainLocked()
 		}
 		c.mu.Unlock()
 		if !again {
@@ -153,10 +169,32 @@ func (c *conn) cancelClaiming(cid, reason string) {
 
 // heldForSubmit returns the connection of this broker that holds ws when
 // a submit may hand it a new call itself (Broker.submit): as heldForCall,
-// and not draining its queue (whose calls are older than the submit).
-// Otherwise nil: the submit goes through the store and the bus.
-func (b *Broker) heldForSubmit(ws string) *conn {
-	return b.heldReady(ws, true)
+// and not draining its queue, whose calls are older than the submit. A
+// submit that finds the holder draining (it does when it takes the
+// workspace) waits for that drain to end, up to SubmitDrainWait or ctx,
+// and is then handed over behind the calls the drain delivered. Otherwise
+// nil: the submit goes through the store and the bus (it is queued, and a
+// drain delivers it).
+func (b *Broker) heldForSubmit(ctx context.Context, ws string) *conn {
+	c, idle := b.heldReady(ws, true)
+	if c != nil || idle == nil {
+		return c
+	}
+	b.drainWaits.Add(1)
+	defer b.drainWaits.Add(-1)
+	t := time.NewTimer(b.cfg.SubmitDrainWait)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-b.stopping:
+		return nil
+	}
+	c, _ = b.heldReady(ws, true)
+	return c
 }
 
 // submitHeld records an async call for ws, whose connection c this broker

@@ -164,25 +164,73 @@ func TestAsyncSubmitToAHeldWorkspaceIsDeliveredWithoutTheQueue(t *testing.T) {
 	}
 }
 
-func TestAsyncSubmitDuringADrainKeepsTheQueueOrder(t *testing.T) {
+// TestAsyncSubmitDuringADrainIsHandedOverAfterIt: a submit for a workspace
+// whose connection is draining its queue (it does when it takes the
+// workspace) waits for that drain, is then recorded delivered and handed
+// over, and reaches the client behind the calls the drain delivered.
+func TestAsyncSubmitDuringADrainIsHandedOverAfterIt(t *testing.T) {
 	st := newGatedStore(t)
 	st.claimGate = make(chan struct{})
-	e := newHeldEnv(t, st)
+	e := newEnv(t, func(c *broker.Config) { c.Store, c.SubmitDrainWait = st, time.Minute })
+	ids, c := queueThenConnect(t, e, st, "ws-d")
+	tok := e.token(broker.RoleCaller, "ws-d")
+	third := e.submitAsync("ws-d", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
+	for deadline := time.Now().Add(5 * time.Second); broker.DrainWaitsForTest(e.broker) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the submit did not wait for the drain")
+		}
+	}
+	close(st.claimGate)
+	rec := <-third
+	if rec.Status != store.Delivered || rec.DeliveredAt == nil {
+		t.Fatalf("submit during the drain answered %+v, want delivered; store: %s", rec, st.steps())
+	}
+	if st.creates.Load() != 2 || st.helds.Load() != 1 {
+		t.Fatalf("store: %s; want the two queued calls created and the third handed over", st.steps())
+	}
+	wantOrder(t, c, append(ids, rec.CorrelationID))
+}
+
+// TestAsyncSubmitDuringALongDrainIsQueuedInOrder: a drain that outlasts
+// the submit's wait for it (SubmitDrainWait) leaves the submit queued, and
+// the call still reaches the client behind the calls queued before it.
+func TestAsyncSubmitDuringALongDrainIsQueuedInOrder(t *testing.T) {
+	st := newGatedStore(t)
+	st.claimGate = make(chan struct{})
+	e := newEnv(t, func(c *broker.Config) { c.Store, c.SubmitDrainWait = st, 20*time.Millisecond })
+	ids, c := queueThenConnect(t, e, st, "ws-o")
 	tok := e.token(broker.RoleCaller, "ws-o")
+	start := time.Now()
+	rec := <-e.submitAsync("ws-o", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
+	if rec.Status != store.Queued {
+		t.Fatalf("submit during a drain longer than its wait answered %+v, want queued", rec)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("submit answered after %s, want after its 20 ms wait for the drain", el)
+	}
+	close(st.claimGate)
+	wantOrder(t, c, append(ids, rec.CorrelationID))
+}
+
+// queueThenConnect submits two calls to ws while it is offline, then
+// connects its client and returns once the connection's connect-time
+// drain is in its claim (held at st's claim gate).
+func queueThenConnect(t *testing.T, e *env, st *gatedStore, ws string) ([]string, *wireClient) {
+	t.Helper()
+	tok := e.token(broker.RoleCaller, ws)
 	var ids []string
 	for _, ep := range []string{"/first", "/second"} {
-		rec, _ := e.submit("ws-o", tok, `{"endpoint":"`+ep+`","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
+		rec, _ := e.submit(ws, tok, `{"endpoint":"`+ep+`","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
 		ids = append(ids, rec.CorrelationID)
 	}
-	c := e.connect("ws-o", e.token(broker.RoleBridge, "ws-o"))
+	c := e.connect(ws, e.token(broker.RoleBridge, ws))
 	st.waitEntered(t) // the drain's claim is in flight: the queued calls come first
-	third := e.submitAsync("ws-o", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
-	rec := <-third
-	if rec.CorrelationID == "" {
-		t.Fatal("third submit refused")
-	}
-	ids = append(ids, rec.CorrelationID)
-	close(st.claimGate)
+	return ids, c
+}
+
+// wantOrder reads the calls c gets and requires them in the order of ids.
+func wantOrder(t *testing.T, c *wireClient, ids []string) {
+	t.Helper()
 	for i, want := range ids {
 		if r := c.nextCall(); r.call.CorrelationID != want {
 			t.Fatalf("call %d delivered %s (%s), want %s: submit order", i, r.call.CorrelationID, r.call.Endpoint, want)
@@ -234,11 +282,7 @@ func TestAsyncSubmitBeforeTheConnectTimeDrainKeepsTheQueueOrder(t *testing.T) {
 	}
 	close(gb.gate)
 	released = true
-	for i, want := range []string{first.CorrelationID, rec.CorrelationID} {
-		if r := c.nextCall(); r.call.CorrelationID != want {
-			t.Fatalf("call %d delivered %s (%s), want %s: submit order", i, r.call.CorrelationID, r.call.Endpoint, want)
-		}
-	}
+	wantOrder(t, c, []string{first.CorrelationID, rec.CorrelationID})
 }
 
 // heldSubmit is an async submit to a workspace the broker holds, stopped

@@ -67,6 +67,11 @@ type Config struct {
 	// SweepInterval is how often the broker ends the async calls whose time
 	// passed without an outcome; default DefaultSweepInterval.
 	SweepInterval time.Duration
+	// SubmitDrainWait bounds how long an async submit for a workspace this
+	// broker holds waits for the holder's drain of its queue to end, to be
+	// handed over behind the calls that drain delivers; past it the submit
+	// is queued. Default DefaultSubmitDrainWait.
+	SubmitDrainWait time.Duration
 	// Connection limits per remote address (an IPv6 /64), see limit.go:
 	// new Engine.IO sessions at ConnRate per second with bursts of
 	// ConnBurst (defaults DefaultConnRate, DefaultConnBurst), and at most
@@ -117,6 +122,9 @@ func (c *Config) setDefaults() {
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()[:8]
 	}
+	if c.SubmitDrainWait == 0 {
+		c.SubmitDrainWait = DefaultSubmitDrainWait
+	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = DefaultSweepInterval
 	}
@@ -158,6 +166,7 @@ type Broker struct {
 	draining    atomic.Bool
 	apiCalls    sync.WaitGroup // HTTP calls in progress
 	apiInFlight atomic.Int64
+	drainWaits  atomic.Int32   // submits waiting for a holder's drain to end (heldForSubmit)
 	wg          sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
 	stopping    chan struct{}  // closed when Shutdown stops the sweep and outcome retries
 	stopped     bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
@@ -342,23 +351,29 @@ func (b *Broker) reply(call protocol.ToolCall, waiter waiter, resp protocol.Tool
 // answers workspace_disconnected, as for any call only it had. A holder
 // that lost the bus is joining again (BusLost) and gets nothing this way.
 func (b *Broker) heldForCall(ws string) *conn {
-	return b.heldReady(ws, false)
+	c, _ := b.heldReady(ws, false)
+	return c
 }
 
-// heldReady is heldForCall, and heldForSubmit when submit is set.
-func (b *Broker) heldReady(ws string, submit bool) *conn {
+// heldReady is heldForCall, and heldForSubmit when submit is set. A
+// submit's holder that is ready but for a drain of its queue is not
+// returned; that drain's end is (idle).
+func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{}) {
 	b.mu.Lock()
-	c := b.holders[ws]
+	c = b.holders[ws]
 	b.mu.Unlock()
 	if c == nil || c.joining.Load() || b.isDraining() {
-		return nil
+		return nil, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.replaced || (submit && c.queueRunning) || c.workspaceID() != ws {
-		return nil
+	switch {
+	case c.closed || c.replaced || c.workspaceID() != ws:
+		return nil, nil
+	case submit && c.queueRunning:
+		return nil, c.queueIdle
 	}
-	return c
+	return c, nil
 }
 
 // callHeld delivers a call of this broker's API to c, a connection of this

@@ -4,7 +4,14 @@ package broker
 // broker's connection holding it now (heldForSubmit): the connection is
 // done joining and no drain of its queue runs. The connect-time drain may
 // not have started yet: tests that need it over wait for its claim first.
-func HandsOverForTest(b *Broker, ws string) bool { return b.heldForSubmit(ws) != nil }
+func HandsOverForTest(b *Broker, ws string) bool {
+	c, _ := b.heldReady(ws, true)
+	return c != nil
+}
+
+// DrainWaitsForTest counts the submits waiting for a holder's drain to
+// end before they are handed over (heldForSubmit).
+func DrainWaitsForTest(b *Broker) int { return int(b.drainWaits.Load()) }
 
 // KeptCallsForTest counts the calls the connection holding ws keeps while
 // it joins (keepEarly): before its takeover came back and, rejoining, after.
