@@ -54,12 +54,12 @@ func (c *conn) kickQueue() {
 		c.mu.Unlock()
 		return
 	}
-	if c.queueRunning {
+	if c.queueIdle != nil { // a drain runs
 		c.queueAgain = true
 		c.mu.Unlock()
 		return
 	}
-	c.queueRunning, c.queueIdle = true, make(chan struct{})
+	c.queueIdle = make(chan struct{})
 	c.mu.Unlock()
 	if !c.b.spawn(c.drainQueue) {
 		c.mu.Lock()
@@ -71,7 +71,6 @@ func (c *conn) kickQueue() {
 // endDrainLocked records that no drain runs any more and tells those
 // waiting for its end (heldForSubmit). c.mu is held.
 func (c *conn) endDrainLocked() {
-	c.queueRunning = false
 	close(c.queueIdle)
 	c.queueIdle = nil
 }

@@ -370,7 +370,7 @@ func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{
 	switch {
 	case c.closed || c.replaced || c.workspaceID() != ws:
 		return nil, nil
-	case submit && c.queueRunning:
+	case submit && c.queueIdle != nil: // draining its queue
 		return nil, c.queueIdle
 	}
 	return c, nil

@@ -84,8 +84,7 @@ type conn struct {
 	calls         callTable // guarded by mu too
 
 	// Draining the workspace's queue of async calls (async.go).
-	queueRunning bool              // a drain goroutine runs
-	queueIdle    chan struct{}     // closed when that drain ends; nil while none runs
+	queueIdle    chan struct{}     // while a drain goroutine runs: closed when it ends; nil while none runs
 	queueAgain   bool              // look at the queue again after this round
 	claiming     int               // claims in flight (beginClaim)
 	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
