@@ -113,13 +113,7 @@ func TestCallsHelpNamesEveryVerb(t *testing.T) {
 		cmd := exec.Command(tetherBin, args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code := exitCode(t, cmd)
 		return stderr.String(), code
 	}
 	for _, c := range []struct {
@@ -159,14 +153,10 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 		cli := func(args ...string) (string, int) {
 			cmd := exec.Command(tetherBin, args...)
 			cmd.Env = append(os.Environ(), "TETHER_BROKER="+b.url, "TETHER_TOKEN="+tok)
-			out, err := cmd.Output()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			return strings.TrimSpace(string(out)), code
+			var out strings.Builder
+			cmd.Stdout = &out
+			code := exitCode(t, cmd)
+			return strings.TrimSpace(out.String()), code
 		}
 		id, code := cli("call", "--workspace", "ws-async", "--async", "/api/ping", `{"cli":true}`)
 		if code != 0 || id == "" || strings.ContainsAny(id, "{ \n") {
@@ -697,14 +687,11 @@ func TestAsyncPythonExampleSubmitsWaitsAndCancels(t *testing.T) {
 	tok := token(t, broker.RoleCaller, "ws-py-async")
 	run := func(via *brokerProc, args ...string) (string, int) {
 		t.Helper()
-		out, err := exec.Command(py, append([]string{script, "--broker", via.url, "--token", tok}, args...)...).Output()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("running %s: %v", script, err)
-		}
-		return strings.TrimSpace(string(out)), code
+		cmd := exec.Command(py, append([]string{script, "--broker", via.url, "--token", tok}, args...)...)
+		var out strings.Builder
+		cmd.Stdout = &out
+		code := exitCode(t, cmd)
+		return strings.TrimSpace(out.String()), code
 	}
 	record := func(out string) store.Record {
 		t.Helper()

@@ -59,6 +59,19 @@ func TestMain(m *testing.M) {
 
 const secret = "e2e-secret-0123456789abcdef"
 
+// exitCode runs cmd to its end and returns its exit status; a command that
+// could not be run fails t. Its output goes where cmd sends it.
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %s: %v", strings.Join(cmd.Args, " "), err)
+	}
+	return 0
+}
+
 func token(t *testing.T, role string, ws ...string) string {
 	t.Helper()
 	tok, err := broker.IssueToken([]byte(secret), role, ws, time.Hour)

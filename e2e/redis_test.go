@@ -473,18 +473,12 @@ func TestRedisPythonExampleGetsAnswers(t *testing.T) {
 	run := func(args ...string) (protocol.ToolResponse, int) {
 		t.Helper()
 		cmd := exec.Command(py, append([]string{script, "--redis", e.srv.URL(), "--prefix", e.prefix}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("running %s: %v", script, err)
-		}
+		var out, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		code := exitCode(t, cmd)
 		var resp protocol.ToolResponse
-		if err := json.Unmarshal(out, &resp); err != nil {
-			t.Fatalf("tether_call.py printed %q (stderr %s): %v", out, stderr.String(), err)
+		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+			t.Fatalf("tether_call.py printed %q (stderr %s): %v", out.String(), stderr.String(), err)
 		}
 		return resp, code
 	}
