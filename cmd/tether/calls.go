@@ -35,11 +35,8 @@ or refused (the error is printed as a ToolResponse), 3 wait ended before
 the outcome, 2 usage. Run 'tether calls VERB -h' for a verb's flags.
 `
 
-// runCalls reads and ends async calls made with `tether call --async`:
-//
-//	tether calls status ID   print the call's record
-//	tether calls wait ID     wait (up to --max) for its outcome and print the record
-//	tether calls cancel ID   cancel it and print the record
+// runCalls reads and ends async calls made with `tether call --async`: its
+// verbs and exit statuses are callsUsage's.
 func runCalls(args []string, stdout, stderr io.Writer) int {
 	usage := func() { fmt.Fprint(stderr, callsUsage) }
 	if len(args) == 0 {
