@@ -120,10 +120,16 @@ func (c *callConn) serve() {
 			return
 		}
 		c.clearDeadline()
-		for c.w-c.r < h.size+h.contentLength {
-			if !c.fill(h.size + h.contentLength) {
-				return
+		if c.w-c.r < h.size+h.contentLength {
+			for c.w-c.r < h.size+h.contentLength {
+				if !c.fill(h.size + h.contentLength) {
+					return
+				}
 			}
+			// fill moved the request (to the start of the buffer, or to a
+			// larger one, the old going back to the pool for another
+			// connection): h's byte slices point at where it was.
+			h, _ = parseCallHead(c.buf[c.r:c.w], maxBody)
 		}
 		if !c.claim() {
 			return

@@ -263,6 +263,39 @@ func TestCallServerReadsAHeadThatComesInPieces(t *testing.T) {
 	}
 }
 
+// TestCallServerKeepsAHeadItsBodyMoved: a request whose body is still
+// coming when the buffer must make room for it (here behind a pipelined
+// call that filled most of the buffer) is moved to the buffer's start, and
+// its body is then read over where its head was: the head's values (the
+// token) are read where they are now, not where they were.
+func TestCallServerKeepsAHeadItsBodyMoved(t *testing.T) {
+	e := newEnv(t)
+	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	c := e.dialCaller()
+	tok := e.token(broker.RoleCaller, "ws1")
+	first := callRequest("ws1", tok, `{"endpoint":"/first","payload":"`+strings.Repeat("a", 3000)+`"}`)
+	second := callRequest("ws1", tok, `{"endpoint":"/second","payload":"`+strings.Repeat("b", 3600)+`"}`)
+	cut := strings.Index(second, "\r\n\r\n") + 4 + 100 // the head and the body's first bytes
+	c.write(first + second[:cut])
+	r := client.nextCall()
+	if r.call.Endpoint != "/first" {
+		t.Fatalf("client got %s, want /first", r.call.Endpoint)
+	}
+	client.ackOK(r, `"first"`)
+	if resp := c.toolResponse(); string(resp.Result) != `"first"` {
+		t.Fatalf("first answer %+v", resp)
+	}
+	c.write(second[cut:])
+	r = client.nextCall()
+	if r.call.Endpoint != "/second" {
+		t.Fatalf("client got %s, want /second", r.call.Endpoint)
+	}
+	client.ackOK(r, `"second"`)
+	if resp := c.toolResponse(); !resp.Success || string(resp.Result) != `"second"` {
+		t.Fatalf("second answer %+v", resp)
+	}
+}
+
 func TestCallServerClosesAHeadThatDoesNotComeWhole(t *testing.T) {
 	e := newEnv(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
