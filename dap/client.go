@@ -208,10 +208,21 @@ func (c *Client) Send(command string, args any) (<-chan *Message, error) {
 	}
 	if err != nil {
 		c.forget(seq)
-		return nil, fmt.Errorf("sending %s: %w", command, err)
+		return nil, &sendError{command: command, err: err}
 	}
 	return ch, nil
 }
+
+// sendError is a request the connection did not take: writing it failed,
+// which is the connection ending (an adapter gone closes its pipes); the
+// read loop sees that end soon after, and Done is closed then.
+type sendError struct {
+	command string
+	err     error
+}
+
+func (e *sendError) Error() string { return "sending " + e.command + ": " + e.err.Error() }
+func (e *sendError) Unwrap() error { return e.err }
 
 func (c *Client) forget(seq int) {
 	c.mu.Lock()
