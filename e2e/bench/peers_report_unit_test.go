@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -177,5 +179,30 @@ func TestLoadCountsAPeersFailedCallsAndGoesOn(t *testing.T) {
 	}
 	if ratio := float64(s.failed) / float64(s.failed+len(s.lat)); ratio < 0.2 || ratio > 0.45 {
 		t.Fatalf("%d of %d calls counted failed, want about a third", s.failed, s.failed+len(s.lat))
+	}
+}
+
+func TestLoadHoldsItsGarbageCollectionWhileMeasuring(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	gogc := func() int64 {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return int64(s[0].Value.Uint64())
+	}
+	var during atomic.Int64
+	during.Store(77)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		during.Store(gogc()) // the server runs in the load generator's process
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"correlation_id":"c","success":true,"result":` + string(pingPayload) + `}`))
+	}))
+	defer srv.Close()
+	runLoadOver(t, []target{{url: srv.URL + "/api/v1/workspaces/w/calls"}}, 2, loadConfig{measure: 100 * time.Millisecond, runs: 1}, nil)
+	if got := during.Load(); got == 77 {
+		t.Errorf("GOGC during the load: %d, want collection held", got)
+	}
+	if got := gogc(); got != 77 {
+		t.Errorf("GOGC after the load: %d, want 77 back", got)
 	}
 }
