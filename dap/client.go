@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	godap "github.com/google/go-dap"
 )
@@ -184,15 +185,38 @@ func (c *Client) write(msg map[string]any) error {
 // Send writes a request and returns a channel that receives its response
 // (closed without a value if the connection ends first). Use it to send a
 // request without waiting, as the launch handshake requires.
+//
+// A write fails when the connection ends (an adapter gone closes its
+// pipes), and the read loop sees that end soon after: Send waits for it,
+// up to sendEndWait, so that its caller finds Done closed and answers the
+// end as for any request after it, not with the write's broken pipe.
 func (c *Client) Send(command string, args any) (<-chan *Message, error) {
-	ch := make(chan *Message, 1)
+	ch, broken, err := c.send(command, args)
+	if broken {
+		t := time.NewTimer(sendEndWait)
+		select {
+		case <-c.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return ch, err
+}
+
+// sendEndWait bounds how long Send waits for the read loop to see the end
+// of a connection a write found broken.
+const sendEndWait = 2 * time.Second
+
+// send is Send but for the wait; broken reports that the write failed.
+func (c *Client) send(command string, args any) (ch chan *Message, broken bool, err error) {
+	ch = make(chan *Message, 1)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if c.pending == nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	c.seq++
 	seq := c.seq
@@ -203,26 +227,16 @@ func (c *Client) Send(command string, args any) (<-chan *Message, error) {
 		msg["arguments"] = args
 	}
 	b, err := json.Marshal(msg)
-	if err == nil {
-		err = godap.WriteBaseMessage(c.w, b)
-	}
 	if err != nil {
 		c.forget(seq)
-		return nil, &sendError{command: command, err: err}
+		return nil, false, fmt.Errorf("sending %s: %w", command, err)
 	}
-	return ch, nil
+	if err := godap.WriteBaseMessage(c.w, b); err != nil {
+		c.forget(seq)
+		return nil, true, fmt.Errorf("sending %s: %w", command, err)
+	}
+	return ch, false, nil
 }
-
-// sendError is a request the connection did not take: writing it failed,
-// which is the connection ending (an adapter gone closes its pipes); the
-// read loop sees that end soon after, and Done is closed then.
-type sendError struct {
-	command string
-	err     error
-}
-
-func (e *sendError) Error() string { return "sending " + e.command + ": " + e.err.Error() }
-func (e *sendError) Unwrap() error { return e.err }
 
 func (c *Client) forget(seq int) {
 	c.mu.Lock()

@@ -256,17 +256,6 @@ func (s *Session) adapterError(err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
-	var se *sendError
-	if errors.As(err, &se) {
-		// The adapter did not take the request: its connection is ending,
-		// and its read side says so as soon as it has seen the end.
-		t := time.NewTimer(2 * time.Second)
-		select {
-		case <-s.proc.client.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
 	select {
 	case <-s.proc.client.Done():
 		// Let watch record the end (with stderr) before answering.
