@@ -375,3 +375,32 @@ func TestAsyncWaitAnswersWithTheCurrentStatusWhenItEnds(t *testing.T) {
 		t.Fatalf("HTTP %d %+v after %s, want delivered after 0.3s", status, got, el)
 	}
 }
+
+// The broker times each step of its call store: a submit takes a create,
+// its outcome a finish, and a status read of an unknown call a get (not
+// counted as a failure).
+func TestAsyncStoreStepsAreInTheMetrics(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect("ws-m", e.token(broker.RoleBridge, "ws-m"))
+	tok := e.token(broker.RoleCaller, "ws-m")
+	rec, _ := e.submit("ws-m", tok, `{"endpoint":"/x","timeout":5,"async":true}`, http.StatusAccepted)
+	c.ackOK(c.nextCall(), `1`)
+	if _, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=10"); got.Status != store.Succeeded {
+		t.Fatalf("outcome: %+v", got)
+	}
+	if code, _, _ := e.callStatus("no-such-call", tok, ""); code != http.StatusNotFound {
+		t.Fatalf("unknown call: HTTP %d", code)
+	}
+	waitMetric(t, e, `tether_call_store_step_seconds_count{op="finish"} 1`)
+	waitMetric(t, e, `tether_call_store_step_seconds_count{op="get"}`)
+	m := metricsText(t, e)
+	// Held here, the submit is recorded by the held create, or by the
+	// plain one when it came while the connection's connect-time drain
+	// ran longer than a submit waits for it (a loaded machine).
+	if !strings.Contains(m, `tether_call_store_step_seconds_count{op="create_held"} 1`) && !strings.Contains(m, `tether_call_store_step_seconds_count{op="create"} 1`) {
+		t.Fatalf("no create step counted:\n%s", m)
+	}
+	if strings.Contains(m, "tether_call_store_failures_total{") {
+		t.Fatalf("store failures counted:\n%s", m)
+	}
+}

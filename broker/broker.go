@@ -196,6 +196,7 @@ func New(cfg Config) (*Broker, error) {
 		b.store = store.NewMemory(store.Options{Retention: cfg.CallRetention, Grace: cfg.CallGrace})
 		b.ownStore = true
 	}
+	b.store = store.Observe(b.store, b.metrics.observeStore)
 	if ip, ok := b.bus.(bus.InProcess); ok {
 		b.inlineReplies = ip.InProcess()
 	}

@@ -88,13 +88,7 @@ func waitMetric(t *testing.T, e *env, line string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		res, err := http.Get(e.srv.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sb strings.Builder
-		_, _ = fmt.Fprint(&sb, readAll(res))
-		if strings.Contains(sb.String(), line) {
+		if strings.Contains(metricsText(t, e), line) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -102,6 +96,16 @@ func waitMetric(t *testing.T, e *env, line string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// metricsText is the broker's /metrics page.
+func metricsText(t *testing.T, e *env) string {
+	t.Helper()
+	res, err := http.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readAll(res)
 }
 
 func readAll(res *http.Response) string {

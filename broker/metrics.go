@@ -1,8 +1,14 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tetherdev/tether/broker/store"
 )
 
 // metrics are per Broker (not global) so that several brokers can live in
@@ -23,6 +29,12 @@ type metrics struct {
 
 	asyncSubmitted prometheus.Counter     // async calls recorded by this broker's API
 	asyncOutcomes  *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status
+	// storeSteps times each step of the call store (store.Observe), by
+	// operation; storeFailures counts those that failed (the store could
+	// not be reached or gave up), not a call that is not there or an id
+	// taken, nor a step its caller stopped waiting for.
+	storeSteps    *prometheus.HistogramVec
+	storeFailures *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -69,8 +81,26 @@ func newMetrics() *metrics {
 			Name: "tether_async_outcomes_total",
 			Help: "Async call outcomes written by this broker (its clients' answers and its sweeps), by final status.",
 		}, []string{"status"}),
+		storeSteps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tether_call_store_step_seconds",
+			Help:    "Time each step of the async call store took (Redis, or memory), by operation: create, create_held, put, get, claim, finish, withdraw, sweep.",
+			// Fine below a millisecond, where a healthy Redis answers.
+			Buckets: []float64{.00005, .000075, .0001, .000125, .00015, .0002, .00025, .0003, .0004, .0005, .00075, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"op"}),
+		storeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_call_store_failures_total",
+			Help: "Steps of the async call store that failed (unreachable, timed out, closed), by operation.",
+		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncSubmitted, m.asyncOutcomes,
+	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncSubmitted, m.asyncOutcomes, m.storeSteps, m.storeFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeStore is the store.Observer of the broker's call store.
+func (m *metrics) observeStore(op string, took time.Duration, err error) {
+	m.storeSteps.WithLabelValues(op).Observe(took.Seconds())
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrExists) && !errors.Is(err, context.Canceled) {
+		m.storeFailures.WithLabelValues(op).Inc()
+	}
 }
