@@ -1,20 +1,22 @@
 package bench
 
 import (
-	"context"
+	"bufio"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"runtime"
-	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/broker/store"
 )
 
 // The async issue's target: an async submit plus a wait for its outcome
@@ -35,11 +37,23 @@ type asyncRow struct {
 	brokerCPUSync, brokerCPUAsync float64 // µs of broker CPU per call
 	// The submit that waits itself (Prefer: respond-async, wait=10).
 	oneRate, oneP50, xOneP50, brokerCPUOne float64
-	// On Redis at c=1: the p50 of one Redis round trip (PING, go-redis)
-	// in the same runs, and the floor it puts under an async call that
-	// must be recorded before it is answered: sync p50 plus that round
-	// trip, as a multiple of the sync p50 (medians of the per-run ratios).
-	redisRTT, xFloor float64
+	// The store steps on the async calls' paths, as the broker timed them
+	// (tether_call_store_step_seconds, medians over the run, ms): the held
+	// create and the finish of submit + GET, the put of the submit that
+	// waits; and the floor they put under each, the sync p50 plus its
+	// steps as a multiple of the sync p50 (medians of the per-run ratios).
+	createMS, finishMS, putMS float64
+	xFloorAsync, xFloorOne    float64
+	// CPU of every process on the machine per call, µs (load generator,
+	// brokers, bridge, Redis), and the async forms' as multiples of the
+	// sync call's (medians of the per-run ratios).
+	boxSync, boxAsync, boxOne float64
+	xBoxAsync, xBoxOne        float64
+	// procCPU is the same by process, µs per call: for sync, async and
+	// with wait, the load generator and then each of the setup's procs
+	// (medians over the runs).
+	procCPU   [3][]float64
+	procNames []string
 	// On Redis: a synchronous call entering at a second broker, which
 	// crosses Redis to the broker holding the workspace and back; and the
 	// submit that waits against it (median of the per-run ratios).
@@ -63,7 +77,11 @@ type asyncRow struct {
 //
 // Each run measures the synchronous call, then the async one; the ratios
 // are taken per run and their median reported, so that drift on a shared
-// machine cancels out.
+// machine cancels out. Each run also reads what sets the async calls'
+// floor: the store steps on their paths, as the broker timed them (its
+// tether_call_store_step_seconds), and the CPU every process on the
+// machine spends per call, which bounds the rate at concurrency 64, where
+// the machine is saturated.
 func BenchmarkAsyncCalls(b *testing.B) {
 	bin := tetherBin(b)
 	cfg := loadConfigFromEnv(b)
@@ -71,22 +89,29 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	prefix := fmt.Sprintf("bench-async:%d:", time.Now().UnixNano())
 	retention := []string{"--call-retention", "1m"}
 	mem, memSecret := startBroker(b, bin, retention...)
-	startBridge(b, bin, mem, memSecret, "bench-async-mem")
+	memBridge := startBridge(b, bin, mem, memSecret, "bench-async-mem")
 	onRedis := func(instance string) []string {
 		return append([]string{"--redis", srv.URL(), "--redis-prefix", prefix, "--instance-id", instance}, retention...)
 	}
 	red, redSecret := startBroker(b, bin, onRedis("async")...)
-	startBridge(b, bin, red, redSecret, "bench-async-redis")
+	redBridge := startBridge(b, bin, red, redSecret, "bench-async-redis")
 	red2 := startBrokerWithSecret(b, bin, redSecret, onRedis("async-2")...)
 	redToken := mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")
 	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}
+	// Every process of a setup, its broker first: their CPU is the
+	// machine's per call. The second broker on Redis hears every outcome
+	// (the outcome channel) even when it takes no calls.
 	setups := []struct {
-		name string
-		brk  *server
-		tgt  target
+		name      string
+		brk       *server
+		tgt       target
+		procs     []int
+		procNames []string // the load generator's and procs'
 	}{
-		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-async-mem")}},
-		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}},
+		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-async-mem")},
+			[]int{mem.pid(), memBridge.pid()}, []string{"load generator", "broker", "bridge"}},
+		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken},
+			[]int{red.pid(), redBridge.pid(), srv.Pid(), red2.pid()}, []string{"load generator", "broker", "bridge", "Redis", "other broker"}},
 	}
 
 	fmt.Printf("\nasync calls: %d×(%v warm-up + %v measured) per concurrency, setup and kind; CPUs: %d\n", cfg.runs, cfg.warmup, cfg.measure, runtime.NumCPU())
@@ -94,26 +119,41 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	for _, conc := range asyncConcurrencies {
 		for _, st := range setups {
 			b.Run(fmt.Sprintf("%s/c=%d", st.name, conc), func(b *testing.B) {
-				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA, oRate, oP50, xOP50, cpuO, rtt, xFloor, cP50, xOC []float64
+				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA, oRate, oP50, xOP50, cpuO, cP50, xOC []float64
+				var createMS, finishMS, putMS, xFloorA, xFloorO, boxS, boxA, boxO, xBoxA, xBoxO []float64
+				var procCPU [3][][]float64 // kind, process, runs
+				for k := range procCPU {
+					procCPU[k] = make([][]float64, len(st.procNames))
+				}
 				asyncTgt := st.tgt
 				asyncTgt.async = true
 				oneTgt := asyncTgt
 				oneTgt.submitWait = true
 				for run := 1; run <= cfg.runs; run++ {
-					s := runLoadOver(b, []target{st.tgt}, conc, cfg, []int{st.brk.pid()})
-					if st.name == "redis" && conc == 1 {
-						r := redisPingP50(b, srv.URL(), st.tgt)
-						rtt = append(rtt, ms(r))
-						xFloor = append(xFloor, float64(s.quantile(.5)+r)/float64(s.quantile(.5)))
-					}
-					a := runLoadOver(b, []target{asyncTgt}, conc, cfg, []int{st.brk.pid()})
-					o := runLoadOver(b, []target{oneTgt}, conc, cfg, []int{st.brk.pid()})
+					s := runLoadOver(b, []target{st.tgt}, conc, cfg, st.procs)
+					steps0 := storeSteps(b, st.brk.url)
+					a := runLoadOver(b, []target{asyncTgt}, conc, cfg, st.procs)
+					steps1 := storeSteps(b, st.brk.url)
+					o := runLoadOver(b, []target{oneTgt}, conc, cfg, st.procs)
+					steps2 := storeSteps(b, st.brk.url)
 					if st.name == "redis" {
 						c := runLoadOver(b, []target{crossTgt}, conc, cfg, []int{red2.pid(), st.brk.pid()})
 						cP50 = append(cP50, ms(c.quantile(.5)))
 						xOC = append(xOC, float64(o.quantile(.5))/float64(c.quantile(.5)))
 						fmt.Printf("  %-6s c=%-2d run %d/%d  sync through the other instance %7.0f calls/s p50 %6.3f ms; submit with wait ×%.2f of it\n", st.name, conc, run, cfg.runs, c.rate(), ms(c.quantile(.5)), xOC[len(xOC)-1])
 					}
+					cr, fi, pu := steps1.median(steps0, store.OpCreateHeld), steps1.median(steps0, store.OpFinish), steps2.median(steps1, store.OpPut)
+					createMS, finishMS, putMS = append(createMS, cr), append(finishMS, fi), append(putMS, pu)
+					syncMS := ms(s.quantile(.5))
+					xFloorA, xFloorO = append(xFloorA, (syncMS+cr+fi)/syncMS), append(xFloorO, (syncMS+pu)/syncMS)
+					bs, ba, bo := s.boxCPUPerCall(), a.boxCPUPerCall(), o.boxCPUPerCall()
+					boxS, boxA, boxO = append(boxS, bs), append(boxA, ba), append(boxO, bo)
+					for k, r := range []runStats{s, a, o} {
+						for i, d := range append([]time.Duration{r.loadCPU}, r.watchCPU...) {
+							procCPU[k][i] = append(procCPU[k][i], us(d)/float64(len(r.lat)))
+						}
+					}
+					xBoxA, xBoxO = append(xBoxA, ba/bs), append(xBoxO, bo/bs)
 					oRate, oP50 = append(oRate, o.rate()), append(oP50, ms(o.quantile(.5)))
 					xOP50 = append(xOP50, float64(o.quantile(.5))/float64(s.quantile(.5)))
 					cpuO = append(cpuO, us(o.watchCPU[0])/float64(len(o.lat)))
@@ -123,8 +163,8 @@ func BenchmarkAsyncCalls(b *testing.B) {
 					xRate = append(xRate, a.rate()/s.rate())
 					cpuS = append(cpuS, us(s.watchCPU[0])/float64(len(s.lat)))
 					cpuA = append(cpuA, us(a.watchCPU[0])/float64(len(a.lat)))
-					fmt.Printf("  %-6s c=%-2d run %d/%d  sync %7.0f calls/s p50 %6.3f ms | async %7.0f round trips/s p50 %6.3f ms (×%.2f) | submit with wait %7.0f/s p50 %6.3f ms (×%.2f)\n",
-						st.name, conc, run, cfg.runs, s.rate(), ms(s.quantile(.5)), a.rate(), ms(a.quantile(.5)), xP50[len(xP50)-1], o.rate(), ms(o.quantile(.5)), xOP50[len(xOP50)-1])
+					fmt.Printf("  %-6s c=%-2d run %d/%d  sync %7.0f calls/s p50 %6.3f ms | async %7.0f round trips/s p50 %6.3f ms (×%.2f) | submit with wait %7.0f/s p50 %6.3f ms (×%.2f) | store steps ms: create %.3f finish %.3f put %.3f\n",
+						st.name, conc, run, cfg.runs, s.rate(), ms(s.quantile(.5)), a.rate(), ms(a.quantile(.5)), xP50[len(xP50)-1], o.rate(), ms(o.quantile(.5)), xOP50[len(xOP50)-1], cr, fi, pu)
 				}
 				row := asyncRow{
 					setup: st.name, conc: conc,
@@ -133,10 +173,17 @@ func BenchmarkAsyncCalls(b *testing.B) {
 					xP50: median(xP50), xRate: median(xRate),
 					brokerCPUSync: median(cpuS), brokerCPUAsync: median(cpuA),
 					oneRate: median(oRate), oneP50: median(oP50), xOneP50: median(xOP50), brokerCPUOne: median(cpuO),
+					createMS: median(createMS), finishMS: median(finishMS), putMS: median(putMS),
+					xFloorAsync: median(xFloorA), xFloorOne: median(xFloorO),
+					boxSync: median(boxS), boxAsync: median(boxA), boxOne: median(boxO),
+					xBoxAsync: median(xBoxA), xBoxOne: median(xBoxO),
 				}
-				if len(rtt) > 0 {
-					row.redisRTT, row.xFloor = median(rtt), median(xFloor)
+				for k := range procCPU {
+					for _, runs := range procCPU[k] {
+						row.procCPU[k] = append(row.procCPU[k], median(runs))
+					}
 				}
+				row.procNames = st.procNames
 				if len(cP50) > 0 {
 					row.crossP50, row.xOneCross = median(cP50), median(xOC)
 				}
@@ -167,59 +214,95 @@ func printAsyncTable(out io.Writer, rows []asyncRow, cfg loadConfig) {
 	_ = tw.Flush()
 	fmt.Fprintln(out)
 	for _, r := range rows {
-		if r.setup == "redis" {
-			fmt.Fprintf(out, "target redis c=%d: async p50 ×%.2f of sync, want ≤ %.1f: %s (one request with Prefer wait: ×%.2f)", r.conc, r.xP50, targetAsyncP50xSync, verdict(r.xP50 <= targetAsyncP50xSync), r.xOneP50)
-			if r.redisRTT > 0 {
-				fmt.Fprintf(out, "; one Redis round trip %.3f ms p50: an outcome stored before it is answered costs at least ×%.2f", r.redisRTT, r.xFloor)
+		if r.setup != "redis" {
+			continue
+		}
+		fmt.Fprintf(out, "target redis c=%d: async p50 ×%.2f of sync, want ≤ %.1f: %s (one request with Prefer wait: ×%.2f)\n", r.conc, r.xP50, targetAsyncP50xSync, verdict(r.xP50 <= targetAsyncP50xSync), r.xOneP50)
+		if r.conc == 1 {
+			fmt.Fprintf(out, "  its store steps, as the broker timed them (medians): create %.3f ms + finish %.3f ms; the sync p50 plus them is ×%.2f of it before anything else (with wait: put %.3f ms, ×%.2f)\n",
+				r.createMS, r.finishMS, r.xFloorAsync, r.putMS, r.xFloorOne)
+		}
+		fmt.Fprintf(out, "  CPU per call of every process on the machine: sync %.0f µs, async %.0f µs (×%.2f), with wait %.0f µs (×%.2f)\n",
+			r.boxSync, r.boxAsync, r.xBoxAsync, r.boxOne, r.xBoxOne)
+		for k, kind := range []string{"sync", "async", "with wait"} {
+			var parts []string
+			for i, name := range r.procNames {
+				parts = append(parts, fmt.Sprintf("%s %.1f", name, r.procCPU[k][i]))
 			}
-			if r.crossP50 > 0 {
-				fmt.Fprintf(out, "; a sync call through the other instance (crossing Redis): p50 %.3f ms, the submit with wait ×%.2f of it", r.crossP50, r.xOneCross)
-			}
-			fmt.Fprintln(out)
+			fmt.Fprintf(out, "    %-9s µs per call: %s\n", kind, strings.Join(parts, ", "))
+		}
+		if r.crossP50 > 0 {
+			fmt.Fprintf(out, "  a sync call through the other instance (crossing Redis): p50 %.3f ms, the submit with wait ×%.2f of it\n", r.crossP50, r.xOneCross)
 		}
 	}
 	fmt.Fprintln(out)
 }
 
-// redisPingP50 is the p50 of 2000 PINGs to the Redis at url, one at a
-// time, through go-redis, each right after a synchronous call to tgt (on
-// one keep-alive connection, as the load generator makes it): one Redis
-// round trip as an async call's store step makes it, after its client's
-// answer, with Redis idle since the previous one. Back-to-back PINGs
-// measure less on a virtual machine (0.011 ms against 0.05-0.07 ms here,
-// 2026-12-03): the processes never go idle between them, and waking an
-// idle one is most of a round trip's cost at concurrency 1.
-func redisPingP50(tb testing.TB, url string, tgt target) time.Duration {
+// stepTotals are a broker's tether_call_store_step_seconds histograms, by
+// operation: the cumulative count at each bucket's upper bound (seconds),
+// +Inf last.
+type stepTotals map[string][]stepBucket
+
+type stepBucket struct{ le, count float64 }
+
+// storeSteps reads the store step histograms from the /metrics of the
+// broker at url.
+func storeSteps(tb testing.TB, url string) stepTotals {
 	tb.Helper()
-	opts, err := redis.ParseURL(url)
+	res, err := http.Get(url + "/metrics")
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("reading broker metrics: %v", err)
 	}
-	client := redis.NewClient(opts)
-	defer client.Close()
-	host, req, err := callRequest(tgt)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hc, err := dialCaller(host)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer hc.close()
-	ctx := context.Background()
-	lat := make([]time.Duration, 0, 2000)
-	for i := range 2200 {
-		if err := hc.call(req); err != nil {
-			tb.Fatalf("call before PING: %v", err)
+	defer res.Body.Close()
+	out := stepTotals{}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		// tether_call_store_step_seconds_bucket{op="put",le="0.0001"} 12
+		rest, ok := strings.CutPrefix(sc.Text(), `tether_call_store_step_seconds_bucket{op="`)
+		if !ok {
+			continue
 		}
-		t0 := time.Now()
-		if err := client.Ping(ctx).Err(); err != nil {
-			tb.Fatalf("PING: %v", err)
+		op, rest, ok1 := strings.Cut(rest, `",le="`)
+		le, value, ok2 := strings.Cut(rest, `"} `)
+		bound, err1 := strconv.ParseFloat(le, 64) // "+Inf" too
+		n, err2 := strconv.ParseFloat(value, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil {
+			tb.Fatalf("broker metrics: unreadable line %q", sc.Text())
 		}
-		if i >= 200 {
-			lat = append(lat, time.Since(t0))
-		}
+		out[op] = append(out[op], stepBucket{bound, n})
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2]
+	if err := sc.Err(); err != nil {
+		tb.Fatalf("reading broker metrics: %v", err)
+	}
+	return out
+}
+
+// median is the median time in ms of the op steps taken between before
+// and t, interpolated within its bucket as Prometheus' histogram_quantile
+// does (0 when none was taken).
+func (t stepTotals) median(before stepTotals, op string) float64 {
+	now, was := t[op], before[op]
+	count := func(i int) float64 {
+		if i < len(was) {
+			return now[i].count - was[i].count
+		}
+		return now[i].count
+	}
+	if len(now) == 0 || count(len(now)-1) <= 0 {
+		return 0
+	}
+	half := count(len(now)-1) / 2
+	lower, below := 0.0, 0.0
+	for i := range now {
+		c := count(i)
+		if c < half {
+			lower, below = now[i].le, c
+			continue
+		}
+		if math.IsInf(now[i].le, 1) {
+			break
+		}
+		return (lower + (now[i].le-lower)*(half-below)/(c-below)) * 1e3
+	}
+	return lower * 1e3
 }

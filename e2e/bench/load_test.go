@@ -68,6 +68,17 @@ type runStats struct {
 
 func (s runStats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
 
+// boxCPUPerCall is the CPU of the load generator and every watched
+// process per call measured, µs: with every process of a setup watched,
+// what the machine spends on a call.
+func (s runStats) boxCPUPerCall() float64 {
+	total := s.loadCPU
+	for _, d := range s.watchCPU {
+		total += d
+	}
+	return us(total) / float64(len(s.lat))
+}
+
 // quantile is the nearest-rank quantile q of the latencies.
 func (s runStats) quantile(q float64) time.Duration {
 	if len(s.lat) == 0 {

@@ -206,3 +206,25 @@ func TestLoadHoldsItsGarbageCollectionWhileMeasuring(t *testing.T) {
 		t.Errorf("GOGC after the load: %d, want 77 back", got)
 	}
 }
+
+// The store step median is read from the broker's histogram between two
+// scrapes, interpolated within its bucket: 10 steps before, then 4 more in
+// (0.1, 0.2] ms and 4 in (0.2, 0.3] ms: the median is at the end of the
+// first of those buckets.
+func TestStoreStepMedianInterpolatesWithinItsBucket(t *testing.T) {
+	before := stepTotals{"put": {{0.0001, 10}, {0.0002, 10}, {0.0003, 10}, {math.Inf(1), 10}}}
+	after := stepTotals{"put": {{0.0001, 10}, {0.0002, 14}, {0.0003, 18}, {math.Inf(1), 18}}}
+	if got := after.median(before, "put"); math.Abs(got-0.2) > 1e-9 {
+		t.Fatalf("median %.6f ms, want 0.2", got)
+	}
+	after["put"][1].count = 12 // 2 in (0.1, 0.2], 6 in (0.2, 0.3]: 2 of those 6 below the median
+	if got := after.median(before, "put"); math.Abs(got-(0.2+0.1*2/6)) > 1e-9 {
+		t.Fatalf("median %.6f ms, want %.6f", got, 0.2+0.1*2/6)
+	}
+	if got := after.median(before, "create"); got != 0 {
+		t.Fatalf("median of steps never taken: %v", got)
+	}
+	if got := before.median(before, "put"); got != 0 {
+		t.Fatalf("median with no step between the scrapes: %v", got)
+	}
+}

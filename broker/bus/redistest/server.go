@@ -111,6 +111,17 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 // Port returns the server's port; it stays the same across Restart.
 func (s *Server) Port() int { return s.port }
 
+// Pid returns the server process's id, or 0 while it is stopped (the
+// benchmarks count its CPU time).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Do runs one command against the server; see the function Do.
 func (s *Server) Do(args ...string) (string, error) {
 	return Do(s.Addr(), args...)
