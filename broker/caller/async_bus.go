@@ -160,6 +160,29 @@ type pendingStore interface {
 	Pending(correlationID string) (store.Record, bool)
 }
 
+// watchedStore is a store whose instances are told only the outcomes they
+// may wait for (store.Redis): a wait reads the record with GetWatched,
+// which makes this instance one the outcome is told to.
+type watchedStore interface {
+	GetWatched(ctx context.Context, correlationID string) (store.Record, error)
+}
+
+// statusToWait is Status for a wait whose watch is registered: read with
+// GetWatched when the store has it.
+func (c *BusCaller) statusToWait(ctx context.Context, st store.Store, cid string) (store.Record, error) {
+	w, ok := st.(watchedStore)
+	if !ok {
+		return c.Status(ctx, cid)
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeOp)
+	defer cancel()
+	rec, err := w.GetWatched(ctx, cid)
+	if err != nil {
+		return store.Record{}, storeError(cid, err)
+	}
+	return rec, nil
+}
+
 // Wait implements Async.
 func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (store.Record, error) {
 	return c.WaitFor(ctx, cid, max, nil)
@@ -172,7 +195,9 @@ func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (st
 // is not missed, and reads the record again on a notification without it,
 // every waitPoll, and when max is over. A wait (max > 0) for a call the
 // store recorded itself and knows to be without an outcome
-// (store.Redis.Pending) skips the first read.
+// (store.Redis.Pending) skips the first read; on a store that tells
+// outcomes only to the instances that may wait for them (store.Redis), a
+// wait's reads make this instance one (GetWatched).
 func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, allow func(*store.Record) error) (store.Record, error) {
 	st, err := c.store()
 	if err != nil {
@@ -185,7 +210,13 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 	if p, ok := st.(pendingStore); ok && max > 0 {
 		rec, known = p.Pending(cid)
 	}
-	if !known {
+	switch {
+	case known:
+	case max > 0:
+		if rec, err = c.statusToWait(ctx, st, cid); err != nil {
+			return rec, err
+		}
+	default:
 		if rec, err = c.Status(ctx, cid); err != nil {
 			return rec, err
 		}
@@ -211,7 +242,7 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 			// Read it again, watching anew first (a watch fires once).
 			stop()
 			outcome, stop = st.Watch(cid)
-			if rec, err = c.Status(ctx, cid); err != nil || store.IsFinal(rec.Status) {
+			if rec, err = c.statusToWait(ctx, st, cid); err != nil || store.IsFinal(rec.Status) {
 				return rec, err
 			}
 		case <-poll.C:

@@ -13,12 +13,13 @@ import (
 type Observer func(op string, took time.Duration, err error)
 
 // The operations an Observer hears of, one per Store method that goes to
-// the store (Watch and Close do not).
+// the store (Watch and Close do not), and the Redis store's GetWatched.
 const (
 	OpCreate     = "create"
 	OpCreateHeld = "create_held"
 	OpPut        = "put"
 	OpGet        = "get"
+	OpGetWatched = "get_watched"
 	OpClaim      = "claim"
 	OpFinish     = "finish"
 	OpWithdraw   = "withdraw"
@@ -101,6 +102,20 @@ func (w *observed) Sweep(ctx context.Context, now time.Time, max int) (int, erro
 func (w *observed) Watch(cid string) (<-chan Record, func()) { return w.s.Watch(cid) }
 
 func (w *observed) Close() error { return w.s.Close() }
+
+// GetWatched is s's GetWatched when it has one (Redis), else its Get.
+func (w *observed) GetWatched(ctx context.Context, cid string) (Record, error) {
+	g, ok := w.s.(interface {
+		GetWatched(context.Context, string) (Record, error)
+	})
+	if !ok {
+		return w.Get(ctx, cid)
+	}
+	start := time.Now()
+	r, err := g.GetWatched(ctx, cid)
+	w.done(OpGetWatched, start, err)
+	return r, err
+}
 
 // Pending is s's Pending when it has one (Redis), else never known.
 func (w *observed) Pending(cid string) (Record, bool) {

@@ -119,14 +119,19 @@ func TestObserveHearsEveryStepWithItsTimeAndError(t *testing.T) {
 }
 
 // The wrapper keeps the Redis store's Pending, which spares a wait on the
-// submitting instance its first read; on memory, which has none, nothing
-// is pending.
-func TestObservedStoreKeepsPending(t *testing.T) {
+// submitting instance its first read, and its GetWatched, timed as its own
+// step; on memory, which has neither, nothing is pending and GetWatched is
+// a Get.
+func TestObservedStoreKeepsPendingAndGetWatched(t *testing.T) {
 	type pending interface {
 		Pending(string) (store.Record, bool)
 	}
+	type watched interface {
+		GetWatched(context.Context, string) (store.Record, error)
+	}
 	srv := redistest.Start(t)
-	r := store.Observe(newRedis(t, store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t)}), func(string, time.Duration, error) {})
+	h := &heard{}
+	r := store.Observe(newRedis(t, store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t)}), h.observe)
 	now := time.Now()
 	rec := store.Record{CorrelationID: "obs-pending", WorkspaceID: "ws", Endpoint: "/x", Timeout: 30, CreatedAt: now, Deadline: now.Add(30 * time.Second)}
 	if _, err := r.Create(context.Background(), rec); err != nil {
@@ -139,12 +144,25 @@ func TestObservedStoreKeepsPending(t *testing.T) {
 	if got, ok := p.Pending("obs-pending"); !ok || got.Status != store.Queued {
 		t.Fatalf("Pending through the wrapper = %+v, %v", got, ok)
 	}
-	m := store.Observe(store.NewMemory(store.Options{}), func(string, time.Duration, error) {})
+	if got, err := r.(watched).GetWatched(context.Background(), "obs-pending"); err != nil || got.Status != store.Queued {
+		t.Fatalf("GetWatched through the wrapper = %+v, %v", got, err)
+	}
+	if ops := h.ops(); !slices.Equal(ops, []string{store.OpCreate, store.OpGetWatched}) {
+		t.Fatalf("heard %v", ops)
+	}
+	hm := &heard{}
+	m := store.Observe(store.NewMemory(store.Options{}), hm.observe)
 	defer m.Close()
 	if _, err := m.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := m.(pending).Pending("obs-pending"); ok {
 		t.Fatal("a memory store's call is pending through the wrapper")
+	}
+	if got, err := m.(watched).GetWatched(context.Background(), "obs-pending"); err != nil || got.Status != store.Queued {
+		t.Fatalf("GetWatched on memory through the wrapper = %+v, %v", got, err)
+	}
+	if ops := hm.ops(); !slices.Equal(ops, []string{store.OpCreate, store.OpGet}) {
+		t.Fatalf("memory: heard %v", ops)
 	}
 }

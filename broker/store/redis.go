@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,26 +32,30 @@ type RedisConfig struct {
 	// be Bus's prefix.
 	Prefix string
 	// Bus is this process's bus on the same Redis and prefix. The store
-	// hears outcomes on it (one subscription to OutcomeChannel, for Watch),
-	// so that an instance keeps one pub/sub connection. The store does not
-	// close it.
+	// hears the outcomes told to it on it (one subscription to its own
+	// outcome channel, for Watch), so that an instance keeps one pub/sub
+	// connection. The store does not close it.
 	Bus bus.Bus
 	Options
 	Logger zerolog.Logger
 }
 
-// OutcomeChannel is the bus channel (under the prefix) on which the Redis
-// store announces the correlation id of every call that got its outcome.
-// It carries the keys' hash tag, so that on a Cluster the scripts publish
-// it (SPUBLISH) on the shard that holds the records.
+// OutcomeChannel starts the bus channels (under the prefix) on which the
+// Redis store tells an instance the correlation ids of the calls that got
+// their outcome and that it may wait for: those it recorded and those it
+// read to wait for them (Redis.GetWatched). Each store has its own,
+// OutcomeChannel + ":" + a random id of its own; an outcome is told to the
+// few instances that may wait for it, not to every one. It carries the
+// keys' hash tag, so that on a Cluster the scripts publish it (SPUBLISH)
+// on the shard that holds the records.
 const OutcomeChannel = "{calls}:done"
 
 // Redis is the Store shared by broker instances on one Redis: a hash per
 // call, a list per workspace for its queue, one sorted set of the times
 // Sweep acts at, and a key per idempotency key; every step that must be
 // atomic is a Lua script (redis_scripts.go). The scripts that write an
-// outcome also publish it on OutcomeChannel, which every instance's store
-// subscribes on its bus, for Watch.
+// outcome also tell it to the instances that may wait for it, each on its
+// own outcome channel (see OutcomeChannel), for Watch.
 //
 // Commands are never retried by the client: a script whose reply was lost
 // may have run, and running Create twice would answer the retry ErrExists.
@@ -61,11 +67,14 @@ type Redis struct {
 	log     zerolog.Logger
 	k       redisKeys
 	publish string // the command the scripts announce outcomes with
-	single  bool   // one server: Create tells the holder in its script
-	prefix  string
-	sub     bus.Subscription
-	watch   watchers
-	closed  atomic.Bool
+	// id names this store among the instances on the Redis: a record's
+	// origin, a watcher of a call, the end of its outcome channel.
+	id     string
+	single bool // one server: Create tells the holder in its script
+	prefix string
+	sub    bus.Subscription
+	watch  watchers
+	closed atomic.Bool
 }
 
 var _ Store = (*Redis)(nil)
@@ -73,21 +82,23 @@ var _ Store = (*Redis)(nil)
 // redisKeys names the store's keys. The "{calls}" hash tag keeps them in
 // one cluster slot (a prefix with a tag of its own does the same).
 type redisKeys struct {
-	record  string // + correlation id: the call's hash
-	queue   string // + workspace id: its list of queued correlation ids
-	idem    string // + workspace id NUL key: the correlation id
-	due     string // sorted set: correlation id by the unix ms Sweep acts at
-	channel string // prefix + OutcomeChannel, as the scripts publish it
+	record   string // + correlation id: the call's hash
+	queue    string // + workspace id: its list of queued correlation ids
+	idem     string // + workspace id NUL key: the correlation id
+	due      string // sorted set: correlation id by the unix ms Sweep acts at
+	watchers string // + correlation id: the set of ids of the instances waiting for it
+	channel  string // prefix + OutcomeChannel + ":", as the scripts publish it (an id ends it)
 }
 
 func newRedisKeys(prefix string) redisKeys {
 	base := prefix + "{calls}:"
 	return redisKeys{
-		record:  base + "call:",
-		queue:   base + "queue:",
-		idem:    base + "idem:",
-		due:     base + "due",
-		channel: prefix + OutcomeChannel,
+		record:   base + "call:",
+		queue:    base + "queue:",
+		idem:     base + "idem:",
+		due:      base + "due",
+		watchers: base + "watchers:",
+		channel:  prefix + OutcomeChannel + ":",
 	}
 }
 
@@ -125,12 +136,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
 	}
 	r := &Redis{client: client, batch: &batcher{client: client}, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
-		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix}
+		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix, id: newStoreID()}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("connecting call store to redis: %w", err)
 	}
-	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel, func(msg []byte) { r.watch.notice(string(msg)) })
+	sub, err := cfg.Bus.Subscribe(ctx, OutcomeChannel+":"+r.id, func(msg []byte) { r.watch.notify(string(msg), Record{}) })
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("subscribing call outcomes: %w", err)
@@ -269,6 +280,7 @@ func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
 		"deadline", rec.Deadline.UnixMilli(),
 		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
 		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
+		"origin", r.id,
 	}
 	if rec.DeliveredAt != nil {
 		f = append(f, "delivered_at", rec.DeliveredAt.UnixMilli())
@@ -369,6 +381,25 @@ func (rec *Record) complete() error {
 	return nil
 }
 
+// GetWatched is Get for an instance that is to wait for the call's outcome
+// (its Watch registered first): the read also makes it a watcher of the
+// call, in the same atomic step, so that whoever writes the outcome tells
+// it. A plain Get does not: the outcome of a call this instance neither
+// recorded nor read this way is not told to it.
+func (r *Redis) GetWatched(ctx context.Context, cid string) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	res, err := r.batch.run(ctx, watchScript, []string{r.k.record + cid, r.k.watchers + cid}, r.id).Slice()
+	if err != nil {
+		return Record{}, unavailable("reading call record", err)
+	}
+	if len(res) == 0 {
+		return Record{}, ErrNotFound
+	}
+	return parseRecord(any(res))
+}
+
 // Get implements Store.
 func (r *Redis) Get(ctx context.Context, cid string) (Record, error) {
 	if r.closed.Load() {
@@ -427,10 +458,8 @@ func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse,
 	}
 	resp.CorrelationID = cid
 	body := protocol.AppendToolResponse(nil, &resp)
-	done := r.watch.finishing(cid)
-	defer done()
-	res, err := r.batch.run(ctx, finishScript, []string{r.k.record + cid, r.k.due},
-		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish).Slice()
+	res, err := r.batch.run(ctx, finishScript, []string{r.k.record + cid, r.k.due, r.k.watchers + cid},
+		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish, r.id).Slice()
 	if err != nil {
 		r.watch.notify(cid, Record{}) // it may have run: watchers read again
 		return Outcome{}, unavailable("recording call outcome", err)
@@ -440,9 +469,8 @@ func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse,
 		was, _ := res[1].(string)
 		rec, err := parseRecord(res[2])
 		if err == nil {
-			// This instance's watchers get the record now; the others hear
-			// of it on the outcome channel (so does this one, too late to
-			// matter: its watchers are gone).
+			// This instance's watchers get the record now; the others that
+			// may wait for it are told on their outcome channels.
 			r.watch.notify(cid, rec)
 		}
 		return Outcome{Record: rec, Won: true, Was: was}, err
@@ -460,7 +488,7 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 	}
 	n, err := r.batch.run(ctx, sweepScript, []string{r.k.due},
 		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
-		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish).Int()
+		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish, r.k.watchers).Int()
 	if err != nil {
 		return 0, unavailable("sweeping call deadlines", err)
 	}
@@ -472,11 +500,12 @@ func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(c
 
 // Pending returns the record of a call this instance created, as it
 // created it, while it has heard of no outcome for it (from its own
-// Finish, Withdraw or Sweep, or any instance's on the outcome channel) and
-// the call's deadline plus grace has not passed. Its status may be behind
-// (queued for a call claimed since), never its outcome: a Watch registered
-// before Pending is called fires on the outcome. So a wait on the instance
-// that took the submit needs no first read of the record. Should the
+// Finish or Withdraw, or on its outcome channel, where any other
+// instance's Finish and every Sweep tell the call's origin) and the call's
+// deadline plus grace has not passed. Its status may be behind (queued for
+// a call claimed since), never its outcome: a Watch registered before
+// Pending is called fires on the outcome. So a wait on the instance that
+// took the submit needs no first read of the record, and no GetWatched. Should the
 // outcome's notice be lost with the Redis connection, the waiter's
 // periodic read sees it instead (as it does for any Watch).
 func (r *Redis) Pending(cid string) (Record, bool) { return r.watch.known(cid, time.Now()) }
@@ -493,4 +522,11 @@ func (r *Redis) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// newStoreID is a random id for a store instance (16 hex digits).
+func newStoreID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }

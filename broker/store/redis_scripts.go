@@ -8,6 +8,9 @@ import "github.com/redis/go-redis/v9"
 // hash tag (see redisKeys), so on a Redis Cluster they all live in one slot
 // and a script may reach keys it computes, such as the record of an id it
 // popped, and publish the outcome channel, which carries the same tag.
+// Outcomes are told on per-instance channels (OutcomeChannel + ":" + the
+// store's id): to the instance that recorded the call and to those that
+// read it to wait (watchScript), never to every instance.
 // Numbers computed from times come from Go as strings: Lua's own number
 // formatting would lose digits of a unix millisecond.
 
@@ -109,16 +112,21 @@ return out
 `)
 
 // finishScript writes a call's outcome unless it has one (or, withdrawing,
-// unless it left the queue), and announces it on the outcome channel.
+// unless it left the queue), and tells the instances that may wait for it:
+// the one that recorded it (the record's origin) and those that read it
+// to wait (its watchers set, which goes), each on its own outcome channel,
+// but not the instance finishing it, which tells its own waiters.
 //
-// KEYS: record, due. ARGV: correlation id, final status, now (unix ms),
-// response JSON, record expiry (unix ms), outcome channel, "1" to
-// withdraw, the publish command (PUBLISH, or SPUBLISH on a Cluster).
+// KEYS: record, due, watchers. ARGV: correlation id, final status, now
+// (unix ms), response JSON, record expiry (unix ms), outcome channel
+// prefix (an instance's id completes it), "1" to withdraw, the publish
+// command (PUBLISH, or SPUBLISH on a Cluster), this instance's id.
 //
 // Returns {0} no such call, {1, previous status, fields} written,
 // {2, fields} left as it was.
 var finishScript = redis.NewScript(`
-local was = redis.call('HGET', KEYS[1], 'status')
+local f = redis.call('HMGET', KEYS[1], 'status', 'idem_ref', 'origin')
+local was, idem, origin = f[1], f[2], f[3]
 if not was then return {0} end
 if was ~= 'queued' and (ARGV[7] == '1' or was ~= 'delivered') then
   return {2, redis.call('HGETALL', KEYS[1])}
@@ -126,19 +134,42 @@ end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'finished_at', ARGV[3], 'response', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
 redis.call('ZREM', KEYS[2], ARGV[1])
-local idem = redis.call('HGET', KEYS[1], 'idem_ref')
 if idem and redis.call('GET', idem) == ARGV[1] then redis.call('PEXPIREAT', idem, ARGV[5]) end
-redis.call(ARGV[8], ARGV[6], ARGV[1])
+if origin and origin ~= ARGV[9] then redis.call(ARGV[8], ARGV[6] .. origin, ARGV[1]) end
+local watchers = redis.call('SMEMBERS', KEYS[3])
+for _, w in ipairs(watchers) do
+  if w ~= ARGV[9] and w ~= origin then redis.call(ARGV[8], ARGV[6] .. w, ARGV[1]) end
+end
+if #watchers > 0 then redis.call('DEL', KEYS[3]) end
 return {1, was, redis.call('HGETALL', KEYS[1])}
 `)
 
+// watchScript reads a call's record for an instance that waits for its
+// outcome: a call not final yet gets the instance in its watchers set (kept
+// as long as the record), so that whoever writes the outcome tells it.
+// Atomic with finishScript: the outcome is either in the record read or
+// told to the instance.
+//
+// KEYS: record, watchers. ARGV: this instance's id.
+//
+// Returns the record's fields (none: no such call).
+var watchScript = redis.NewScript(`
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'queued' or status == 'delivered' then
+  redis.call('SADD', KEYS[2], ARGV[1])
+  redis.call('PEXPIREAT', KEYS[2], redis.call('PEXPIRETIME', KEYS[1]))
+end
+return redis.call('HGETALL', KEYS[1])
+`)
+
 // sweepScript ends up to max calls due at now that have no outcome yet, as
-// sweepFailure does, and announces each on the outcome channel.
+// sweepFailure does, and tells each one's origin and watchers (this
+// instance too: nobody else tells its waiters of a sweep).
 //
 // KEYS: due. ARGV: record key prefix, now (unix ms), max, record expiry
-// (unix ms), outcome channel, then the codes and messages: offline code,
-// offline message, timeout code, queued timeout message, lost owner
-// message, the publish command.
+// (unix ms), outcome channel prefix, then the codes and messages: offline
+// code, offline message, timeout code, queued timeout message, lost owner
+// message, the publish command, watchers key prefix.
 //
 // Returns how many calls it ended.
 var sweepScript = redis.NewScript(`
@@ -147,7 +178,7 @@ local n = 0
 for _, cid in ipairs(due) do
   redis.call('ZREM', KEYS[1], cid)
   local key = ARGV[1] .. cid
-  local f = redis.call('HMGET', key, 'status', 'offline_at', 'idem_ref')
+  local f = redis.call('HMGET', key, 'status', 'offline_at', 'idem_ref', 'origin')
   if f[1] == 'queued' or f[1] == 'delivered' then
     local code, msg = ARGV[8], ARGV[10]
     if f[1] == 'queued' then
@@ -157,7 +188,13 @@ for _, cid in ipairs(due) do
     redis.call('HSET', key, 'status', 'failed', 'finished_at', ARGV[2], 'response', resp)
     redis.call('PEXPIREAT', key, ARGV[4])
     if f[3] and redis.call('GET', f[3]) == cid then redis.call('PEXPIREAT', f[3], ARGV[4]) end
-    redis.call(ARGV[11], ARGV[5], cid)
+    if f[4] then redis.call(ARGV[11], ARGV[5] .. f[4], cid) end
+    local wk = ARGV[12] .. cid
+    local watchers = redis.call('SMEMBERS', wk)
+    for _, w in ipairs(watchers) do
+      if w ~= f[4] then redis.call(ARGV[11], ARGV[5] .. w, cid) end
+    end
+    if #watchers > 0 then redis.call('DEL', wk) end
     n = n + 1
   end
 end

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/bus"
@@ -192,4 +193,99 @@ func newBus(t *testing.T, cfg bus.RedisConfig) *bus.Redis {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// An outcome is told to the instances that may wait for the call (the one
+// that recorded it, those that read it to wait), each on its own channel,
+// and to nobody when the instance that recorded it writes it: never to
+// every instance.
+func TestRedisTellsAnOutcomeOnlyToTheInstancesThatMayWait(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := store.RedisConfig{URL: srv.URL(), Prefix: redistest.Prefix(t)}
+	a, b, c := newRedis(t, cfg), newRedis(t, cfg), newRedis(t, cfg)
+	ctx := context.Background()
+
+	// Every outcome message on any instance's channel.
+	spy := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer spy.Close()
+	sub := spy.PSubscribe(ctx, cfg.Prefix+store.OutcomeChannel+":*")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	told := sub.Channel()
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case m := <-told:
+			t.Fatalf("%s: told %s on %s", what, m.Payload, m.Channel)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	newRec := func(cid string) store.Record {
+		now := time.Now()
+		return store.Record{CorrelationID: cid, WorkspaceID: "ws", Endpoint: "/x", Timeout: 30, CreatedAt: now, Deadline: now.Add(30 * time.Second)}
+	}
+	// Recorded and finished by a: nobody is told (a tells its own).
+	if _, err := a.CreateHeld(ctx, newRec("told-1")); err != nil {
+		t.Fatal(err)
+	}
+	mine, stopMine := a.Watch("told-1")
+	defer stopMine()
+	if _, err := a.Finish(ctx, "told-1", protocol.Success("told-1", json.RawMessage(`1`)), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-mine; got.Status != store.Succeeded {
+		t.Fatalf("a's own watch got %+v", got)
+	}
+	quiet("an outcome written by the instance that recorded the call")
+
+	// Recorded by a, read to wait by b, read plainly by c, finished by c:
+	// a and b are told, once each, and c's watch hears nothing.
+	if _, err := a.Create(ctx, newRec("told-2")); err != nil {
+		t.Fatal(err)
+	}
+	bDone, stopB := b.Watch("told-2")
+	defer stopB()
+	if _, err := b.GetWatched(ctx, "told-2"); err != nil {
+		t.Fatal(err)
+	}
+	cDone, stopC := c.Watch("told-2")
+	defer stopC()
+	if _, err := c.Get(ctx, "told-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Finish(ctx, "told-2", protocol.Success("told-2", json.RawMessage(`1`)), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	channels := map[string]bool{}
+	for range 2 {
+		select {
+		case m := <-told:
+			if m.Payload != "told-2" || channels[m.Channel] {
+				t.Fatalf("told %s on %s (already: %v)", m.Payload, m.Channel, channels)
+			}
+			channels[m.Channel] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("told on %v only, want the recording and the waiting instance's channels", channels)
+		}
+	}
+	quiet("after telling the two instances that may wait")
+	select {
+	case <-bDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the instance that read the call to wait was not told")
+	}
+	if _, ok := a.Pending("told-2"); ok {
+		t.Fatal("the recording instance still has the call pending after it was told")
+	}
+	select {
+	case got := <-cDone:
+		if got.Status != store.Succeeded { // its own Finish's record
+			t.Fatalf("c's watch got %+v", got)
+		}
+	default:
+		t.Fatal("c's own Finish did not tell its watch")
+	}
 }

@@ -8,7 +8,8 @@ import (
 // watchers are the Watch registrations of one store instance, by
 // correlation id. Both implementations use them: Memory notifies from
 // Finish and Sweep, Redis from its own Finish (with the record) and from
-// its subscription to the outcome channel (without).
+// its subscription to its outcome channel (without), on which the other
+// instances' Finish and every Sweep tell it (never its own Finish).
 //
 // Concurrency: safe for concurrent use; notify never blocks. A channel is
 // taken out of the map under the lock before it is sent to, so it gets one
@@ -16,11 +17,6 @@ import (
 type watchers struct {
 	mu   sync.Mutex
 	byID map[string]map[chan Record]struct{}
-	// own counts the Finish calls of this instance in progress, by
-	// correlation id: the outcome channel's notice of such a call can
-	// arrive before the script's reply, and is left to the Finish, which
-	// has the record.
-	own map[string]int
 	// pending are the calls this instance recorded (Redis) whose outcome
 	// it has not heard of: notify forgets them, under mu, so that a Watch
 	// registered before Pending looks fires on the outcome (see
@@ -59,34 +55,6 @@ func (ws *watchers) known(cid string, now time.Time) (Record, bool) {
 		return Record{}, false
 	}
 	return p.rec.clone(), true
-}
-
-// finishing marks cid as being finished here until the returned func runs.
-func (ws *watchers) finishing(cid string) func() {
-	ws.mu.Lock()
-	if ws.own == nil {
-		ws.own = make(map[string]int)
-	}
-	ws.own[cid]++
-	ws.mu.Unlock()
-	return func() {
-		ws.mu.Lock()
-		if ws.own[cid]--; ws.own[cid] <= 0 {
-			delete(ws.own, cid)
-		}
-		ws.mu.Unlock()
-	}
-}
-
-// notice handles the outcome channel's notice of cid: watchers read the
-// record again, unless this instance's own Finish of it is in progress.
-func (ws *watchers) notice(cid string) {
-	ws.mu.Lock()
-	mine := ws.own[cid] > 0
-	ws.mu.Unlock()
-	if !mine {
-		ws.notify(cid, Record{})
-	}
 }
 
 func (ws *watchers) add(cid string) (<-chan Record, func()) {
