@@ -144,9 +144,14 @@ func (c *BusCaller) Status(ctx context.Context, cid string) (store.Record, error
 	if err != nil {
 		return store.Record{}, err
 	}
+	return read(ctx, cid, st.Get)
+}
+
+// read reads cid's record with get, bounded by storeOp.
+func read(ctx context.Context, cid string, get func(context.Context, string) (store.Record, error)) (store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeOp)
 	defer cancel()
-	rec, err := st.Get(ctx, cid)
+	rec, err := get(ctx, cid)
 	if err != nil {
 		return store.Record{}, storeError(cid, err)
 	}
@@ -169,18 +174,11 @@ type watchedStore interface {
 
 // statusToWait is Status for a wait whose watch is registered: read with
 // GetWatched when the store has it.
-func (c *BusCaller) statusToWait(ctx context.Context, st store.Store, cid string) (store.Record, error) {
-	w, ok := st.(watchedStore)
-	if !ok {
-		return c.Status(ctx, cid)
+func statusToWait(ctx context.Context, st store.Store, cid string) (store.Record, error) {
+	if w, ok := st.(watchedStore); ok {
+		return read(ctx, cid, w.GetWatched)
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeOp)
-	defer cancel()
-	rec, err := w.GetWatched(ctx, cid)
-	if err != nil {
-		return store.Record{}, storeError(cid, err)
-	}
-	return rec, nil
+	return read(ctx, cid, st.Get)
 }
 
 // Wait implements Async.
@@ -213,7 +211,7 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 	switch {
 	case known:
 	case max > 0:
-		if rec, err = c.statusToWait(ctx, st, cid); err != nil {
+		if rec, err = statusToWait(ctx, st, cid); err != nil {
 			return rec, err
 		}
 	default:
@@ -242,7 +240,7 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 			// Read it again, watching anew first (a watch fires once).
 			stop()
 			outcome, stop = st.Watch(cid)
-			if rec, err = c.statusToWait(ctx, st, cid); err != nil || store.IsFinal(rec.Status) {
+			if rec, err = statusToWait(ctx, st, cid); err != nil || store.IsFinal(rec.Status) {
 				return rec, err
 			}
 		case <-poll.C:
