@@ -357,7 +357,7 @@ func (rec *Record) setField(k, v string) error {
 		}
 	case "response":
 		rec.Response = new(protocol.ToolResponse)
-		err = json.Unmarshal([]byte(v), rec.Response)
+		err = protocol.DecodeToolResponse([]byte(v), rec.Response) // json.Unmarshal's result, without its reflection
 	case "idempotency_key":
 		rec.IdempotencyKey = v
 	case "fingerprint":
