@@ -158,29 +158,6 @@ func read(ctx context.Context, cid string, get func(context.Context, string) (st
 	return rec, nil
 }
 
-// pendingStore is a store that knows the calls it recorded whose outcome
-// it has not heard of (store.Redis.Pending): a wait for one of them, with
-// its watch registered first, needs no first read of the record.
-type pendingStore interface {
-	Pending(correlationID string) (store.Record, bool)
-}
-
-// watchedStore is a store whose instances are told only the outcomes they
-// may wait for (store.Redis): a wait reads the record with GetWatched,
-// which makes this instance one the outcome is told to.
-type watchedStore interface {
-	GetWatched(ctx context.Context, correlationID string) (store.Record, error)
-}
-
-// statusToWait is Status for a wait whose watch is registered: read with
-// GetWatched when the store has it.
-func statusToWait(ctx context.Context, st store.Store, cid string) (store.Record, error) {
-	if w, ok := st.(watchedStore); ok {
-		return read(ctx, cid, w.GetWatched)
-	}
-	return read(ctx, cid, st.Get)
-}
-
 // Wait implements Async.
 func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (store.Record, error) {
 	return c.WaitFor(ctx, cid, max, nil)
@@ -192,10 +169,9 @@ func (c *BusCaller) Wait(ctx context.Context, cid string, max time.Duration) (st
 // the outcome before reading the record, so that an outcome between the two
 // is not missed, and reads the record again on a notification without it,
 // every waitPoll, and when max is over. A wait (max > 0) for a call the
-// store recorded itself and knows to be without an outcome
-// (store.Redis.Pending) skips the first read; on a store that tells
-// outcomes only to the instances that may wait for them (store.Redis), a
-// wait's reads make this instance one (GetWatched).
+// store recorded itself and knows to be without an outcome (Pending)
+// skips the first read; a wait's reads are GetWatched, which on Redis make
+// this instance one the outcome is told to.
 func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, allow func(*store.Record) error) (store.Record, error) {
 	st, err := c.store()
 	if err != nil {
@@ -205,13 +181,13 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 	defer func() { stop() }()
 	var rec store.Record
 	known := false
-	if p, ok := st.(pendingStore); ok && max > 0 {
-		rec, known = p.Pending(cid)
+	if max > 0 {
+		rec, known = st.Pending(cid)
 	}
 	switch {
 	case known:
 	case max > 0:
-		if rec, err = statusToWait(ctx, st, cid); err != nil {
+		if rec, err = read(ctx, cid, st.GetWatched); err != nil {
 			return rec, err
 		}
 	default:
@@ -240,7 +216,7 @@ func (c *BusCaller) WaitFor(ctx context.Context, cid string, max time.Duration, 
 			// Read it again, watching anew first (a watch fires once).
 			stop()
 			outcome, stop = st.Watch(cid)
-			if rec, err = statusToWait(ctx, st, cid); err != nil || store.IsFinal(rec.Status) {
+			if rec, err = read(ctx, cid, st.GetWatched); err != nil || store.IsFinal(rec.Status) {
 				return rec, err
 			}
 		case <-poll.C:

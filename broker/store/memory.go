@@ -277,6 +277,12 @@ func (m *Memory) Sweep(ctx context.Context, now time.Time, max int) (int, error)
 // Watch implements Store.
 func (m *Memory) Watch(cid string) (<-chan Record, func()) { return m.watch.add(cid) }
 
+// GetWatched implements Store: Get (one instance hears every outcome).
+func (m *Memory) GetWatched(ctx context.Context, cid string) (Record, error) { return m.Get(ctx, cid) }
+
+// Pending implements Store: never known (a wait reads the record first).
+func (m *Memory) Pending(string) (Record, bool) { return Record{}, false }
+
 // Close implements Store.
 func (m *Memory) Close() error {
 	m.mu.Lock()

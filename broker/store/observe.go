@@ -13,7 +13,7 @@ import (
 type Observer func(op string, took time.Duration, err error)
 
 // The operations an Observer hears of, one per Store method that goes to
-// the store (Watch and Close do not), and the Redis store's GetWatched.
+// the store (Watch, Pending and Close do not).
 const (
 	OpCreate     = "create"
 	OpCreateHeld = "create_held"
@@ -26,9 +26,9 @@ const (
 	OpSweep      = "sweep"
 )
 
-// Observe returns s with every step timed for o: the broker's metrics of
+// Observe returns s with every step observeStep for o: the broker's metrics of
 // its call store (how long Redis takes for each step an async call waits
-// on). The rest is s's, Pending included (see Redis.Pending).
+// on).
 func Observe(s Store, o Observer) Store { return &observed{s: s, o: o} }
 
 // observed is Observe's Store.
@@ -39,88 +39,57 @@ type observed struct {
 	o Observer
 }
 
-func (w *observed) done(op string, start time.Time, err error) {
+// observeStep runs step and tells w.o how long it took.
+func observeStep[T any](w *observed, op string, step func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := step()
 	w.o(op, time.Since(start), err)
+	return v, err
 }
 
 func (w *observed) Create(ctx context.Context, rec Record) (Created, error) {
-	start := time.Now()
-	c, err := w.s.Create(ctx, rec)
-	w.done(OpCreate, start, err)
-	return c, err
+	return observeStep(w, OpCreate, func() (Created, error) { return w.s.Create(ctx, rec) })
 }
 
 func (w *observed) CreateHeld(ctx context.Context, rec Record) (Created, error) {
-	start := time.Now()
-	c, err := w.s.CreateHeld(ctx, rec)
-	w.done(OpCreateHeld, start, err)
-	return c, err
+	return observeStep(w, OpCreateHeld, func() (Created, error) { return w.s.CreateHeld(ctx, rec) })
 }
 
 func (w *observed) Put(ctx context.Context, rec Record) (Record, error) {
-	start := time.Now()
-	r, err := w.s.Put(ctx, rec)
-	w.done(OpPut, start, err)
-	return r, err
+	return observeStep(w, OpPut, func() (Record, error) { return w.s.Put(ctx, rec) })
 }
 
 func (w *observed) Get(ctx context.Context, cid string) (Record, error) {
-	start := time.Now()
-	r, err := w.s.Get(ctx, cid)
-	w.done(OpGet, start, err)
-	return r, err
+	return observeStep(w, OpGet, func() (Record, error) { return w.s.Get(ctx, cid) })
+}
+
+// GetWatched is timed as a get on memory, where it is one.
+func (w *observed) GetWatched(ctx context.Context, cid string) (Record, error) {
+	op := OpGetWatched
+	if _, ok := w.s.(*Memory); ok {
+		op = OpGet
+	}
+	return observeStep(w, op, func() (Record, error) { return w.s.GetWatched(ctx, cid) })
 }
 
 func (w *observed) Claim(ctx context.Context, ws string, now time.Time, max int) ([]Record, error) {
-	start := time.Now()
-	recs, err := w.s.Claim(ctx, ws, now, max)
-	w.done(OpClaim, start, err)
-	return recs, err
+	return observeStep(w, OpClaim, func() ([]Record, error) { return w.s.Claim(ctx, ws, now, max) })
 }
 
 func (w *observed) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	start := time.Now()
-	out, err := w.s.Finish(ctx, cid, resp, now)
-	w.done(OpFinish, start, err)
-	return out, err
+	return observeStep(w, OpFinish, func() (Outcome, error) { return w.s.Finish(ctx, cid, resp, now) })
 }
 
 func (w *observed) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	start := time.Now()
-	out, err := w.s.Withdraw(ctx, cid, resp, now)
-	w.done(OpWithdraw, start, err)
-	return out, err
+	return observeStep(w, OpWithdraw, func() (Outcome, error) { return w.s.Withdraw(ctx, cid, resp, now) })
 }
 
 func (w *observed) Sweep(ctx context.Context, now time.Time, max int) (int, error) {
-	start := time.Now()
-	n, err := w.s.Sweep(ctx, now, max)
-	w.done(OpSweep, start, err)
-	return n, err
+	return observeStep(w, OpSweep, func() (int, error) { return w.s.Sweep(ctx, now, max) })
 }
 
 func (w *observed) Watch(cid string) (<-chan Record, func()) { return w.s.Watch(cid) }
 
+func (w *observed) Pending(cid string) (Record, bool) { return w.s.Pending(cid) }
+
 func (w *observed) Close() error { return w.s.Close() }
-
-// GetWatched is s's GetWatched when it has one (Redis), else its Get.
-func (w *observed) GetWatched(ctx context.Context, cid string) (Record, error) {
-	g, ok := w.s.(interface {
-		GetWatched(context.Context, string) (Record, error)
-	})
-	if !ok {
-		return w.Get(ctx, cid)
-	}
-	start := time.Now()
-	r, err := g.GetWatched(ctx, cid)
-	w.done(OpGetWatched, start, err)
-	return r, err
-}
-
-// Pending is s's Pending when it has one (Redis), else never known.
-func (w *observed) Pending(cid string) (Record, bool) {
-	if p, ok := w.s.(interface{ Pending(string) (Record, bool) }); ok {
-		return p.Pending(cid)
-	}
-	return Record{}, false
-}

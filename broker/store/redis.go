@@ -381,11 +381,10 @@ func (rec *Record) complete() error {
 	return nil
 }
 
-// GetWatched is Get for an instance that is to wait for the call's outcome
-// (its Watch registered first): the read also makes it a watcher of the
-// call, in the same atomic step, so that whoever writes the outcome tells
-// it. A plain Get does not: the outcome of a call this instance neither
-// recorded nor read this way is not told to it.
+// GetWatched implements Store: the read also makes this instance a watcher
+// of the call, in the same atomic step, so that whoever writes the outcome
+// tells it. A plain Get does not: the outcome of a call this instance
+// neither recorded nor read this way is not told to it.
 func (r *Redis) GetWatched(ctx context.Context, cid string) (Record, error) {
 	if r.closed.Load() {
 		return Record{}, ErrClosed
@@ -498,16 +497,16 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 // Watch implements Store.
 func (r *Redis) Watch(cid string) (<-chan Record, func()) { return r.watch.add(cid) }
 
-// Pending returns the record of a call this instance created, as it
-// created it, while it has heard of no outcome for it (from its own
+// Pending implements Store: the record of a call this instance created,
+// as it created it, while it has heard of no outcome for it (from its own
 // Finish or Withdraw, or on its outcome channel, where any other
 // instance's Finish and every Sweep tell the call's origin) and the call's
-// deadline plus grace has not passed. Its status may be behind (queued for
-// a call claimed since), never its outcome: a Watch registered before
+// deadline plus grace has not passed. Its status may be behind (queued
+// for a call claimed since), never its outcome: a Watch registered before
 // Pending is called fires on the outcome. So a wait on the instance that
-// took the submit needs no first read of the record, and no GetWatched. Should the
-// outcome's notice be lost with the Redis connection, the waiter's
-// periodic read sees it instead (as it does for any Watch).
+// took the submit needs no first read of the record, and no GetWatched.
+// Should the outcome's notice be lost with the Redis connection, the
+// waiter's periodic read sees it instead (as it does for any Watch).
 func (r *Redis) Pending(cid string) (Record, bool) { return r.watch.known(cid, time.Now()) }
 
 // Close implements Store: it ends the subscription and the client.

@@ -175,6 +175,16 @@ type Store interface {
 	Put(ctx context.Context, rec Record) (Record, error)
 	// Get returns the record of a call, or ErrNotFound.
 	Get(ctx context.Context, correlationID string) (Record, error)
+	// GetWatched is Get for an instance that is to wait for the call's
+	// outcome (its Watch registered first): where outcomes are told only
+	// to the instances that may wait for them (Redis), the read makes this
+	// one of them in the same atomic step. Elsewhere it is Get.
+	GetWatched(ctx context.Context, correlationID string) (Record, error)
+	// Pending returns the record of a call this instance recorded, as it
+	// recorded it, while the store knows the call has no outcome (Redis:
+	// see Redis.Pending): a wait for it, its Watch registered first, needs
+	// no first read. false when it does not know (always, in memory).
+	Pending(correlationID string) (Record, bool)
 	// Claim takes up to max calls from the front of workspaceID's queue
 	// that are still queued, their wait and deadline not passed at now, and
 	// marks them delivered at now. Calls it passes over (cancelled, or

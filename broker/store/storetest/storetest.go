@@ -103,19 +103,6 @@ func sweep(t *testing.T, s store.Store, now time.Time) int {
 	return n
 }
 
-// readToWait reads a call's record as a wait does: with GetWatched on a
-// store that has it (Redis: the reading instance is told of the outcome),
-// else Get.
-func readToWait(t *testing.T, s store.Store, cid string) (store.Record, error) {
-	t.Helper()
-	if w, ok := s.(interface {
-		GetWatched(context.Context, string) (store.Record, error)
-	}); ok {
-		return w.GetWatched(ctx(t), cid)
-	}
-	return s.Get(ctx(t), cid)
-}
-
 func ok(cid, result string) protocol.ToolResponse {
 	return protocol.Success(cid, json.RawMessage(result))
 }
@@ -635,13 +622,13 @@ func Run(t *testing.T, pair Pair) {
 	})
 	t.Run("WatchFiresForAnInstanceThatReadsToWait", func(t *testing.T) {
 		// b did not record the call: it watches, then reads the record as
-		// a wait does (GetWatched where the store has it), and is told of
-		// the outcome a writes, or a's sweep.
+		// a wait does (GetWatched), and is told of the outcome a writes, or
+		// a's sweep.
 		a, b := pair(t, store.Options{})
 		for _, end := range []string{"finish", "withdraw", "sweep"} {
 			rec := create(t, a, newCall("ws-watch-other", time.Second))
 			done, stop := b.Watch(rec.CorrelationID)
-			got, err := readToWait(t, b, rec.CorrelationID)
+			got, err := b.GetWatched(ctx(t), rec.CorrelationID)
 			if err != nil || got.Status != store.Queued {
 				t.Fatalf("%s: read to wait = %+v, %v", end, got, err)
 			}
@@ -669,10 +656,10 @@ func Run(t *testing.T, pair Pair) {
 		// changes nothing.
 		rec := create(t, a, newCall("ws-watch-other", time.Second))
 		finish(t, a, rec.CorrelationID, ok("", "1"))
-		if got, err := readToWait(t, b, rec.CorrelationID); err != nil || got.Status != store.Succeeded {
+		if got, err := b.GetWatched(ctx(t), rec.CorrelationID); err != nil || got.Status != store.Succeeded {
 			t.Fatalf("read to wait of a final call = %+v, %v", got, err)
 		}
-		if _, err := readToWait(t, b, "never-made"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.GetWatched(ctx(t), "never-made"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("read to wait of a call never made: %v, want ErrNotFound", err)
 		}
 	})
