@@ -26,7 +26,7 @@ const (
 	OpSweep      = "sweep"
 )
 
-// Observe returns s with every step observeStep for o: the broker's metrics of
+// Observe returns s with every step timed for o: the broker's metrics of
 // its call store (how long Redis takes for each step an async call waits
 // on).
 func Observe(s Store, o Observer) Store { return &observed{s: s, o: o} }
