@@ -28,15 +28,14 @@ var asyncConcurrencies = []int{1, 64}
 
 // asyncRow is one setup and concurrency: medians over the runs.
 type asyncRow struct {
-	setup                         string
-	conc                          int
-	syncRate, syncP50             float64 // calls/s, ms
-	asyncRate, asyncP50           float64 // round trips (submit + wait) per second, ms
-	asyncP99, syncP99             float64 // ms
-	xP50, xRate                   float64 // medians of the per-run ratios async/sync
-	brokerCPUSync, brokerCPUAsync float64 // µs of broker CPU per call
+	setup               string
+	conc                int
+	syncRate, syncP50   float64 // calls/s, ms
+	asyncRate, asyncP50 float64 // round trips (submit + wait) per second, ms
+	asyncP99, syncP99   float64 // ms
+	xP50, xRate         float64 // medians of the per-run ratios async/sync
 	// The submit that waits itself (Prefer: respond-async, wait=10).
-	oneRate, oneP50, xOneP50, brokerCPUOne float64
+	oneRate, oneP50, xOneP50 float64
 	// The store steps on the async calls' paths, as the broker timed them
 	// (tether_call_store_step_seconds, medians over the run, ms): the held
 	// create and the finish of submit + GET, the put of the submit that
@@ -50,8 +49,8 @@ type asyncRow struct {
 	boxSync, boxAsync, boxOne float64
 	xBoxAsync, xBoxOne        float64
 	// procCPU is the same by process, µs per call: for sync, async and
-	// with wait, the load generator and then each of the setup's procs
-	// (medians over the runs).
+	// with wait, the load generator and then each of the setup's procs,
+	// its broker first (medians over the runs).
 	procCPU   [3][]float64
 	procNames []string
 	// On Redis: a synchronous call entering at a second broker, which
@@ -99,8 +98,8 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	redToken := mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")
 	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}
 	// Every process of a setup, its broker first: their CPU is the
-	// machine's per call. The second broker on Redis hears every outcome
-	// (the outcome channel) even when it takes no calls.
+	// machine's per call. The second broker on Redis takes no calls here;
+	// it is told of no outcome either, unless it waits for one.
 	setups := []struct {
 		name      string
 		brk       *server
@@ -119,7 +118,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	for _, conc := range asyncConcurrencies {
 		for _, st := range setups {
 			b.Run(fmt.Sprintf("%s/c=%d", st.name, conc), func(b *testing.B) {
-				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, cpuS, cpuA, oRate, oP50, xOP50, cpuO, cP50, xOC []float64
+				var sRate, sP50, sP99, aRate, aP50, aP99, xP50, xRate, oRate, oP50, xOP50, cP50, xOC []float64
 				var createMS, finishMS, putMS, xFloorA, xFloorO, boxS, boxA, boxO, xBoxA, xBoxO []float64
 				var procCPU [3][][]float64 // kind, process, runs
 				for k := range procCPU {
@@ -149,20 +148,17 @@ func BenchmarkAsyncCalls(b *testing.B) {
 					bs, ba, bo := s.boxCPUPerCall(), a.boxCPUPerCall(), o.boxCPUPerCall()
 					boxS, boxA, boxO = append(boxS, bs), append(boxA, ba), append(boxO, bo)
 					for k, r := range []runStats{s, a, o} {
-						for i, d := range append([]time.Duration{r.loadCPU}, r.watchCPU...) {
-							procCPU[k][i] = append(procCPU[k][i], us(d)/float64(len(r.lat)))
+						for i, v := range r.cpuPerCall() {
+							procCPU[k][i] = append(procCPU[k][i], v)
 						}
 					}
 					xBoxA, xBoxO = append(xBoxA, ba/bs), append(xBoxO, bo/bs)
 					oRate, oP50 = append(oRate, o.rate()), append(oP50, ms(o.quantile(.5)))
 					xOP50 = append(xOP50, float64(o.quantile(.5))/float64(s.quantile(.5)))
-					cpuO = append(cpuO, us(o.watchCPU[0])/float64(len(o.lat)))
 					sRate, sP50, sP99 = append(sRate, s.rate()), append(sP50, ms(s.quantile(.5))), append(sP99, ms(s.quantile(.99)))
 					aRate, aP50, aP99 = append(aRate, a.rate()), append(aP50, ms(a.quantile(.5))), append(aP99, ms(a.quantile(.99)))
 					xP50 = append(xP50, float64(a.quantile(.5))/float64(s.quantile(.5)))
 					xRate = append(xRate, a.rate()/s.rate())
-					cpuS = append(cpuS, us(s.watchCPU[0])/float64(len(s.lat)))
-					cpuA = append(cpuA, us(a.watchCPU[0])/float64(len(a.lat)))
 					fmt.Printf("  %-6s c=%-2d run %d/%d  sync %7.0f calls/s p50 %6.3f ms | async %7.0f round trips/s p50 %6.3f ms (×%.2f) | submit with wait %7.0f/s p50 %6.3f ms (×%.2f) | store steps ms: create %.3f finish %.3f put %.3f\n",
 						st.name, conc, run, cfg.runs, s.rate(), ms(s.quantile(.5)), a.rate(), ms(a.quantile(.5)), xP50[len(xP50)-1], o.rate(), ms(o.quantile(.5)), xOP50[len(xOP50)-1], cr, fi, pu)
 				}
@@ -171,8 +167,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 					syncRate: median(sRate), syncP50: median(sP50), syncP99: median(sP99),
 					asyncRate: median(aRate), asyncP50: median(aP50), asyncP99: median(aP99),
 					xP50: median(xP50), xRate: median(xRate),
-					brokerCPUSync: median(cpuS), brokerCPUAsync: median(cpuA),
-					oneRate: median(oRate), oneP50: median(oP50), xOneP50: median(xOP50), brokerCPUOne: median(cpuO),
+					oneRate: median(oRate), oneP50: median(oP50), xOneP50: median(xOP50),
 					createMS: median(createMS), finishMS: median(finishMS), putMS: median(putMS),
 					xFloorAsync: median(xFloorA), xFloorOne: median(xFloorO),
 					boxSync: median(boxS), boxAsync: median(boxA), boxOne: median(boxO),
@@ -209,7 +204,7 @@ func printAsyncTable(out io.Writer, rows []asyncRow, cfg loadConfig) {
 	fmt.Fprintln(tw, "setup\tconc\t sync calls/s\tp50 ms\tp99 ms\t async round trips/s\tp50 ms\tp99 ms\t ×sync p50\t×sync rate\t submit with wait/s\tp50 ms\t×sync p50\t broker µs/call sync\tasync\twith wait\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t %.0f\t%.3f\t%.3f\t %.0f\t%.3f\t%.3f\t %.2f\t%.2f\t %.0f\t%.3f\t%.2f\t %.1f\t%.1f\t%.1f\t\n",
-			r.setup, r.conc, r.syncRate, r.syncP50, r.syncP99, r.asyncRate, r.asyncP50, r.asyncP99, r.xP50, r.xRate, r.oneRate, r.oneP50, r.xOneP50, r.brokerCPUSync, r.brokerCPUAsync, r.brokerCPUOne)
+			r.setup, r.conc, r.syncRate, r.syncP50, r.syncP99, r.asyncRate, r.asyncP50, r.asyncP99, r.xP50, r.xRate, r.oneRate, r.oneP50, r.xOneP50, r.procCPU[0][1], r.procCPU[1][1], r.procCPU[2][1])
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out)

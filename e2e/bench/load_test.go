@@ -68,15 +68,24 @@ type runStats struct {
 
 func (s runStats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
 
-// boxCPUPerCall is the CPU of the load generator and every watched
-// process per call measured, µs: with every process of a setup watched,
-// what the machine spends on a call.
-func (s runStats) boxCPUPerCall() float64 {
-	total := s.loadCPU
+// cpuPerCall is the CPU per call measured, µs, of the load generator and
+// then of each watched process.
+func (s runStats) cpuPerCall() []float64 {
+	out := []float64{us(s.loadCPU) / float64(len(s.lat))}
 	for _, d := range s.watchCPU {
-		total += d
+		out = append(out, us(d)/float64(len(s.lat)))
 	}
-	return us(total) / float64(len(s.lat))
+	return out
+}
+
+// boxCPUPerCall is cpuPerCall's sum: with every process of a setup
+// watched, what the machine spends on a call.
+func (s runStats) boxCPUPerCall() float64 {
+	total := 0.0
+	for _, v := range s.cpuPerCall() {
+		total += v
+	}
+	return total
 }
 
 // quantile is the nearest-rank quantile q of the latencies.
@@ -258,8 +267,8 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 // call in flight then reads as slower, whichever system answers it. That
 // is noise of the harness's, and it weighs more on the faster system.
 // Measured on 2 cores, one broker, a bridge as the client, c=64, four
-// interleaved pairs of runs of a closed loop like this one: p99/p50 2.86 with the load
-// generator collecting, 2.60 without. (In bench-peers' ratios against
+// interleaved pairs of runs of a closed loop like this one: p99/p50 2.86
+// with the load generator collecting, 2.60 without. (In bench-peers' ratios against
 // node the difference stayed within the spread between runs.) The
 // workers allocate little per call (an answer's decoded result); the
 // memory limit still collects if that ever reaches a gigabyte.
