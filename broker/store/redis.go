@@ -396,7 +396,7 @@ func (r *Redis) GetWatched(ctx context.Context, cid string) (Record, error) {
 	if len(res) == 0 {
 		return Record{}, ErrNotFound
 	}
-	return parseRecord(any(res))
+	return parseRecord(res)
 }
 
 // Get implements Store.
