@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/bridge"
@@ -50,7 +52,7 @@ func newRealBroker(t *testing.T) *realBroker {
 
 func (r *realBroker) token(t *testing.T, role, workspace string) string {
 	t.Helper()
-	tok, err := broker.IssueToken(r.secret, role, []string{workspace}, time.Hour)
+	tok, err := auth.IssueToken(r.secret, role, []string{workspace}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func (r *realBroker) token(t *testing.T, role, workspace string) string {
 func (r *realBroker) bridge(t *testing.T, workspace string, cfg bridge.Config, mount func(*bridge.Router)) (*bridge.Bridge, *logSink) {
 	t.Helper()
 	if cfg.Token == "" {
-		cfg.Token = r.token(t, broker.RoleBridge, workspace)
+		cfg.Token = r.token(t, auth.RoleBridge, workspace)
 	}
 	logs := newLogSink(t)
 	cfg.BrokerURL, cfg.WorkspaceID, cfg.Logger = r.srv.URL, workspace, logs.logger()
@@ -80,7 +82,7 @@ func (r *realBroker) call(t *testing.T, ctx context.Context, workspace, endpoint
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+r.token(t, broker.RoleCaller, workspace))
+	req.Header.Set("Authorization", "Bearer "+r.token(t, auth.RoleCaller, workspace))
 	req.Header.Set("Content-Type", "application/json")
 	res, err := r.client.Do(req)
 	if err != nil {
@@ -172,7 +174,7 @@ func TestWithBrokerBadTokenBacksOffAsUnauthorized(t *testing.T) {
 
 func TestWithBrokerTokenForAnotherWorkspaceIsForbidden(t *testing.T) {
 	r := newRealBroker(t)
-	_, logs := r.bridge(t, "ws-a", bridge.Config{Token: r.token(t, broker.RoleBridge, "ws-b"), AuthBackoff: time.Minute}, nil)
+	_, logs := r.bridge(t, "ws-a", bridge.Config{Token: r.token(t, auth.RoleBridge, "ws-b"), AuthBackoff: time.Minute}, nil)
 	logs.waitFor(t, `"code":"forbidden"`)
 }
 

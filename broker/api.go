@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -135,7 +137,7 @@ func (b *Broker) handleCall(c *gin.Context) {
 // not, it answers w and returns false. Both servers of POST .../calls
 // check this before they read the body.
 func (b *Broker) callAuthorized(w apiWriter, ws, token string) bool {
-	if _, err := b.auth.verify(token, RoleCaller, ws); err != nil {
+	if _, err := b.auth.Verify(token, auth.RoleCaller, ws); err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		b.metrics.calls.WithLabelValues(refusal.Error).Inc()
 		apiError(w, authStatus(err), refusal.Error, refusal.Message)
@@ -300,7 +302,7 @@ func (b *Broker) observe(start time.Time, resp protocol.ToolResponse) {
 }
 
 func (b *Broker) handleList(c *gin.Context) {
-	claims, err := b.auth.verify(bearer(c.Request), RoleCaller, "")
+	claims, err := b.auth.Verify(bearer(c.Request), auth.RoleCaller, "")
 	if err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		apiError(c, authStatus(err), refusal.Error, refusal.Message)

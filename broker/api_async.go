@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherdev/tether/broker/caller"
@@ -152,8 +154,8 @@ func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protoco
 
 // callerAllowed checks a request's token for the API of async calls; it
 // answers the request itself and returns nil when the token is refused.
-func (b *Broker) callerAllowed(w apiWriter, token string) *Claims {
-	claims, err := b.auth.verify(token, RoleCaller, "")
+func (b *Broker) callerAllowed(w apiWriter, token string) *auth.Claims {
+	claims, err := b.auth.Verify(token, auth.RoleCaller, "")
 	if err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		apiError(w, authStatus(err), refusal.Error, refusal.Message)
@@ -164,7 +166,7 @@ func (b *Broker) callerAllowed(w apiWriter, token string) *Claims {
 
 // covers is the check that a token may read and cancel a call: it may call
 // the call's workspace.
-func covers(claims *Claims) func(*store.Record) error {
+func covers(claims *auth.Claims) func(*store.Record) error {
 	return func(rec *store.Record) error {
 		if !claims.Allows(rec.WorkspaceID) {
 			return protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %s", strconv.Quote(rec.WorkspaceID))

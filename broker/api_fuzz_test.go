@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker"
@@ -39,7 +41,7 @@ func FuzzCallBody(f *testing.F) {
 		defer cancel()
 		_ = b.Shutdown(ctx)
 	})
-	tok, err := broker.IssueToken(secret, broker.RoleCaller, []string{"*"}, time.Hour)
+	tok, err := auth.IssueToken(secret, auth.RoleCaller, []string{"*"}, time.Hour)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
@@ -115,8 +117,8 @@ func heldClient(t *testing.T, st *gatedStore, ws string) (*env, *wireClient, str
 	t.Helper()
 	e := newHeldEnv(t, st)
 	claims := st.claims.Load()
-	c := e.connect(ws, e.token(broker.RoleBridge, ws))
-	tok := e.token(broker.RoleCaller, ws)
+	c := e.connect(ws, e.token(auth.RoleBridge, ws))
+	tok := e.token(auth.RoleCaller, ws)
 	// The connection hands submits over from its CONNECT ack on, also
 	// before its connect-time drain starts: wait for that drain's claim.
 	for deadline := time.Now().Add(5 * time.Second); st.claims.Load() == claims; time.Sleep(time.Millisecond) {
@@ -173,7 +175,7 @@ func TestAsyncSubmitDuringADrainIsHandedOverAfterIt(t *testing.T) {
 	st.claimGate = make(chan struct{})
 	e := newEnv(t, func(c *broker.Config) { c.Store, c.SubmitDrainWait = st, time.Minute })
 	ids, c := queueThenConnect(t, e, st, "ws-d")
-	tok := e.token(broker.RoleCaller, "ws-d")
+	tok := e.token(auth.RoleCaller, "ws-d")
 	third := e.submitAsync("ws-d", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
 	for deadline := time.Now().Add(5 * time.Second); broker.DrainWaitsForTest(e.broker) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -199,7 +201,7 @@ func TestAsyncSubmitDuringALongDrainIsQueuedInOrder(t *testing.T) {
 	st.claimGate = make(chan struct{})
 	e := newEnv(t, func(c *broker.Config) { c.Store, c.SubmitDrainWait = st, 20*time.Millisecond })
 	ids, c := queueThenConnect(t, e, st, "ws-o")
-	tok := e.token(broker.RoleCaller, "ws-o")
+	tok := e.token(auth.RoleCaller, "ws-o")
 	start := time.Now()
 	rec := <-e.submitAsync("ws-o", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
 	if rec.Status != store.Queued {
@@ -217,13 +219,13 @@ func TestAsyncSubmitDuringALongDrainIsQueuedInOrder(t *testing.T) {
 // drain is in its claim (held at st's claim gate).
 func queueThenConnect(t *testing.T, e *env, st *gatedStore, ws string) ([]string, *wireClient) {
 	t.Helper()
-	tok := e.token(broker.RoleCaller, ws)
+	tok := e.token(auth.RoleCaller, ws)
 	var ids []string
 	for _, ep := range []string{"/first", "/second"} {
 		rec, _ := e.submit(ws, tok, `{"endpoint":"`+ep+`","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
 		ids = append(ids, rec.CorrelationID)
 	}
-	c := e.connect(ws, e.token(broker.RoleBridge, ws))
+	c := e.connect(ws, e.token(auth.RoleBridge, ws))
 	st.waitEntered(t) // the drain's claim is in flight: the queued calls come first
 	return ids, c
 }
@@ -268,9 +270,9 @@ func TestAsyncSubmitBeforeTheConnectTimeDrainKeepsTheQueueOrder(t *testing.T) {
 			close(gb.gate)
 		}
 	}()
-	tok := e.token(broker.RoleCaller, "ws-w")
+	tok := e.token(auth.RoleCaller, "ws-w")
 	first, _ := e.submit("ws-w", tok, `{"endpoint":"/first","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
-	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
+	c := e.connect("ws-w", e.token(auth.RoleBridge, "ws-w"))
 	<-gb.entered // joined, its drain not started
 	if !broker.HandsOverForTest(e.broker, "ws-w") {
 		t.Fatal("a submit is not handed to the connection: the window this test is about is not open")
@@ -303,8 +305,8 @@ func startHeldSubmit(t *testing.T, ws, cid string) heldSubmit {
 	h := heldSubmit{st: newGatedStore(t)}
 	h.st.heldGate = make(chan struct{})
 	h.e = newHeldEnv(t, h.st)
-	h.c = h.e.connect(ws, h.e.token(broker.RoleBridge, ws))
-	h.tok = h.e.token(broker.RoleCaller, ws)
+	h.c = h.e.connect(ws, h.e.token(auth.RoleBridge, ws))
+	h.tok = h.e.token(auth.RoleCaller, ws)
 	h.e.waitHandsOver(ws)
 	h.sub = h.e.submitAsync(ws, h.tok, `{"endpoint":"/x","timeout":10,"async":true,"correlation_id":"`+cid+`"}`)
 	h.st.waitEntered(t) // recorded delivered, not yet on the connection

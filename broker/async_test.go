@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -78,8 +79,8 @@ func (e *env) cancelCall(cid, token string) (int, store.Record) {
 
 func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-a", e.token(broker.RoleBridge, "ws-a"))
-	tok := e.token(broker.RoleCaller, "ws-a")
+	c := e.connect("ws-a", e.token(auth.RoleBridge, "ws-a"))
+	tok := e.token(auth.RoleCaller, "ws-a")
 	rec, h := e.submit("ws-a", tok, `{"endpoint":"/x","payload":{"n":1},"timeout":5,"async":true}`, http.StatusAccepted)
 	if rec.CorrelationID == "" || rec.Status != store.Delivered || rec.WorkspaceID != "ws-a" || rec.Endpoint != "/x" || h.Get("Location") != "/api/v1/calls/"+rec.CorrelationID {
 		t.Fatalf("submit: %+v, Location %q", rec, h.Get("Location"))
@@ -116,8 +117,8 @@ func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
 
 func TestAsyncPreferRespondAsyncHeaderSubmits(t *testing.T) {
 	e := newEnv(t)
-	e.connect("ws-p", e.token(broker.RoleBridge, "ws-p"))
-	rec, h := e.submit("ws-p", e.token(broker.RoleCaller, "ws-p"), `{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "Prefer", "return=minimal, respond-async")
+	e.connect("ws-p", e.token(auth.RoleBridge, "ws-p"))
+	rec, h := e.submit("ws-p", e.token(auth.RoleCaller, "ws-p"), `{"endpoint":"/x","timeout":5}`, http.StatusAccepted, "Prefer", "return=minimal, respond-async")
 	if rec.CorrelationID == "" || h.Get("Preference-Applied") != "respond-async" {
 		t.Fatalf("%+v %v", rec, h)
 	}
@@ -129,8 +130,8 @@ func TestAsyncPreferRespondAsyncHeaderSubmits(t *testing.T) {
 // seconds with its record then, and goes on as any async call.
 func TestAsyncPreferWaitAnswersTheOutcomeInTheSubmit(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
-	tok := e.token(broker.RoleCaller, "ws-w")
+	c := e.connect("ws-w", e.token(auth.RoleBridge, "ws-w"))
+	tok := e.token(auth.RoleCaller, "ws-w")
 
 	type answer struct {
 		status  int
@@ -198,9 +199,9 @@ func TestAsyncPreferWaitAnswersTheOutcomeInTheSubmit(t *testing.T) {
 
 func TestAsyncBadRequestsGetStructuredErrors(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "ws-b")
-	other := e.token(broker.RoleCaller, "ws-other")
-	c := e.connect("ws-b", e.token(broker.RoleBridge, "ws-b"))
+	tok := e.token(auth.RoleCaller, "ws-b")
+	other := e.token(auth.RoleCaller, "ws-other")
+	c := e.connect("ws-b", e.token(auth.RoleBridge, "ws-b"))
 	rec, _ := e.submit("ws-b", tok, `{"endpoint":"/x","timeout":5,"async":true}`, http.StatusAccepted)
 	c.nextCall()
 	for _, tc := range []struct {
@@ -211,7 +212,7 @@ func TestAsyncBadRequestsGetStructuredErrors(t *testing.T) {
 		{"unknown id", "no-such-call", tok, "", http.StatusNotFound, protocol.CodeCallNotFound},
 		{"another workspace's call", rec.CorrelationID, other, "", http.StatusForbidden, protocol.CodeForbidden},
 		{"no token", rec.CorrelationID, "", "", http.StatusUnauthorized, protocol.CodeUnauthorized},
-		{"bridge token", rec.CorrelationID, e.token(broker.RoleBridge, "ws-b"), "", http.StatusForbidden, protocol.CodeForbidden},
+		{"bridge token", rec.CorrelationID, e.token(auth.RoleBridge, "ws-b"), "", http.StatusForbidden, protocol.CodeForbidden},
 		{"wait too long", rec.CorrelationID, tok, "?wait=61", http.StatusBadRequest, protocol.CodeInvalidRequest},
 		{"wait negative", rec.CorrelationID, tok, "?wait=-1", http.StatusBadRequest, protocol.CodeInvalidRequest},
 		{"wait not a number", rec.CorrelationID, tok, "?wait=soon", http.StatusBadRequest, protocol.CodeInvalidRequest},
@@ -252,8 +253,8 @@ func TestAsyncBadRequestsGetStructuredErrors(t *testing.T) {
 
 func TestAsyncIdempotencyKeyReturnsTheSameCallOnce(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-i", e.token(broker.RoleBridge, "ws-i"))
-	tok := e.token(broker.RoleCaller, "ws-i")
+	c := e.connect("ws-i", e.token(auth.RoleBridge, "ws-i"))
+	tok := e.token(auth.RoleCaller, "ws-i")
 	body := `{"endpoint":"/x","payload":{"a":1},"timeout":5,"async":true}`
 	first, _ := e.submit("ws-i", tok, body, http.StatusAccepted, "Idempotency-Key", "job-1")
 	again, _ := e.submit("ws-i", tok, `{"endpoint":"/x","payload":{ "a" : 1 },"timeout":5,"async":true,"idempotency_key":"job-1"}`, http.StatusAccepted)
@@ -277,8 +278,8 @@ func TestAsyncIdempotencyKeyReturnsTheSameCallOnce(t *testing.T) {
 
 func TestAsyncCancelWhileDeliveredSendsToolCancel(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-c", e.token(broker.RoleBridge, "ws-c"))
-	tok := e.token(broker.RoleCaller, "ws-c")
+	c := e.connect("ws-c", e.token(auth.RoleBridge, "ws-c"))
+	tok := e.token(auth.RoleCaller, "ws-c")
 	rec, _ := e.submit("ws-c", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
 	r := c.nextCall()
 	status, got := e.cancelCall(rec.CorrelationID, tok)
@@ -306,7 +307,7 @@ func TestAsyncCancelWhileDeliveredSendsToolCancel(t *testing.T) {
 
 func TestAsyncOfflineWorkspaceWithoutWaitFailsAtOnce(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "ws-off")
+	tok := e.token(auth.RoleCaller, "ws-off")
 	rec, _ := e.submit("ws-off", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
 	if rec.Status != store.Failed || rec.Response == nil || rec.Response.Error != protocol.CodeWorkspaceOffline {
 		t.Fatalf("submit: %+v %+v", rec, rec.Response)
@@ -315,13 +316,13 @@ func TestAsyncOfflineWorkspaceWithoutWaitFailsAtOnce(t *testing.T) {
 
 func TestAsyncQueuedCallIsDeliveredWhenTheWorkspaceConnects(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "ws-late")
+	tok := e.token(auth.RoleCaller, "ws-late")
 	first, _ := e.submit("ws-late", tok, `{"endpoint":"/first","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
 	second, _ := e.submit("ws-late", tok, `{"endpoint":"/second","timeout":10,"async":true,"wait_for_workspace_ms":5000}`, http.StatusAccepted)
 	if _, rec, _ := e.callStatus(first.CorrelationID, tok, "?wait=0.2"); rec.Status != store.Queued {
 		t.Fatalf("before the workspace connects: %+v", rec)
 	}
-	c := e.connect("ws-late", e.token(broker.RoleBridge, "ws-late"))
+	c := e.connect("ws-late", e.token(auth.RoleBridge, "ws-late"))
 	r1, r2 := c.nextCall(), c.nextCall()
 	if r1.call.CorrelationID != first.CorrelationID || r2.call.CorrelationID != second.CorrelationID {
 		t.Fatalf("delivered %s then %s, want the submit order", r1.call.Endpoint, r2.call.Endpoint)
@@ -340,7 +341,7 @@ func TestAsyncQueuedCallIsDeliveredWhenTheWorkspaceConnects(t *testing.T) {
 
 func TestAsyncQueuedCallPastItsDeadlineTimesOutAndIsNeverDelivered(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "ws-dl")
+	tok := e.token(auth.RoleCaller, "ws-dl")
 	rec, _ := e.submit("ws-dl", tok, `{"endpoint":"/x","timeout":0.3,"async":true,"wait_for_workspace_ms":60000}`, http.StatusAccepted)
 	_, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=5")
 	if got.Status != store.Failed || got.Response.Error != protocol.CodeTimeout || got.DeliveredAt != nil {
@@ -349,15 +350,15 @@ func TestAsyncQueuedCallPastItsDeadlineTimesOutAndIsNeverDelivered(t *testing.T)
 	if late := got.FinishedAt.Sub(rec.Deadline); late < 0 || late > 500*time.Millisecond {
 		t.Fatalf("ended %s after its deadline", late)
 	}
-	c := e.connect("ws-dl", e.token(broker.RoleBridge, "ws-dl"))
+	c := e.connect("ws-dl", e.token(auth.RoleBridge, "ws-dl"))
 	select {
 	case f := <-c.frames:
 		t.Fatalf("the timed-out call reached the client: %q", f)
 	case <-time.After(300 * time.Millisecond):
 	}
 	// A wait shorter than the timeout ends workspace_offline.
-	rec, _ = e.submit("ws-gone", e.token(broker.RoleCaller, "ws-gone"), `{"endpoint":"/x","timeout":30,"async":true,"wait_for_workspace_ms":200}`, http.StatusAccepted)
-	_, got, _ = e.callStatus(rec.CorrelationID, e.token(broker.RoleCaller, "ws-gone"), "?wait=5")
+	rec, _ = e.submit("ws-gone", e.token(auth.RoleCaller, "ws-gone"), `{"endpoint":"/x","timeout":30,"async":true,"wait_for_workspace_ms":200}`, http.StatusAccepted)
+	_, got, _ = e.callStatus(rec.CorrelationID, e.token(auth.RoleCaller, "ws-gone"), "?wait=5")
 	if got.Status != store.Failed || got.Response.Error != protocol.CodeWorkspaceOffline {
 		t.Fatalf("got %+v %+v", got, got.Response)
 	}
@@ -365,8 +366,8 @@ func TestAsyncQueuedCallPastItsDeadlineTimesOutAndIsNeverDelivered(t *testing.T)
 
 func TestAsyncWaitAnswersWithTheCurrentStatusWhenItEnds(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-w", e.token(broker.RoleBridge, "ws-w"))
-	tok := e.token(broker.RoleCaller, "ws-w")
+	c := e.connect("ws-w", e.token(auth.RoleBridge, "ws-w"))
+	tok := e.token(auth.RoleCaller, "ws-w")
 	rec, _ := e.submit("ws-w", tok, `{"endpoint":"/x","timeout":30,"async":true}`, http.StatusAccepted)
 	c.nextCall()
 	start := time.Now()
@@ -381,8 +382,8 @@ func TestAsyncWaitAnswersWithTheCurrentStatusWhenItEnds(t *testing.T) {
 // counted as a failure).
 func TestAsyncStoreStepsAreInTheMetrics(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws-m", e.token(broker.RoleBridge, "ws-m"))
-	tok := e.token(broker.RoleCaller, "ws-m")
+	c := e.connect("ws-m", e.token(auth.RoleBridge, "ws-m"))
+	tok := e.token(auth.RoleCaller, "ws-m")
 	rec, _ := e.submit("ws-m", tok, `{"endpoint":"/x","timeout":5,"async":true}`, http.StatusAccepted)
 	c.ackOK(c.nextCall(), `1`)
 	if _, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=10"); got.Status != store.Succeeded {

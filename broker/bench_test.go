@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
@@ -70,7 +72,7 @@ func newBenchRig(b *testing.B, mem bus.Bus) *benchRig {
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(ln) }()
 	srv := struct{ URL string }{"http://" + ln.Addr().String()}
-	btok := benchToken(b, broker.RoleBridge, "bench")
+	btok := benchToken(b, auth.RoleBridge, "bench")
 	br, err := bridge.New(bridge.Config{BrokerURL: srv.URL, WorkspaceID: "bench", Token: btok, Root: b.TempDir(), Logger: benchLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -100,11 +102,11 @@ func newBenchRig(b *testing.B, mem bus.Bus) *benchRig {
 	if err := br.WaitConnected(wctx); err != nil {
 		b.Fatalf("bridge did not connect: %v", err)
 	}
-	return &benchRig{callURL: srv.URL + "/api/v1/workspaces/bench/calls", token: benchToken(b, broker.RoleCaller, "bench")}
+	return &benchRig{callURL: srv.URL + "/api/v1/workspaces/bench/calls", token: benchToken(b, auth.RoleCaller, "bench")}
 }
 
 func benchToken(b *testing.B, role, ws string) string {
-	tok, err := broker.IssueToken(benchSecret, role, []string{ws}, time.Hour)
+	tok, err := auth.IssueToken(benchSecret, role, []string{ws}, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
@@ -140,7 +142,7 @@ type Broker struct {
 	ownBus   bool
 	store    store.Store
 	ownStore bool
-	auth     *authenticator
+	auth     *auth.Verifier
 	limits   *connLimiter
 	metrics  *metrics
 	caller   *caller.BusCaller
@@ -180,7 +182,7 @@ func New(cfg Config) (*Broker, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With().Str("instance", cfg.InstanceID).Logger(),
 		bus:      cfg.Bus,
-		auth:     newAuthenticator(cfg.Secret),
+		auth:     auth.NewVerifier(cfg.Secret),
 		metrics:  newMetrics(),
 		conns:    make(map[*conn]struct{}),
 		holders:  make(map[string]*conn),
@@ -279,7 +281,7 @@ func (b *Broker) Handler() http.Handler { return b.handler }
 func (b *Broker) InstanceID() string { return b.cfg.InstanceID }
 
 // AuthEnabled reports whether tokens are checked.
-func (b *Broker) AuthEnabled() bool { return b.auth.enabled() }
+func (b *Broker) AuthEnabled() bool { return b.auth.Enabled() }
 
 func (b *Broker) isDraining() bool { return b.draining.Load() }
 

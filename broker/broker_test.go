@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tetherdev/tether/broker"
@@ -19,8 +21,8 @@ import (
 func TestCallAnsweredByAck(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t)
-		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
+		c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+		res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
 		r := c.nextCall()
 		if r.call.Endpoint != "/api/ping" || string(r.call.Payload) != `{"n":1}` || r.call.Timeout <= 4 || r.call.Timeout > 5 {
 			t.Fatalf("client received %+v", r.call)
@@ -38,8 +40,8 @@ func TestCallAnsweredByAck(t *testing.T) {
 
 func TestCallAnsweredByToolResponseEvent(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	r := c.nextCall()
 	c.send(string(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolResponse,
 		json.RawMessage(`{"correlation_id":"`+r.call.CorrelationID+`","success":false,"error":"boom","message":"it broke"}`))))
@@ -51,8 +53,8 @@ func TestCallAnsweredByToolResponseEvent(t *testing.T) {
 
 func TestEmptyAckIsNotAnAnswer(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	r := c.nextCall()
 	c.send(string(protocol.EncodeAck(r.ack)))
 	c.send(string(protocol.EncodeAck(r.ack, json.RawMessage(`{}`))))
@@ -71,8 +73,8 @@ func TestEmptyAckIsNotAnAnswer(t *testing.T) {
 
 func TestFirstAnswerWinsDuplicatesDropped(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	r := c.nextCall()
 	c.send(string(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolResponse,
 		json.RawMessage(`{"correlation_id":"`+r.call.CorrelationID+`","success":true,"result":"first"}`))))
@@ -125,7 +127,7 @@ func TestCallToOfflineWorkspaceAnswersImmediately(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t)
 		start := time.Now()
-		status, resp := e.httpCall("nobody", e.token(broker.RoleCaller, "*"), `{"endpoint":"/x","timeout":30}`)
+		status, resp := e.httpCall("nobody", e.token(auth.RoleCaller, "*"), `{"endpoint":"/x","timeout":30}`)
 		if el := time.Since(start); el > 100*time.Millisecond {
 			t.Fatalf("offline answered after %s", el)
 		}
@@ -138,8 +140,8 @@ func TestCallToOfflineWorkspaceAnswersImmediately(t *testing.T) {
 func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t)
-		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-		res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":0.3}`)
+		c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+		res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":0.3}`)
 		r := c.nextCall()
 		got := awaitResult(t, res, 2*time.Second)
 		if got.resp.Error != protocol.CodeTimeout {
@@ -160,8 +162,8 @@ func TestTimeoutAnswersAndCancelsClient(t *testing.T) {
 func TestDisconnectAnswersPendingCalls(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t)
-		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-		tok := e.token(broker.RoleCaller, "ws1")
+		c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+		tok := e.token(auth.RoleCaller, "ws1")
 		var results []<-chan callResult
 		for range 5 {
 			results = append(results, e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`))
@@ -184,8 +186,8 @@ func TestDisconnectAnswersPendingCalls(t *testing.T) {
 func TestOverloadedAboveInFlightBound(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t, func(c *broker.Config) { c.MaxInFlight = 2 })
-		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-		tok := e.token(broker.RoleCaller, "ws1")
+		c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+		tok := e.token(auth.RoleCaller, "ws1")
 		a := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
 		ra := c.nextCall()
 		b := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":10}`)
@@ -205,8 +207,8 @@ func TestOverloadedAboveInFlightBound(t *testing.T) {
 func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
 	eachPath(t, func(t *testing.T, mk func(*testing.T, ...func(*broker.Config)) *env) {
 		e := mk(t, func(c *broker.Config) { c.DrainTimeout = 300 * time.Millisecond })
-		c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-		tok := e.token(broker.RoleCaller, "ws1")
+		c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+		tok := e.token(auth.RoleCaller, "ws1")
 		answered := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
 		ra := c.nextCall()
 		stuck := e.goCall("ws1", tok, `{"endpoint":"/x","timeout":30}`)
@@ -239,9 +241,9 @@ func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
 
 func TestNewerConnectionReplacesOlder(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleBridge, "ws1")
+	tok := e.token(auth.RoleBridge, "ws1")
 	old := e.connect("ws1", tok)
-	caller := e.token(broker.RoleCaller, "ws1")
+	caller := e.token(auth.RoleCaller, "ws1")
 	pendingOnOld := e.goCall("ws1", caller, `{"endpoint":"/x","timeout":30}`)
 	old.nextCall()
 	newer := e.connect("ws1", tok)
@@ -265,7 +267,7 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 // event, then the Socket.IO DISCONNECT packet, then the close.
 func TestReplacedConnectionGetsReasonThenDisconnectPacket(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleBridge, "ws1")
+	tok := e.token(auth.RoleBridge, "ws1")
 	old := e.connect("ws1", tok)
 	e.connect("ws1", tok)
 	if f := string(old.next()); !strings.HasPrefix(f, `42["`+broker.EventDisconnectReason+`",`) || !strings.Contains(f, broker.ReasonReplaced) {
@@ -279,9 +281,9 @@ func TestReplacedConnectionGetsReasonThenDisconnectPacket(t *testing.T) {
 
 func TestAnswerToAnotherConnectionsCallIgnored(t *testing.T) {
 	e := newEnv(t)
-	c1 := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	c2 := e.connect("ws2", e.token(broker.RoleBridge, "ws2"))
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":0.5}`)
+	c1 := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	c2 := e.connect("ws2", e.token(auth.RoleBridge, "ws2"))
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":0.5}`)
 	r := c1.nextCall()
 	// ws2's client answers ws1's call, by event and by ack id.
 	c2.send(string(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolResponse,
@@ -295,11 +297,11 @@ func TestAnswerToAnotherConnectionsCallIgnored(t *testing.T) {
 
 func TestMalformedPacketsCloseOnlyThatConnection(t *testing.T) {
 	e := newEnv(t)
-	good := e.connect("good", e.token(broker.RoleBridge, "good"))
-	caller := e.token(broker.RoleCaller, "*")
+	good := e.connect("good", e.token(auth.RoleBridge, "good"))
+	caller := e.token(auth.RoleCaller, "*")
 	for i, frame := range []string{"9", "4", "49", `42["tool_response"`, `42{"a":1}`, `42[1,2]`, `43x[]`, `451-["x",{"_placeholder":true,"num":0}]`, `59007199254740991-["x",{"_placeholder":true,"num":0}]`,
 		"42[\"tool_response\",{\"correlation_id\":\"c\",\"success\":true,\"result\":\"\xff\"}]", "3\xc3"} {
-		bad := e.connect(fmt.Sprintf("bad%d", i), e.token(broker.RoleBridge, fmt.Sprintf("bad%d", i)))
+		bad := e.connect(fmt.Sprintf("bad%d", i), e.token(auth.RoleBridge, fmt.Sprintf("bad%d", i)))
 		bad.send(frame)
 		if frame == `451-["x",{"_placeholder":true,"num":0}]` {
 			bad.send("not a binary frame") // text while an attachment is due
@@ -316,21 +318,21 @@ func TestMalformedPacketsCloseOnlyThatConnection(t *testing.T) {
 
 func TestPayloadOverMaxPayloadRefused(t *testing.T) {
 	e := newEnv(t, func(c *broker.Config) { c.MaxPayload = 4096 })
-	e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	big := strings.Repeat("x", 5000)
-	status, resp := e.httpCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","payload":"`+big+`"}`)
+	status, resp := e.httpCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","payload":"`+big+`"}`)
 	if status != http.StatusRequestEntityTooLarge || resp.Error != protocol.CodePayloadTooLarge {
 		t.Fatalf("got %d %+v", status, resp)
 	}
 	// A client frame over maxPayload closes that client.
-	c := e.connect("ws2", e.token(broker.RoleBridge, "ws2"))
+	c := e.connect("ws2", e.token(auth.RoleBridge, "ws2"))
 	c.send(`42["tool_response",{"x":"` + big + `"}]`)
 	c.waitClosed(2 * time.Second)
 }
 
 func TestBadRequestsGetStructuredErrors(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "*")
+	tok := e.token(auth.RoleCaller, "*")
 	cases := map[string]string{
 		"not json":         `{"endpoint":`,
 		"missing endpoint": `{"payload":{}}`,
@@ -349,7 +351,7 @@ func TestBadRequestsGetStructuredErrors(t *testing.T) {
 
 func TestCallBodyWithAnUnknownFieldAnswers400NamingIt(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "*")
+	tok := e.token(auth.RoleCaller, "*")
 	for body, want := range map[string]string{
 		`{"endpoint":"/x","timout":5}`:          `call body: unknown field "timout" (did you mean "timeout"?)`,
 		`{"endpoint":"/x","reply_to":"inbox"}`:  `call body: unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
@@ -393,8 +395,8 @@ func TestBadTokensRefused(t *testing.T) {
 		"expired":          {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}, "exp": time.Now().Add(-time.Hour).Unix()}), protocol.CodeUnauthorized},
 		"not yet valid":    {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}, "exp": exp, "nbf": time.Now().Add(time.Minute).Unix()}), protocol.CodeUnauthorized},
 		"no expiry":        {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"ws1"}}), protocol.CodeUnauthorized},
-		"other workspace":  {e.token(broker.RoleBridge, "ws2"), protocol.CodeForbidden},
-		"caller as bridge": {e.token(broker.RoleCaller, "ws1"), protocol.CodeForbidden},
+		"other workspace":  {e.token(auth.RoleBridge, "ws2"), protocol.CodeForbidden},
+		"caller as bridge": {e.token(auth.RoleCaller, "ws1"), protocol.CodeForbidden},
 		"garbage":          {"not.a.token", protocol.CodeUnauthorized},
 		"missing":          {"", protocol.CodeUnauthorized},
 		"bridge wildcard":  {signed(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"role": "bridge", "workspaces": []string{"*"}, "exp": exp}), protocol.CodeForbidden},
@@ -409,11 +411,11 @@ func TestBadTokensRefused(t *testing.T) {
 		c.waitClosed(2 * time.Second)
 	}
 	// A bridge token used as a caller.
-	status, resp := e.httpCall("ws1", e.token(broker.RoleBridge, "ws1"), `{"endpoint":"/x"}`)
+	status, resp := e.httpCall("ws1", e.token(auth.RoleBridge, "ws1"), `{"endpoint":"/x"}`)
 	if status != http.StatusForbidden || resp.Error != protocol.CodeForbidden {
 		t.Errorf("bridge token as caller: %d %+v", status, resp)
 	}
-	status, resp = e.httpCall("ws1", e.token(broker.RoleCaller, "ws2"), `{"endpoint":"/x"}`)
+	status, resp = e.httpCall("ws1", e.token(auth.RoleCaller, "ws2"), `{"endpoint":"/x"}`)
 	if status != http.StatusForbidden || resp.Error != protocol.CodeForbidden {
 		t.Errorf("caller token for another workspace: %d %+v", status, resp)
 	}
@@ -425,12 +427,12 @@ func TestBadTokensRefused(t *testing.T) {
 
 func TestTokenInAuthorizationHeaderAccepted(t *testing.T) {
 	e := newEnv(t)
-	c := e.dialWith(http.Header{"Authorization": {"Bearer " + e.token(broker.RoleBridge, "ws1")}}, false)
+	c := e.dialWith(http.Header{"Authorization": {"Bearer " + e.token(auth.RoleBridge, "ws1")}}, false)
 	c.send(`40`) // no auth payload: token from the header, workspace from the token
 	if f := string(c.next()); !strings.HasPrefix(f, `40{"sid":`) {
 		t.Fatalf("CONNECT answered %q", f)
 	}
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	c.ackOK(c.nextCall(), `"hdr"`)
 	if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"hdr"` {
 		t.Fatalf("got %+v", got.resp)
@@ -451,11 +453,11 @@ func TestSilentClientClosedAfterPingTimeout(t *testing.T) {
 		c.PingInterval = 100 * time.Millisecond
 		c.PingTimeout = 100 * time.Millisecond
 	})
-	alive := e.connect("alive", e.token(broker.RoleBridge, "alive"))
+	alive := e.connect("alive", e.token(auth.RoleBridge, "alive"))
 	silent := e.dialWith(nil, true)
-	silent.send(`40{"token":"` + e.token(broker.RoleBridge, "silent") + `","workspace_id":"silent"}`)
+	silent.send(`40{"token":"` + e.token(auth.RoleBridge, "silent") + `","workspace_id":"silent"}`)
 	silent.next() // CONNECT ack
-	res := e.goCall("silent", e.token(broker.RoleCaller, "silent"), `{"endpoint":"/x","timeout":30}`)
+	res := e.goCall("silent", e.token(auth.RoleCaller, "silent"), `{"endpoint":"/x","timeout":30}`)
 	silent.nextCall()
 	start := time.Now()
 	silent.waitClosed(2 * time.Second)
@@ -466,7 +468,7 @@ func TestSilentClientClosedAfterPingTimeout(t *testing.T) {
 		t.Fatalf("call on the silent client got %+v", got.resp)
 	}
 	// The client that answers pings is still served, several intervals later.
-	res = e.goCall("alive", e.token(broker.RoleCaller, "alive"), `{"endpoint":"/x","timeout":5}`)
+	res = e.goCall("alive", e.token(auth.RoleCaller, "alive"), `{"endpoint":"/x","timeout":5}`)
 	alive.ackOK(alive.nextCall(), `"alive"`)
 	if got := awaitResult(t, res, 5*time.Second); !got.resp.Success {
 		t.Fatalf("a client answering pings was dropped: %+v", got.resp)
@@ -475,8 +477,8 @@ func TestSilentClientClosedAfterPingTimeout(t *testing.T) {
 
 func TestConcurrentCallsAllAnsweredExactlyOnce(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	tok := e.token(auth.RoleCaller, "ws1")
 	const n = 200
 	go func() {
 		for range n {
@@ -503,7 +505,7 @@ func TestConcurrentCallsAllAnsweredExactlyOnce(t *testing.T) {
 
 func TestCallWaitingForWorkspaceDeliveredWhenItConnects(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "late")
+	tok := e.token(auth.RoleCaller, "late")
 	start := time.Now()
 	res := e.goCall("late", tok, `{"endpoint":"/x","timeout":5,"wait_for_workspace_ms":5000}`)
 	select {
@@ -511,7 +513,7 @@ func TestCallWaitingForWorkspaceDeliveredWhenItConnects(t *testing.T) {
 		t.Fatalf("answered before the workspace connected: %+v", got.resp)
 	case <-time.After(200 * time.Millisecond):
 	}
-	c := e.connect("late", e.token(broker.RoleBridge, "late"))
+	c := e.connect("late", e.token(auth.RoleBridge, "late"))
 	c.ackOK(c.nextCall(), `"waited"`)
 	got := awaitResult(t, res, 5*time.Second)
 	if string(got.resp.Result) != `"waited"` || got.elapsed > 2*time.Second {
@@ -521,7 +523,7 @@ func TestCallWaitingForWorkspaceDeliveredWhenItConnects(t *testing.T) {
 
 func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 	e := newEnv(t)
-	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":0.4,"wait_for_workspace_ms":400}`)
+	res := e.goCall("never", e.token(auth.RoleCaller, "never"), `{"endpoint":"/x","timeout":0.4,"wait_for_workspace_ms":400}`)
 	got := awaitResult(t, res, 2*time.Second)
 	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 400*time.Millisecond || got.elapsed > 650*time.Millisecond {
 		t.Fatalf("got %+v after %s, want workspace_offline at the 0.4s deadline", got.resp, got.elapsed)
@@ -534,12 +536,12 @@ func TestCallWaitingForWorkspaceAnswersOfflineAtDeadline(t *testing.T) {
 // 300ms.
 func TestCallWaitingForWorkspaceGivesUpAfterItsWait(t *testing.T) {
 	e := newEnv(t)
-	res := e.goCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","timeout":6,"wait_for_workspace_ms":300}`)
+	res := e.goCall("never", e.token(auth.RoleCaller, "never"), `{"endpoint":"/x","timeout":6,"wait_for_workspace_ms":300}`)
 	got := awaitResult(t, res, 3*time.Second)
 	if got.resp.Error != protocol.CodeWorkspaceOffline || got.elapsed < 300*time.Millisecond || got.elapsed > 550*time.Millisecond {
 		t.Fatalf("got %+v after %s, want workspace_offline after the 300ms wait", got.resp, got.elapsed)
 	}
-	status, resp := e.httpCall("never", e.token(broker.RoleCaller, "never"), `{"endpoint":"/x","wait_for_workspace_ms":-1}`)
+	status, resp := e.httpCall("never", e.token(auth.RoleCaller, "never"), `{"endpoint":"/x","wait_for_workspace_ms":-1}`)
 	if status != http.StatusBadRequest || resp.Error != protocol.CodeInvalidRequest || !strings.Contains(resp.Message, "wait_for_workspace_ms") {
 		t.Fatalf("negative wait: %d %+v", status, resp)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/protocol"
@@ -29,7 +31,7 @@ func startBusLost(t *testing.T, ws, timeout string) *lostEnv {
 	m := bus.NewMemory()
 	t.Cleanup(func() { _ = m.Close() })
 	e := newEnv(t, func(c *broker.Config) { c.Bus = plainBus{m} })
-	l := &lostEnv{env: e, bus: m, ws: ws, c: e.connect(ws, e.token(broker.RoleBridge, ws))}
+	l := &lostEnv{env: e, bus: m, ws: ws, c: e.connect(ws, e.token(auth.RoleBridge, ws))}
 	e.waitHandsOver(ws)
 	e.broker.BusLost()
 	if broker.HandsOverForTest(e.broker, ws) {
@@ -41,7 +43,7 @@ func startBusLost(t *testing.T, ws, timeout string) *lostEnv {
 }
 
 func (l *lostEnv) ping(n int, timeoutField, timeout string) <-chan callResult {
-	return l.goCall(l.ws, l.token(broker.RoleCaller, l.ws), `{"endpoint":"/api/ping","payload":{"n":`+strconv.Itoa(n)+`},"`+timeoutField+`":`+timeout+`}`)
+	return l.goCall(l.ws, l.token(auth.RoleCaller, l.ws), `{"endpoint":"/api/ping","payload":{"n":`+strconv.Itoa(n)+`},"`+timeoutField+`":`+timeout+`}`)
 }
 
 // waitKept waits until the holder keeps n calls.

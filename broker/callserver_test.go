@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
@@ -94,9 +96,9 @@ func (c *rawCaller) waitClosed(within time.Duration) {
 
 func TestCallServerAnswersCallsOnItsOwnConnection(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	tok := e.token(broker.RoleCaller, "ws1")
+	tok := e.token(auth.RoleCaller, "ws1")
 	for i := range 3 {
 		c.write(callRequest("ws1", tok, fmt.Sprintf(`{"endpoint":"/n%d","payload":{"i":%d}}`, i, i)))
 		r := client.nextCall()
@@ -121,9 +123,9 @@ func TestCallServerAnswersCallsOnItsOwnConnection(t *testing.T) {
 // without waiting; each is delivered once the one before is answered.
 func TestCallServerAnswersPipelinedCallsInOrder(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	tok := e.token(broker.RoleCaller, "ws1")
+	tok := e.token(auth.RoleCaller, "ws1")
 	c.write(callRequest("ws1", tok, `{"endpoint":"/a"}`) + callRequest("ws1", tok, `{"endpoint":"/b"}`) + callRequest("ws1", tok, `{"endpoint":"/c"}`))
 	for _, ep := range []string{"/a", "/b", "/c"} {
 		r := client.nextCall()
@@ -147,9 +149,9 @@ func TestCallServerAnswersPipelinedCallsInOrder(t *testing.T) {
 // everything after it), then a call again.
 func TestCallServerHandsOtherRequestsToNetHTTP(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	tok := e.token(broker.RoleCaller, "ws1")
+	tok := e.token(auth.RoleCaller, "ws1")
 	c.write(callRequest("ws1", tok, `{"endpoint":"/x"}`))
 	client.ackOK(client.nextCall(), `"ok"`)
 	if resp := c.toolResponse(); !resp.Success {
@@ -174,8 +176,8 @@ func TestCallServerHandsOtherRequestsToNetHTTP(t *testing.T) {
 // status and error code whichever server read it.
 func TestCallServerRefusalsMatchNetHTTPs(t *testing.T) {
 	e := newEnv(t, func(c *broker.Config) { c.MaxPayload = 1000 })
-	tok := e.token(broker.RoleCaller, "ws1")
-	other := e.token(broker.RoleCaller, "ws2")
+	tok := e.token(auth.RoleCaller, "ws1")
+	other := e.token(auth.RoleCaller, "ws2")
 	for name, tc := range map[string]struct {
 		request string
 		status  int
@@ -224,9 +226,9 @@ func TestCallServerRefusalsMatchNetHTTPs(t *testing.T) {
 // closing is a cancel: the client is told to stop at once.
 func TestCallServerCancelsTheCallWhenItsCallerGoes(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	c.write(callRequest("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":30}`))
+	c.write(callRequest("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/slow","timeout":30}`))
 	r := client.nextCall()
 	start := time.Now()
 	_ = c.nc.Close()
@@ -249,9 +251,9 @@ func TestCallServerCancelsTheCallWhenItsCallerGoes(t *testing.T) {
 // come whole within the header timeout.
 func TestCallServerReadsAHeadThatComesInPieces(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	req := callRequest("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/pieces"}`)
+	req := callRequest("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/pieces"}`)
 	for i := 0; i < len(req); i += 7 {
 		c.write(req[i:min(i+7, len(req))])
 		time.Sleep(time.Millisecond)
@@ -270,9 +272,9 @@ func TestCallServerReadsAHeadThatComesInPieces(t *testing.T) {
 // token) are read where they are now, not where they were.
 func TestCallServerKeepsAHeadItsBodyMoved(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	c := e.dialCaller()
-	tok := e.token(broker.RoleCaller, "ws1")
+	tok := e.token(auth.RoleCaller, "ws1")
 	first := callRequest("ws1", tok, `{"endpoint":"/first","payload":"`+strings.Repeat("a", 3000)+`"}`)
 	second := callRequest("ws1", tok, `{"endpoint":"/second","payload":"`+strings.Repeat("b", 3600)+`"}`)
 	cut := strings.Index(second, "\r\n\r\n") + 4 + 100 // the head and the body's first bytes
@@ -324,7 +326,7 @@ func TestCallServerClosesAHeadThatDoesNotComeWhole(t *testing.T) {
 func TestCallServerClosesAfterConnectionClose(t *testing.T) {
 	e := newEnv(t)
 	c := e.dialCaller()
-	c.write(callRequest("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x"}`, "Connection: close"))
+	c.write(callRequest("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x"}`, "Connection: close"))
 	res, _ := c.answer()
 	if !res.Close {
 		t.Fatalf("answer to Connection: close has headers %v", res.Header)
@@ -337,7 +339,7 @@ func TestCallServerClosesAfterConnectionClose(t *testing.T) {
 func TestCallServerShutdownEndsIdleConnections(t *testing.T) {
 	e := newEnv(t)
 	c := e.dialCaller()
-	c.write(callRequest("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x"}`))
+	c.write(callRequest("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x"}`))
 	if resp := c.toolResponse(); resp.Error != protocol.CodeWorkspaceOffline {
 		t.Fatalf("answer %+v", resp)
 	}
@@ -357,8 +359,8 @@ func TestCallServerShutdownEndsIdleConnections(t *testing.T) {
 func TestCallServerSlowReaderHoldsNoOtherAnswer(t *testing.T) {
 	const size = 24 << 20 // over loopback's send and receive buffers together
 	e := newEnv(t, func(c *broker.Config) { c.MaxPayload = size + 1000 })
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	tok := e.token(auth.RoleCaller, "ws1")
 	slow := e.dialCaller()
 	slow.write(callRequest("ws1", tok, `{"endpoint":"/big"}`))
 	r := client.nextCall()
@@ -398,8 +400,8 @@ func TestCallServerSlowReaderHoldsNoOtherAnswer(t *testing.T) {
 // server.
 func TestCallServerServesTheAsyncAPI(t *testing.T) {
 	e := newEnv(t)
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	tok := e.token(auth.RoleCaller, "ws1")
 	c := e.dialCaller()
 	c.write(callRequest("ws1", tok, `{"endpoint":"/a","async":true}`))
 	res, body := c.answer()
@@ -450,8 +452,8 @@ func TestCallServerShutdownLeavesNoGoroutine(t *testing.T) {
 	}
 	srv := serveBroker(t, b)
 	e := &env{t: t, broker: b, srv: srv, api: srv.URL}
-	client := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
+	client := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	tok := e.token(auth.RoleCaller, "ws1")
 	c := e.dialCaller()
 	c.write(callRequest("ws1", tok, `{"endpoint":"/x"}`))
 	client.ackOK(client.nextCall(), "1")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -70,9 +72,9 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
 		return "bad CONNECT"
 	}
-	claims, err := c.b.auth.verify(token, RoleBridge, ws)
+	claims, err := c.b.auth.Verify(token, auth.RoleBridge, ws)
 	if err == nil && ws == "" {
-		if len(claims.Workspaces) == 1 && claims.Workspaces[0] != AnyWorkspace {
+		if len(claims.Workspaces) == 1 && claims.Workspaces[0] != auth.AnyWorkspace {
 			ws = claims.Workspaces[0]
 		} else {
 			err = protocol.Errorf(protocol.CodeInvalidRequest, "workspace_id is required")

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 )
 
@@ -18,10 +20,10 @@ func TestEveryConnectionPingedAndOnlyTheSilentOneClosed(t *testing.T) {
 	var clients []*wireClient
 	for i := range 20 {
 		ws := fmt.Sprintf("ws%d", i)
-		clients = append(clients, e.connect(ws, e.token(broker.RoleBridge, ws)))
+		clients = append(clients, e.connect(ws, e.token(auth.RoleBridge, ws)))
 	}
 	silent := e.dialWith(nil, true)
-	silent.send(`40{"token":"` + e.token(broker.RoleBridge, "silent") + `","workspace_id":"silent"}`)
+	silent.send(`40{"token":"` + e.token(auth.RoleBridge, "silent") + `","workspace_id":"silent"}`)
 	silent.next() // CONNECT ack
 	start := time.Now()
 	silent.waitClosed(2 * time.Second)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -43,14 +45,14 @@ func TestQuietConnectionsHoldNoGoroutineAndWakeForTheirClient(t *testing.T) {
 	workspaces := []string{"ws1", "ws2", "ws3"}
 	clients := make([]*wireClient, len(workspaces))
 	for i, ws := range workspaces {
-		clients[i] = e.connect(ws, e.token(broker.RoleBridge, ws))
+		clients[i] = e.connect(ws, e.token(auth.RoleBridge, ws))
 	}
 	if readerGoroutines() == 0 {
 		t.Fatal("no reader goroutine right after the handshakes")
 	}
 	waitParked(t)
 	for i, ws := range workspaces {
-		res := e.goCall(ws, e.token(broker.RoleCaller, ws), `{"endpoint":"/x","timeout":5}`)
+		res := e.goCall(ws, e.token(auth.RoleCaller, ws), `{"endpoint":"/x","timeout":5}`)
 		r := clients[i].nextCall() // written while parked: writes need no reader
 		clients[i].ackOK(r, `"`+ws+`"`)
 		if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"`+ws+`"` {
@@ -62,9 +64,9 @@ func TestQuietConnectionsHoldNoGoroutineAndWakeForTheirClient(t *testing.T) {
 
 func TestParkedClientThatDropsGetsItsCallsAnsweredAtOnce(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	waitParked(t)
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":30}`)
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":30}`)
 	c.nextCall()
 	start := time.Now()
 	_ = c.ws.CloseNow()
@@ -82,7 +84,7 @@ func TestParkedClientAnsweringPingsStaysConnected(t *testing.T) {
 		c.PingInterval = 1500 * time.Millisecond
 		c.PingTimeout = 500 * time.Millisecond
 	})
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	waitParked(t)
 	// Two pings, each answered while parked: the pong wakes the reader.
 	deadline := time.Now().Add(10 * time.Second)
@@ -92,7 +94,7 @@ func TestParkedClientAnsweringPingsStaysConnected(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	c.ackOK(c.nextCall(), `"still here"`)
 	if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"still here"` {
 		t.Fatalf("got %+v", got.resp)
@@ -101,7 +103,7 @@ func TestParkedClientAnsweringPingsStaysConnected(t *testing.T) {
 
 func TestParkedConnectionReplacedGetsItsGoodbye(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleBridge, "ws1")
+	tok := e.token(auth.RoleBridge, "ws1")
 	old := e.connect("ws1", tok)
 	waitParked(t)
 	e.connect("ws1", tok)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/coder/websocket"
 
 	"github.com/tetherdev/tether/broker"
@@ -48,7 +50,7 @@ func TestConnectionFloodFromOneAddressIsAnswered429(t *testing.T) {
 	e := newEnv(t, func(c *broker.Config) {
 		c.LimitLoopback, c.ConnRate, c.ConnBurst, c.MaxHandshakesPerIP = true, 0.01, 3, -1
 	})
-	served := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
+	served := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	e.dialRaw()
 	e.dialRaw()
 	e.wantDialRefused()
@@ -58,7 +60,7 @@ func TestConnectionFloodFromOneAddressIsAnswered429(t *testing.T) {
 		t.Fatalf("polling handshake: %d %q", status, body)
 	}
 	// The connection already served is not touched.
-	res := e.goCall("ws1", e.token(broker.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
+	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	served.ackOK(served.nextCall(), `"still served"`)
 	if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"still served"` {
 		t.Fatalf("served workspace got %+v", got.resp)
@@ -74,7 +76,7 @@ func TestHandshakesWithoutConnectAreBoundedPerAddress(t *testing.T) {
 	e.dialRaw()
 	e.wantDialRefused()
 	// A CONNECT with a good token ends a handshake: a new one fits.
-	first.send(`40{"token":"` + e.token(broker.RoleBridge, "ws1") + `","workspace_id":"ws1"}`)
+	first.send(`40{"token":"` + e.token(auth.RoleBridge, "ws1") + `","workspace_id":"ws1"}`)
 	if f := first.next(); !strings.HasPrefix(string(f), `40{"sid":`) {
 		t.Fatalf("CONNECT answered %q", f)
 	}

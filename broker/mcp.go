@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,7 +61,7 @@ const (
 
 func (b *Broker) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
-	if _, err := b.auth.verify(bearer(c.Request), RoleCaller, ws); err != nil {
+	if _, err := b.auth.Verify(bearer(c.Request), auth.RoleCaller, ws); err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		status := authStatus(err)
 		if status == http.StatusUnauthorized {

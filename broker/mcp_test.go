@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -64,8 +65,8 @@ func TestMCPEndpointRefusesMissingBadAndOtherWorkspaceTokens(t *testing.T) {
 	}{
 		"missing":         {"", http.StatusUnauthorized, protocol.CodeUnauthorized},
 		"invalid":         {"not-a-token", http.StatusUnauthorized, protocol.CodeUnauthorized},
-		"bridge role":     {e.token(broker.RoleBridge, "ws1"), http.StatusForbidden, protocol.CodeForbidden},
-		"other workspace": {e.token(broker.RoleCaller, "ws2"), http.StatusForbidden, protocol.CodeForbidden},
+		"bridge role":     {e.token(auth.RoleBridge, "ws1"), http.StatusForbidden, protocol.CodeForbidden},
+		"other workspace": {e.token(auth.RoleCaller, "ws2"), http.StatusForbidden, protocol.CodeForbidden},
 	} {
 		h := http.Header{}
 		if c.token != "" {
@@ -81,7 +82,7 @@ func TestMCPEndpointRefusesMissingBadAndOtherWorkspaceTokens(t *testing.T) {
 			t.Errorf("%s: no WWW-Authenticate challenge", name)
 		}
 	}
-	if res := e.initialize("ws1", http.Header{"Authorization": {"Bearer " + e.token(broker.RoleCaller, "ws1")}}); res.StatusCode != http.StatusOK {
+	if res := e.initialize("ws1", http.Header{"Authorization": {"Bearer " + e.token(auth.RoleCaller, "ws1")}}); res.StatusCode != http.StatusOK {
 		t.Fatalf("a good token: HTTP %d", res.StatusCode)
 	}
 }
@@ -90,7 +91,7 @@ func TestMCPEndpointRefusesAForeignHostOnLoopback(t *testing.T) {
 	e := newEnv(t)
 	req, _ := http.NewRequest(http.MethodPost, e.mcpURL("ws1"), strings.NewReader(`{}`))
 	req.Host = "attacker.example:80"
-	req.Header.Set("Authorization", "Bearer "+e.token(broker.RoleCaller, "ws1"))
+	req.Header.Set("Authorization", "Bearer "+e.token(auth.RoleCaller, "ws1"))
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -104,8 +105,8 @@ func TestMCPEndpointRefusesAForeignHostOnLoopback(t *testing.T) {
 
 func TestMCPToolCallReachesTheWorkspaceAndCancelReachesIt(t *testing.T) {
 	e := newEnv(t)
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	cs, err := e.mcpClient("ws1", e.token(broker.RoleCaller, "ws1"))
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	cs, err := e.mcpClient("ws1", e.token(auth.RoleCaller, "ws1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestMCPToolCallReachesTheWorkspaceAndCancelReachesIt(t *testing.T) {
 
 func TestMCPSessionBelongsToItsWorkspace(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "*")
+	tok := e.token(auth.RoleCaller, "*")
 	res := e.initialize("ws1", http.Header{"Authorization": {"Bearer " + tok}})
 	sid := res.Header.Get("Mcp-Session-Id")
 	if res.StatusCode != http.StatusOK || sid == "" {
@@ -161,7 +162,7 @@ func TestMCPSessionBelongsToItsWorkspace(t *testing.T) {
 
 func TestMCPSeveralSessionsAtOnceAndShutdownEndsThem(t *testing.T) {
 	e := newEnv(t)
-	tok := e.token(broker.RoleCaller, "ws1")
+	tok := e.token(auth.RoleCaller, "ws1")
 	var sessions []*sdk.ClientSession
 	for range 3 {
 		cs, err := e.mcpClient("ws1", tok)

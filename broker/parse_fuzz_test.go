@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tetherdev/tether/protocol"
@@ -64,14 +66,14 @@ func FuzzPollPayload(f *testing.F) {
 // secret, for the bridge role and a workspace it names, is accepted.
 func FuzzConnectAuth(f *testing.F) {
 	secret := []byte("fuzz-secret-0123456789")
-	good, err := IssueToken(secret, RoleBridge, []string{"ws1"}, time.Hour)
+	good, err := auth.IssueToken(secret, auth.RoleBridge, []string{"ws1"}, time.Hour)
 	if err != nil {
 		f.Fatal(err)
 	}
-	caller, _ := IssueToken(secret, RoleCaller, []string{"*"}, time.Hour)
-	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"role": RoleBridge, "workspaces": []string{"ws1"},
+	caller, _ := auth.IssueToken(secret, auth.RoleCaller, []string{"*"}, time.Hour)
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"role": auth.RoleBridge, "workspaces": []string{"ws1"},
 		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte("another-secret"))
-	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"role": RoleBridge, "workspaces": []string{"ws1"},
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"role": auth.RoleBridge, "workspaces": []string{"ws1"},
 		"exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 	for _, s := range []string{
 		``, `{}`, `null`, `[]`, `"x"`, `{"token":1}`, `{"token":"` + good + `","workspace_id":"ws1"}`,
@@ -83,13 +85,13 @@ func FuzzConnectAuth(f *testing.F) {
 		f.Add([]byte(s), "")
 	}
 	f.Add([]byte(`{"workspace_id":"ws1"}`), good)
-	a := newAuthenticator(secret)
+	a := auth.NewVerifier(secret)
 	f.Fuzz(func(t *testing.T, data []byte, bearer string) {
 		token, ws, err := decodeConnectAuth(data, bearer)
 		if err != nil {
 			return
 		}
-		claims, err := a.verify(token, RoleBridge, ws)
+		claims, err := a.Verify(token, auth.RoleBridge, ws)
 		if err != nil {
 			var pe *protocol.Error
 			if !errors.As(err, &pe) || (pe.Code != protocol.CodeUnauthorized && pe.Code != protocol.CodeForbidden) {
@@ -99,7 +101,7 @@ func FuzzConnectAuth(f *testing.F) {
 		}
 		// Only the bridge token the test signed can pass (or a spelling
 		// of it that decodes to the same signed bytes).
-		if claims.Role != RoleBridge || len(claims.Workspaces) != 1 || claims.Workspaces[0] != "ws1" || (ws != "" && ws != "ws1") {
+		if claims.Role != auth.RoleBridge || len(claims.Workspaces) != 1 || claims.Workspaces[0] != "ws1" || (ws != "" && ws != "ws1") {
 			t.Fatalf("accepted token %q with claims %+v for workspace %q", token, claims, ws)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/protocol"
@@ -114,8 +116,8 @@ func TestCallToAWorkspaceHeldHereSkipsTheBus(t *testing.T) {
 	onBus := func(c *broker.Config) { c.Bus = counted }
 	e := newEnv(t, onBus)
 	other := newEnv(t, onBus, func(c *broker.Config) { c.InstanceID = "other" })
-	c := e.connect("ws1", e.token(broker.RoleBridge, "ws1"))
-	tok := e.token(broker.RoleCaller, "ws1")
+	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
+	tok := e.token(auth.RoleCaller, "ws1")
 	channel := protocol.WorkspaceChannel("ws1")
 	before := counted.publishedOn(channel) // the takeover
 	for i, url := range []string{e.srv.URL, other.srv.URL} {

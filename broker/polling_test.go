@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -67,13 +69,13 @@ func (p *pollClient) get() (int, []string) {
 func TestPollingSessionServesCalls(t *testing.T) {
 	e := newEnv(t)
 	p := e.pollOpen()
-	if status, body := p.post(`40{"token":"` + e.token(broker.RoleBridge, "pw") + `","workspace_id":"pw"}`); status != 200 || body != "ok" {
+	if status, body := p.post(`40{"token":"` + e.token(auth.RoleBridge, "pw") + `","workspace_id":"pw"}`); status != 200 || body != "ok" {
 		t.Fatalf("POST CONNECT: %d %q", status, body)
 	}
 	if _, pk := p.get(); !strings.HasPrefix(pk[0], `40{"sid":`) {
 		t.Fatalf("GET after CONNECT: %q", pk)
 	}
-	res := e.goCall("pw", e.token(broker.RoleCaller, "pw"), `{"endpoint":"/x","timeout":5}`)
+	res := e.goCall("pw", e.token(auth.RoleCaller, "pw"), `{"endpoint":"/x","timeout":5}`)
 	_, pk := p.get()
 	sp, err := protocol.DecodeSIO([]byte(pk[0][1:]))
 	if err != nil || sp.Type != protocol.SIOEvent {
@@ -138,7 +140,7 @@ func TestPollingOverlappingGETsEndTheSession(t *testing.T) {
 
 func TestPollingMalformedPOSTEndsOnlyThatSession(t *testing.T) {
 	e := newEnv(t, func(c *broker.Config) { c.MaxPayload = 2048 })
-	good := e.connect("good", e.token(broker.RoleBridge, "good"))
+	good := e.connect("good", e.token(auth.RoleBridge, "good"))
 	for _, body := range []string{"bnot-base64!", strings.Repeat("4", 3000), "9"} {
 		p := e.pollOpen()
 		p.post(body)
@@ -146,7 +148,7 @@ func TestPollingMalformedPOSTEndsOnlyThatSession(t *testing.T) {
 		if status == 200 && pk[len(pk)-1] != "1" {
 			t.Fatalf("after POST %.20q the session is still open: %q", body, pk)
 		}
-		res := e.goCall("good", e.token(broker.RoleCaller, "good"), `{"endpoint":"/x","timeout":5}`)
+		res := e.goCall("good", e.token(auth.RoleCaller, "good"), `{"endpoint":"/x","timeout":5}`)
 		good.ackOK(good.nextCall(), `"ok"`)
 		if got := awaitResult(t, res, 5*time.Second); !got.resp.Success {
 			t.Fatalf("the websocket client was affected: %+v", got.resp)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
@@ -87,7 +89,7 @@ func (ts *testServer) Close() {
 
 func (e *env) token(role string, ws ...string) string {
 	e.t.Helper()
-	tok, err := broker.IssueToken(testSecret, role, ws, time.Hour)
+	tok, err := auth.IssueToken(testSecret, role, ws, time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 func runToken(args []string, stdout, stderr io.Writer) error {
@@ -26,7 +26,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	if *workspace == "" {
 		return usagef("--workspace is required")
 	}
-	tok, err := broker.IssueToken([]byte(*secret), *role, strings.Split(*workspace, ","), *ttl)
+	tok, err := auth.IssueToken([]byte(*secret), *role, strings.Split(*workspace, ","), *ttl)
 	if err != nil {
 		return usageError{err}
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherdev/tether/broker/auth"
+
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker"
 )
@@ -80,11 +82,11 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	url := "http://" + ln.Addr().String()
-	bridgeTok, err := broker.IssueToken([]byte(bf.secret), broker.RoleBridge, []string{*workspace}, 365*24*time.Hour)
+	bridgeTok, err := auth.IssueToken([]byte(bf.secret), auth.RoleBridge, []string{*workspace}, 365*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	callerTok, err := broker.IssueToken([]byte(bf.secret), broker.RoleCaller, []string{*workspace}, 24*time.Hour)
+	callerTok, err := auth.IssueToken([]byte(bf.secret), auth.RoleCaller, []string{*workspace}, 24*time.Hour)
 	if err != nil {
 		return err
 	}

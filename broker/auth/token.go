@@ -1,4 +1,10 @@
-package broker
+// Package auth is who may do what on a broker: tether's tokens (HS256
+// JWTs naming a role and workspaces), issued by IssueToken and checked by
+// a Verifier. Every door of the broker (the Socket.IO CONNECT, the caller
+// HTTP API, the MCP endpoint) asks the one Verifier; a new way to trust a
+// token (rotating keys, an identity provider's JWKS, revocation) goes in
+// here, behind Verify.
+package auth
 
 import (
 	"errors"
@@ -68,10 +74,11 @@ func IssueToken(secret []byte, role string, workspaces []string, ttl time.Durati
 	return s, nil
 }
 
-// authenticator verifies tokens. With no secret, authentication is off
-// (loopback development only; the command refuses it elsewhere) and every
-// token, even an empty one, is accepted for any workspace.
-type authenticator struct {
+// Verifier checks tokens. With no secret, authentication is off (loopback
+// development only; the command refuses it elsewhere) and every token,
+// even an empty one, is accepted for any workspace. Its methods are safe
+// for concurrent use.
+type Verifier struct {
 	secret []byte
 	parser *jwt.Parser
 
@@ -84,8 +91,10 @@ type authenticator struct {
 
 const cacheMax = 4096
 
-func newAuthenticator(secret []byte) *authenticator {
-	return &authenticator{
+// NewVerifier returns a Verifier of tokens signed with secret; empty turns
+// authentication off.
+func NewVerifier(secret []byte) *Verifier {
+	return &Verifier{
 		secret: secret,
 		// Only HS256: "none", RS*/ES* (key confusion) and other HMAC sizes
 		// are refused before the signature is looked at.
@@ -93,13 +102,14 @@ func newAuthenticator(secret []byte) *authenticator {
 	}
 }
 
-func (a *authenticator) enabled() bool { return len(a.secret) > 0 }
+// Enabled reports whether tokens are checked.
+func (a *Verifier) Enabled() bool { return len(a.secret) > 0 }
 
-// verify checks token for role and workspaceID. It returns a *protocol.Error
+// Verify checks token for role and workspaceID ("" for any). It returns a *protocol.Error
 // with CodeUnauthorized (bad token) or CodeForbidden (valid token, wrong role
 // or workspace).
-func (a *authenticator) verify(token, role, workspaceID string) (*Claims, error) {
-	if !a.enabled() {
+func (a *Verifier) Verify(token, role, workspaceID string) (*Claims, error) {
+	if !a.Enabled() {
 		return &Claims{Role: role, Workspaces: []string{AnyWorkspace}}, nil
 	}
 	if token == "" {
@@ -119,7 +129,7 @@ func (a *authenticator) verify(token, role, workspaceID string) (*Claims, error)
 }
 
 // parse verifies a token's signature and expiry, through the cache.
-func (a *authenticator) parse(token string) (*Claims, error) {
+func (a *Verifier) parse(token string) (*Claims, error) {
 	now := time.Now()
 	a.mu.Lock()
 	c := a.cache[token]
