@@ -383,7 +383,7 @@ func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{
 // broker; its one answer comes back to w as a value. The call's deadline
 // starts now.
 func (b *Broker) callHeld(c *conn, call *protocol.ToolCall, w waiter) {
-	call.DeadlineMS = protocol.DeadlineAt(time.Now().Add(call.TimeoutDuration()))
+	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
 	c.callEvent(b.log.Debug(), call).Msg("call routed to local holder")
 	c.deliver(*call, w, false)
 }

@@ -49,17 +49,6 @@ type ToolCall struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
-// DeadlineAt is the deadline_ms of a call due at t: t in whole
-// milliseconds, rounded up, so that a call never times out before its
-// full timeout (truncated, it would by up to a millisecond).
-func DeadlineAt(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Sub(time.UnixMilli(ms)) > 0 {
-		ms++
-	}
-	return ms
-}
-
 // TimeoutDuration returns Timeout as a duration.
 func (c *ToolCall) TimeoutDuration() time.Duration {
 	return time.Duration(c.Timeout * float64(time.Second))

@@ -168,7 +168,7 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 		Payload:       req.Payload,
 		Timeout:       timeout.Seconds(),
 		ReplyTo:       c.inbox,
-		DeadlineMS:    protocol.DeadlineAt(deadline),
+		DeadlineMS:    deadline.UnixMilli(),
 	}}
 	if err := call.Validate(); err != nil {
 		return protocol.FailureFrom(cid, err, protocol.CodeInvalidRequest)
