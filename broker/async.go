@@ -166,8 +166,28 @@ func (c *conn) cancelClaiming(cid, reason string) {
 	}
 }
 
+// Submit implements api.Core: it records an async call for ws and starts
+// it. For a workspace this broker holds, the call is handed to the
+// holder (submitHeld) and, when the submit waits for its outcome (wait >
+// 0) with no correlation id or idempotency key of the caller's, recorded
+// once with it (submitWaitHeld: waited is set). Otherwise it is queued in
+// the store, for the holder anywhere to drain.
+func (b *Broker) Submit(ctx context.Context, ws string, req caller.Request, wait time.Duration) (rec store.Record, waited bool, err error) {
+	holder := b.heldForSubmit(ctx, ws)
+	switch {
+	case holder != nil && wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "":
+		rec, err = b.submitWaitHeld(ctx, holder, req, wait)
+		return rec, true, err
+	case holder != nil:
+		rec, err = b.submitHeld(ctx, holder, req)
+		return rec, false, err
+	}
+	rec, err = b.caller.Submit(ctx, req)
+	return rec, false, err
+}
+
 // heldForSubmit returns the connection of this broker that holds ws when
-// a submit may hand it a new call itself (Broker.submit): as heldForCall,
+// a submit may hand it a new call itself (Submit): as heldForCall,
 // and not draining its queue, whose calls are older than the submit. A
 // submit that finds the holder draining (it does when it takes the
 // workspace) waits for that drain to end, up to SubmitDrainWait or ctx,
@@ -239,7 +259,7 @@ func (b *Broker) submitWaitHeld(ctx context.Context, c *conn, req caller.Request
 	rec.Status, rec.DeliveredAt = store.Delivered, &now
 	call := rec.Call()
 	call.Async = false // answered here until adopted
-	ch := make(chanWaiter, 1)
+	ch := make(caller.ChanWaiter, 1)
 	c.callEvent(b.log.Debug(), &call).Msg("async call handed to the local holder, to be recorded with its outcome")
 	c.deliver(call, ch, false)
 	timer := time.NewTimer(wait)

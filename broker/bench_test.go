@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/protocol"
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -122,7 +123,7 @@ func benchEchoServer(b *testing.B) string {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		var call broker.CallRequest
+		var call protocol.ToolCall
 		if err := json.Unmarshal(body, &call); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

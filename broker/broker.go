@@ -1,12 +1,3 @@
-// Package broker relays tool calls from callers to the workspace clients
-// connected over WebSocket (Socket.IO v5 over Engine.IO v4), and brings back
-// exactly one ToolResponse per call.
-//
-// Routing goes through a bus.Bus: the broker that holds a workspace's socket
-// subscribes to its channel; a call is published there with the caller's
-// inbox as reply_to. On one instance the bus is in-memory; several instances
-// share a Redis bus. The broker's HTTP caller API is a caller.BusCaller like
-// any backend worker on Redis.
 package broker
 
 import (
@@ -21,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/broker/eio"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -74,11 +67,15 @@ type Config struct {
 	// handed over behind the calls that drain delivers; past it the submit
 	// is queued. Default DefaultSubmitDrainWait.
 	SubmitDrainWait time.Duration
-	// Connection limits per remote address (an IPv6 /64), see limit.go:
-	// new Engine.IO sessions at ConnRate per second with bursts of
-	// ConnBurst (defaults DefaultConnRate, DefaultConnBurst), and at most
-	// MaxHandshakesPerIP sessions open without a CONNECT yet (default
-	// DefaultMaxHandshakesPerIP). Beyond them the handshake is answered
+	// MCP makes the server of the MCP endpoint,
+	// /api/v1/workspaces/{id}/mcp, given the broker's own call path (wire
+	// in package mcp: mcp.NewEndpoint); nil: there is none.
+	MCP func(api.Caller) api.Mount
+	// Connection limits per remote address (an IPv6 /64), see
+	// eio/limit.go: new Engine.IO sessions at ConnRate per second with
+	// bursts of ConnBurst (defaults eio.DefaultConnRate,
+	// eio.DefaultConnBurst), and at most MaxHandshakesPerIP sessions open
+	// without a CONNECT yet (default eio.DefaultMaxHandshakesPerIP). Beyond them the handshake is answered
 	// HTTP 429. A negative ConnRate or MaxHandshakesPerIP turns that
 	// limit off. Loopback peers are exempt unless LimitLoopback.
 	ConnRate           float64
@@ -113,13 +110,13 @@ func (c *Config) setDefaults() {
 		c.CallGrace = caller.DefaultGrace
 	}
 	if c.ConnRate == 0 {
-		c.ConnRate = DefaultConnRate
+		c.ConnRate = eio.DefaultConnRate
 	}
 	if c.ConnBurst <= 0 {
-		c.ConnBurst = DefaultConnBurst
+		c.ConnBurst = eio.DefaultConnBurst
 	}
 	if c.MaxHandshakesPerIP == 0 {
-		c.MaxHandshakesPerIP = DefaultMaxHandshakesPerIP
+		c.MaxHandshakesPerIP = eio.DefaultMaxHandshakesPerIP
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()[:8]
@@ -143,10 +140,9 @@ type Broker struct {
 	store    store.Store
 	ownStore bool
 	auth     *auth.Verifier
-	limits   *connLimiter
 	metrics  *metrics
 	caller   *caller.BusCaller
-	handler  http.Handler
+	api      *api.API
 	// instances answers list requests from any instance's API.
 	instances bus.Subscription
 
@@ -156,23 +152,19 @@ type Broker struct {
 	// delivery waits for Redis: replies go out with PublishAsync.
 	inlineReplies bool
 
-	// poller wakes parked WebSocket connections (socket.go); nil where
-	// there is none, and then every connection keeps its reader.
-	poller *poller
-	beats  *heartbeats
+	// sockets is the Engine.IO server: it serves /socket.io/ and gives
+	// each session a conn (newConn).
+	sockets *eio.Server
 
-	mu          sync.Mutex
-	conns       map[*conn]struct{}
-	holders     map[string]*conn // workspace -> the local connection holding it
-	polls       sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
-	draining    atomic.Bool
-	apiCalls    sync.WaitGroup // HTTP calls in progress
-	apiInFlight atomic.Int64
-	drainWaits  atomic.Int32   // submits waiting for a holder's drain to end (heldForSubmit)
-	wg          sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
-	stopping    chan struct{}  // closed when Shutdown stops the sweep and outcome retries
-	stopped     bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
-	mcp         mcpEndpoint    // the MCP servers of /api/v1/workspaces/{id}/mcp (mcp.go)
+	mu         sync.Mutex
+	conns      map[*conn]struct{}
+	holders    map[string]*conn // workspace -> the local connection holding it
+	polls      sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
+	draining   atomic.Bool
+	drainWaits atomic.Int32   // submits waiting for a holder's drain to end (heldForSubmit)
+	wg         sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
+	stopping   chan struct{}  // closed when Shutdown stops the sweep and outcome retries
+	stopped    bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
 }
 
 // New returns a broker. It subscribes the API's caller inbox on the bus.
@@ -189,7 +181,6 @@ func New(cfg Config) (*Broker, error) {
 		store:    cfg.Store,
 		stopping: make(chan struct{}),
 	}
-	b.limits = newConnLimiter(&b.cfg, b.log, func(reason string) { b.metrics.connRefused.WithLabelValues(reason).Inc() })
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
@@ -220,19 +211,36 @@ func New(cfg Config) (*Broker, error) {
 		b.closeOwned()
 		return nil, fmt.Errorf("starting broker: subscribing instances channel: %w", err)
 	}
-	b.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
-	if b.poller, err = newPoller(); err != nil {
-		b.log.Info().Err(err).Msg("idle connections keep a goroutine each")
-	}
-	b.handler = b.routes()
+	b.sockets = eio.NewServer(eio.Config{
+		PingInterval:       cfg.PingInterval,
+		PingTimeout:        cfg.PingTimeout,
+		ConnectTimeout:     cfg.ConnectTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		MaxPayload:         cfg.MaxPayload,
+		MaxQueue:           cfg.MaxInFlight + 64, // the calls, their cancels and a few pings
+		ConnRate:           cfg.ConnRate,
+		ConnBurst:          cfg.ConnBurst,
+		MaxHandshakesPerIP: cfg.MaxHandshakesPerIP,
+		LimitLoopback:      cfg.LimitLoopback,
+		Logger:             b.log,
+		OnMalformed:        b.metrics.badPackets.Inc,
+		OnRefused:          func(limit string) { b.metrics.connRefused.WithLabelValues(limit).Inc() },
+	}, b.newConn)
+	b.api = api.New(api.Config{
+		Core:         b,
+		Caller:       c,
+		Verifier:     b.auth,
+		Registry:     b.metrics.reg,
+		Socket:       b.sockets,
+		MCP:          cfg.MCP,
+		InstanceID:   cfg.InstanceID,
+		Logger:       b.log,
+		MaxPayload:   cfg.MaxPayload,
+		WriteTimeout: cfg.WriteTimeout,
+		CallGrace:    cfg.CallGrace,
+	})
 	b.spawn(b.sweepLoop)
 	return b, nil
-}
-
-// InstanceWorkspaces is one instance's answer to a list request.
-type InstanceWorkspaces struct {
-	Instance   string      `json:"instance"`
-	Workspaces []Workspace `json:"workspaces"`
 }
 
 // onInstancesMessage answers a list request with the workspaces this
@@ -243,7 +251,7 @@ func (b *Broker) onInstancesMessage(msg []byte) {
 		b.log.Debug().Err(err).Str("type", m.Type).Msg("unusable message on the instances channel ignored")
 		return
 	}
-	result, err := json.Marshal(InstanceWorkspaces{Instance: b.cfg.InstanceID, Workspaces: b.Workspaces()})
+	result, err := json.Marshal(protocol.InstanceWorkspaces{Instance: b.cfg.InstanceID, Workspaces: b.Workspaces()})
 	if err != nil {
 		return // cannot happen: plain values
 	}
@@ -254,7 +262,7 @@ func (b *Broker) onInstancesMessage(msg []byte) {
 // AllWorkspaces asks every instance on the bus for the workspaces it holds,
 // waiting until ctx ends at most. unanswered counts the instances the
 // request reached that did not answer in time.
-func (b *Broker) AllWorkspaces(ctx context.Context) (list []Workspace, unanswered int, err error) {
+func (b *Broker) AllWorkspaces(ctx context.Context) (list []protocol.Workspace, unanswered int, err error) {
 	cid := uuid.NewString()
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusList, ToolCall: protocol.ToolCall{CorrelationID: cid, ReplyTo: b.caller.Inbox()}})
 	replies, n, err := b.caller.Gather(ctx, protocol.InstancesChannel, cid, msg)
@@ -262,20 +270,24 @@ func (b *Broker) AllWorkspaces(ctx context.Context) (list []Workspace, unanswere
 		return nil, 0, err
 	}
 	for _, r := range replies {
-		var iw InstanceWorkspaces
+		var iw protocol.InstanceWorkspaces
 		if !r.Success || json.Unmarshal(r.Result, &iw) != nil {
 			continue
 		}
 		list = append(list, iw.Workspaces...)
 	}
-	slices.SortFunc(list, func(a, b Workspace) int {
+	slices.SortFunc(list, func(a, b protocol.Workspace) int {
 		return cmp.Or(cmp.Compare(a.WorkspaceID, b.WorkspaceID), a.ConnectedAt.Compare(b.ConnectedAt))
 	})
 	return list, n - len(replies), nil
 }
 
 // Handler serves /socket.io/ and the HTTP API.
-func (b *Broker) Handler() http.Handler { return b.handler }
+func (b *Broker) Handler() http.Handler { return b.api.Handler() }
+
+// NewServer returns the call server of b's HTTP API (api.Server): serve it
+// on a listener, and shut it down after b.
+func NewServer(b *Broker, hs *http.Server) *api.Server { return api.NewServer(b.api, hs) }
 
 // InstanceID names this broker (Config.InstanceID or a random one).
 func (b *Broker) InstanceID() string { return b.cfg.InstanceID }
@@ -285,6 +297,9 @@ func (b *Broker) AuthEnabled() bool { return b.auth.Enabled() }
 
 func (b *Broker) isDraining() bool { return b.draining.Load() }
 
+// Draining reports whether Shutdown has begun (api.Core).
+func (b *Broker) Draining() bool { return b.isDraining() }
+
 func (b *Broker) track(c *conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -292,10 +307,9 @@ func (b *Broker) track(c *conn) bool {
 		return false
 	}
 	b.conns[c] = struct{}{}
-	// A connection holds a count in wg until close has ended it and its
-	// readers, so the goroutines it starts (writers, closers, replies) are
-	// added while the counter is above zero and Shutdown's Wait covers
-	// them.
+	// A connection holds a count in wg until it ended (Ended), so the
+	// goroutines it starts are added while the counter is above zero
+	// and Shutdown's Wait covers them.
 	b.wg.Add(1)
 	return true
 }
@@ -309,14 +323,14 @@ func (b *Broker) untrack(c *conn) {
 
 // reply delivers the single answer of call: to its in-process waiter, or
 // published to its caller's inbox.
-func (b *Broker) reply(call protocol.ToolCall, waiter waiter, resp protocol.ToolResponse) {
+func (b *Broker) reply(call protocol.ToolCall, waiter caller.Waiter, resp protocol.ToolResponse) {
 	resp.CorrelationID = call.CorrelationID
 	if call.Async {
 		b.recordOutcome(call, resp)
 		return
 	}
 	if waiter != nil {
-		waiter.answer(resp) // the pending table hands each call out once
+		waiter.Answer(resp) // the pending table hands each call out once
 		b.log.Debug().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Bool("success", resp.Success).Str("error", resp.Error).Msg("response delivered to caller")
 		return
 	}
@@ -339,8 +353,33 @@ func (b *Broker) reply(call protocol.ToolCall, waiter waiter, resp protocol.Tool
 	b.bus.PublishAsync(call.ReplyTo, msg, done)
 }
 
+// Dispatch implements api.Core: it starts a call of this broker's API for
+// ws without waiting for it, when the call needs no bus: to the holder in
+// this process on the in-memory bus, or on any bus when this broker holds
+// the workspace and may hand it the call (heldForCall). Its one answer
+// goes to w: at once (holder nil; the workspace is offline), or from the
+// holder's call table. ok is false when the call must go through the bus:
+// nothing was done then.
+func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter) (holder api.Holder, ok bool) {
+	var c *conn
+	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
+		b.mu.Lock()
+		c = b.holders[ws]
+		b.mu.Unlock()
+		if c == nil {
+			b.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("workspace offline")
+			w.Answer(protocol.Failure(req.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws)))
+			return nil, true
+		}
+	} else if c = b.heldForCall(ws); c == nil {
+		return nil, false
+	}
+	b.callHeld(c, req, w)
+	return c, true
+}
+
 // heldForCall returns the connection of this broker that holds ws when the
-// API may hand it a call itself, on any bus (Broker.route): connected and
+// API may hand it a call itself, on any bus (Dispatch): connected and
 // done joining, not replaced or closed. Otherwise nil: the call goes
 // through the bus.
 //
@@ -382,43 +421,10 @@ func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{
 // callHeld delivers a call of this broker's API to c, a connection of this
 // broker; its one answer comes back to w as a value. The call's deadline
 // starts now.
-func (b *Broker) callHeld(c *conn, call *protocol.ToolCall, w waiter) {
+func (b *Broker) callHeld(c *conn, call *protocol.ToolCall, w caller.Waiter) {
 	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
 	c.callEvent(b.log.Debug(), call).Msg("call routed to local holder")
 	c.deliver(*call, w, false)
-}
-
-// awaitHeld waits for the answer of call, which callHeld delivered to c
-// with the waiter ch. ctx ending cancels the call.
-func (b *Broker) awaitHeld(ctx context.Context, c *conn, call *protocol.ToolCall, ch chanWaiter) protocol.ToolResponse {
-	// The owner's timer answers at the deadline; this one only guards the
-	// promise of an answer against a bug in that path.
-	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + b.cfg.CallGrace)
-	defer guard.Stop()
-	select {
-	case resp := <-ch:
-		return resp
-	case <-guard.C:
-		c.calls.cancel(call.CorrelationID, "no answer by the deadline")
-		b.log.Error().Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint).Str("workspace_id", c.workspaceID()).Msg("call outlived its deadline in the pending table")
-		return protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "no answer by the deadline")
-	case <-ctx.Done():
-		c.calls.cancel(call.CorrelationID, "caller gone")
-		select {
-		case resp := <-ch: // answered by the cancel or a racing answer
-			return resp
-		default: // never delivered (the connection closed meanwhile)
-			return protocol.Failure(call.CorrelationID, protocol.CodeCancelled, "caller gave up: "+ctx.Err().Error())
-		}
-	}
-}
-
-// Workspace describes a workspace held by this broker.
-type Workspace struct {
-	WorkspaceID string    `json:"workspace_id"`
-	ConnectedAt time.Time `json:"connected_at"`
-	Instance    string    `json:"instance"`
-	InFlight    int       `json:"in_flight"`
 }
 
 // heldConns lists the connections holding a workspace here now.
@@ -433,11 +439,11 @@ func (b *Broker) heldConns() []*conn {
 }
 
 // Workspaces lists the workspaces whose socket this broker holds.
-func (b *Broker) Workspaces() []Workspace {
+func (b *Broker) Workspaces() []protocol.Workspace {
 	conns := b.heldConns()
-	out := make([]Workspace, 0, len(conns))
+	out := make([]protocol.Workspace, 0, len(conns))
 	for _, c := range conns {
-		out = append(out, Workspace{
+		out = append(out, protocol.Workspace{
 			WorkspaceID: c.workspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),
 			Instance:    b.cfg.InstanceID,
@@ -467,11 +473,12 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if !b.draining.CompareAndSwap(false, true) {
 		return errors.New("broker already shut down")
 	}
+	b.sockets.Drain()
 	b.log.Info().Msg("draining")
 	drainCtx, cancel := context.WithTimeout(ctx, b.cfg.DrainTimeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
-	for (b.inFlight() > 0 || b.apiInFlight.Load() > 0) && drainCtx.Err() == nil {
+	for (b.inFlight() > 0 || b.api.InFlight() > 0) && drainCtx.Err() == nil {
 		select {
 		case <-tick.C:
 		case <-drainCtx.Done():
@@ -487,7 +494,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.mu.Unlock()
 	for _, c := range conns {
 		c.calls.failAll(protocol.CodeBrokerShutdown, "broker is shutting down")
-		c.close(ReasonShutdown, true)
+		c.close(eio.ReasonShutdown, true)
 	}
 	// HTTP calls still waiting on another instance's answer are released
 	// by closing the caller; the API answers them broker_shutdown.
@@ -498,16 +505,14 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	unsubCancel()
 	err := b.caller.Close()
 	close(b.stopping)
-	waitCtx(ctx, &b.apiCalls)
-	b.mcp.close()
+	b.api.Wait(ctx)
+	b.api.Close()
 	b.mu.Lock()
 	b.stopped = true
 	b.mu.Unlock()
+	b.sockets.Wait(ctx)
 	waitCtx(ctx, &b.wg)
-	b.beats.stop()
-	if b.poller != nil {
-		_ = b.poller.close()
-	}
+	b.sockets.Close()
 	b.closeOwned()
 	b.log.Info().Msg("shut down")
 	return err

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherdev/tether/broker/caller"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -29,7 +31,7 @@ import (
 // keeps. None of its methods may block.
 type callOwner interface {
 	// reply delivers a call's one answer (Broker.reply).
-	reply(call protocol.ToolCall, w waiter, resp protocol.ToolResponse)
+	reply(call protocol.ToolCall, w caller.Waiter, resp protocol.ToolResponse)
 	// sendCancel queues a tool_cancel for the client.
 	sendCancel(cid, reason string)
 	// event adds the connection's fields (sid, remote, workspace_id) to a
@@ -60,7 +62,7 @@ type pending struct {
 	// waiter, when set, takes the answer in-process (a call from this
 	// broker's own API); otherwise the answer goes to the store (an async
 	// call) or is published to call.ReplyTo.
-	waiter waiter
+	waiter caller.Waiter
 }
 
 // callTable is the pending-call table of one connection.
@@ -146,7 +148,7 @@ func (t *callTable) nextAckLocked() int64 {
 
 // addLocked registers an admitted call under its ack id and starts the
 // timer that ends it after remaining.
-func (t *callTable) addLocked(call protocol.ToolCall, ack int64, w waiter, remaining time.Duration) {
+func (t *callTable) addLocked(call protocol.ToolCall, ack int64, w caller.Waiter, remaining time.Duration) {
 	cid := call.CorrelationID
 	t.byID[cid] = &pending{call: call, ackID: ack, waiter: w, timer: time.AfterFunc(remaining, func() { t.expire(cid) })}
 	t.byAck[ack] = cid
@@ -275,7 +277,7 @@ func (t *callTable) finishAll(calls map[string]*pending, end ending, code, msg, 
 }
 
 // refuse answers a call that was never added to the table.
-func (t *callTable) refuse(call protocol.ToolCall, w waiter, resp protocol.ToolResponse) {
+func (t *callTable) refuse(call protocol.ToolCall, w caller.Waiter, resp protocol.ToolResponse) {
 	t.finish(&pending{call: call, waiter: w}, endRefused, resp, "")
 }
 
@@ -328,18 +330,3 @@ func (t *callTable) logEnd(p *pending, end ending, resp *protocol.ToolResponse, 
 	}
 	e.Msg(msg)
 }
-
-// A waiter takes the one answer of a call delivered from this process (the
-// HTTP API, MCP, a submit that waits): a channel the caller's goroutine
-// reads (chanWaiter), or the API's own HTTP connection, which writes the
-// answer to its client on the goroutine that ends the call (callserver.go).
-// answer is called once per call and must not block.
-type waiter interface {
-	answer(resp protocol.ToolResponse)
-}
-
-// chanWaiter is a waiter read by a goroutine waiting for the answer; it is
-// made with a buffer of 1, so answer never blocks.
-type chanWaiter chan protocol.ToolResponse
-
-func (w chanWaiter) answer(resp protocol.ToolResponse) { w <- resp }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -24,12 +25,12 @@ type recordingOwner struct {
 	cancelled chan string
 }
 
-func (o *recordingOwner) reply(call protocol.ToolCall, waiter waiter, resp protocol.ToolResponse) {
+func (o *recordingOwner) reply(call protocol.ToolCall, waiter caller.Waiter, resp protocol.ToolResponse) {
 	o.mu.Lock()
 	o.replies[call.CorrelationID] = append(o.replies[call.CorrelationID], resp)
 	o.mu.Unlock()
 	if waiter != nil {
-		waiter.answer(resp) // a chanWaiter, buffered 1: a second answer would block here
+		waiter.Answer(resp) // a caller.ChanWaiter, buffered 1: a second answer would block here
 	}
 }
 
@@ -99,7 +100,7 @@ func (r *tableRig) metric(name string) float64 {
 }
 
 // add delivers a call the way conn.deliver does, and returns its ack id.
-func (r *tableRig) add(cid string, remaining time.Duration, waiter waiter) int64 {
+func (r *tableRig) add(cid string, remaining time.Duration, waiter caller.Waiter) int64 {
 	r.t.Helper()
 	call := protocol.ToolCall{CorrelationID: cid, Endpoint: "/api/ping", Timeout: remaining.Seconds(), ReplyTo: "inbox:test"}
 	r.mu.Lock()
@@ -212,7 +213,7 @@ func TestCallTableAckIDsStartAtRandomPerConnection(t *testing.T) {
 
 func TestCallTableTimeoutAnswersAndCancels(t *testing.T) {
 	r := newTableRig(t, zerolog.DebugLevel)
-	waiter := make(chanWaiter, 1)
+	waiter := make(caller.ChanWaiter, 1)
 	start := time.Now()
 	r.add("c1", 50*time.Millisecond, waiter)
 	select {
@@ -371,7 +372,7 @@ func TestCallTableRacingEndsAnswerOnce(t *testing.T) {
 			won := map[string]int{}
 			for i := range rounds {
 				cid := fmt.Sprint("c", i)
-				waiter := make(chanWaiter, 1)
+				waiter := make(caller.ChanWaiter, 1)
 				ack := r.add(cid, time.Hour, waiter)
 				var start, done sync.WaitGroup
 				start.Add(1)

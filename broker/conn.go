@@ -7,51 +7,41 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/protocol"
 )
 
-// A client connection: its state, its life (serve) and its end (close). Each
-// other job of a connection has a file named for it: accept.go,
-// handshake.go, conn_read.go, conn_write.go, heartbeat.go, takeover.go,
-// deliver.go, calls.go and async.go.
+// A client connection as the routing core sees it: the Engine.IO session
+// it rides on (package eio: transport, heartbeat, write queue), and what
+// makes it a workspace's holder. Each job of a connection has a file named
+// for it: handshake.go (CONNECT), packets.go (the client's Socket.IO
+// packets), takeover.go (holding the workspace), deliver.go (calls from
+// the bus to the socket), calls.go (the pending-call table) and async.go
+// (draining the workspace's queue of async calls).
 
-// Disconnect reasons, sent to the client in a disconnect_reason event before
-// the Socket.IO DISCONNECT and used in logs.
+// Disconnect reasons of the routing core, sent to the client in a
+// disconnect_reason event before the Socket.IO DISCONNECT and used in
+// logs; package eio has those of the transport (eio.ReasonShutdown, ...).
 const (
-	ReasonReplaced     = "replaced"
-	ReasonShutdown     = "server shutting down"
-	ReasonPingTimeout  = "ping timeout"
-	ReasonMalformed    = "malformed packet"
-	ReasonClientClosed = "client disconnect"
-	ReasonTransport    = "transport error"
-	ReasonBusLost      = "bus connection lost"
+	ReasonReplaced = "replaced"
+	ReasonBusLost  = "bus connection lost"
 )
 
 // EventDisconnectReason tells a client why the broker is about to disconnect
 // it; Socket.IO's DISCONNECT packet carries no reason of its own.
 const EventDisconnectReason = "disconnect_reason"
 
-// conn is one client. A reader goroutine runs its read loop (conn_read.go)
-// while the client talks; on a WebSocket that has been quiet for a while
-// the reader ends and the socket's poller starts a new one when the client
-// sends again (socket.go). Frames go out through a queue written by a
-// goroutine that exists only while there is something to write
-// (writeQueued). So an idle WebSocket connection has no goroutine. All
-// state below mu is guarded by it; no I/O happens under it.
+// conn is one client connection: an eio.Handler. All state below mu is
+// guarded by it; no I/O happens under it. Lock order: mu, then the
+// session's.
 type conn struct {
-	b      *Broker
-	tr     transport
-	id     string // Engine.IO sid, also the holder id in takeovers
-	remote string
-	bearer string // token from the upgrade's Authorization header
-	// hs is the connection's place among its address's handshakes in
-	// progress (limit.go), given back at CONNECT or close.
-	hs    *handshake
-	since int64 // when CONNECT succeeded, unix ns
+	b *Broker
+	s *eio.Session
+	// since is when CONNECT succeeded, unix ns.
+	since int64
 	// workspace is set once, when CONNECT succeeds; read it with
 	// workspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
@@ -60,28 +50,18 @@ type conn struct {
 	// another holder was subscribed (see Broker.hold).
 	joining atomic.Bool
 
-	ctx    context.Context // ends the read loop of a polling transport
+	// ctx ends when the connection does: the store steps of its drains
+	// stop then.
+	ctx    context.Context
 	cancel context.CancelFunc
 
-	// The read side, owned by the one reader goroutine there is at a time:
-	// the attachments of a binary packet (nil until a client sends one).
-	asm *protocol.BinaryAssembler
-	// readers counts the reader goroutines; close waits for them before
-	// the broker stops tracking the connection.
-	readers sync.WaitGroup
-
-	mu            sync.Mutex
-	connectTimer  *time.Timer // until CONNECT succeeds
-	hbSeq         uint32      // the heartbeat step due (heartbeat.go)
-	awaitingPong  bool
-	queue         [][]byte
-	spare         [][]byte
-	writing       bool
-	connectAckDue bool // the writer waits: the CONNECT ack goes out first
-	closed        bool
-	replaced      bool // a newer holder took the workspace: stay silent on calls
-	sub           bus.Subscription
-	calls         callTable // guarded by mu too
+	mu sync.Mutex
+	// The connection's life.
+	closed   bool
+	replaced bool // a newer holder took the workspace: stay silent on calls
+	sub      bus.Subscription
+	// The calls delivered to the client and not answered (calls.go).
+	calls callTable
 
 	// Draining the workspace's queue of async calls (async.go).
 	queueIdle    chan struct{}     // while a drain goroutine runs: closed when it ends; nil while none runs
@@ -89,10 +69,11 @@ type conn struct {
 	claiming     int               // claims in flight (beginClaim)
 	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
-	// takenAt orders takeovers (the newest holder wins): when CONNECT
-	// succeeded, unix ns, plus one for each time c took its workspace
-	// again after the bus was lost (rejoin), so that c's own takeover
-	// coming back on the channel is told from an earlier one of its own.
+	// Taking the workspace over (takeover.go). takenAt orders takeovers
+	// (the newest holder wins): when CONNECT succeeded, unix ns, plus one
+	// for each time c took its workspace again after the bus was lost
+	// (rejoin), so that c's own takeover coming back on the channel is
+	// told from an earlier one of its own.
 	takenAt int64
 	// While joining (see Broker.hold).
 	echoed  bool                // own takeover (of takenAt) seen on the channel
@@ -108,62 +89,17 @@ type conn struct {
 	yieldWait *time.Timer // bounds the wait for them (rejoinWait); nil when none runs
 }
 
-// start serves a tracked connection: its first reader writes the open
-// packet, arms the heartbeat and the connect deadline and reads.
-func (c *conn) start() {
-	c.readers.Add(1)
-	go func() { // waited for by close
-		defer c.readers.Done()
-		c.serve()
-	}()
-}
-
-// serve is the first reader: the open packet, the heartbeat and the
-// connect deadline, then the read loop.
-func (c *conn) serve() {
-	var upgrades []string
-	if _, polling := c.tr.(*pollTransport); polling {
-		upgrades = []string{"websocket"}
+// newConn is the routing core's side of a new session; nil when the broker
+// is shutting down (eio refuses the session then).
+func (b *Broker) newConn(s *eio.Session) eio.Handler {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{b: b, s: s, ctx: ctx, cancel: cancel}
+	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
+	if !b.track(c) {
+		cancel()
+		return nil
 	}
-	open := protocol.EncodeOpen(protocol.OpenInfo{
-		SID:          c.id,
-		Upgrades:     upgrades,
-		PingInterval: int(c.b.cfg.PingInterval / time.Millisecond),
-		PingTimeout:  int(c.b.cfg.PingTimeout / time.Millisecond),
-		MaxPayload:   c.b.cfg.MaxPayload,
-	})
-	if err := c.writeNow(open); err != nil {
-		c.close(ReasonTransport, false)
-		return
-	}
-	c.startHeartbeat()
-	c.startConnectDeadline()
-	c.read()
-}
-
-// read runs the read loop on the calling goroutine until the connection
-// ends (then it closes it) or its socket parks.
-func (c *conn) read() {
-	reason, parked := c.readLoop()
-	if !parked {
-		c.close(reason, reason != ReasonClientClosed && reason != ReasonTransport)
-	}
-}
-
-// resume starts a reader for a parked socket that became readable. It runs
-// on the poller's goroutine and does not block.
-func (c *conn) resume() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return // the closing goroutine reads what is left
-	}
-	c.readers.Add(1)
-	c.mu.Unlock()
-	go func() { // waited for by close
-		defer c.readers.Done()
-		c.read()
-	}()
+	return c
 }
 
 // event adds the connection's fields to a log event (nil when the level is
@@ -172,7 +108,7 @@ func (c *conn) event(e *zerolog.Event) *zerolog.Event {
 	if e == nil {
 		return nil
 	}
-	e = e.Str("sid", c.id).Str("remote", c.remote)
+	e = c.s.Log(e)
 	if ws := c.workspaceID(); ws != "" {
 		e = e.Str("workspace_id", ws)
 	}
@@ -192,26 +128,25 @@ func (c *conn) callEvent(e *zerolog.Event, call *protocol.ToolCall) *zerolog.Eve
 	return c.event(e).Str("correlation_id", call.CorrelationID).Str("endpoint", call.Endpoint)
 }
 
-// close ends the connection once: the workspace is released, every pending
-// call is answered workspace_disconnected, and the socket is closed (after a
-// disconnect_reason event and DISCONNECT when notify is set).
-func (c *conn) close(reason string, notify bool) {
+// send queues a frame for the client; false when it was not queued.
+func (c *conn) send(frame []byte) bool { return c.s.Send(frame) == nil }
+
+// close ends the connection: its session closes, and Ended does the
+// rest.
+func (c *conn) close(reason string, notify bool) { c.s.Close(reason, notify) }
+
+// Ended implements eio.Handler: the session ends, once. The workspace is
+// released, every pending call is answered workspace_disconnected, and
+// when notify is set a connected client is told why (a disconnect_reason
+// event, then DISCONNECT).
+func (c *conn) Ended(reason string, notify bool) [][]byte {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
 	c.closed = true
-	c.hs.release()
 	wasConnected := c.workspaceID() != ""
-	if c.connectTimer != nil {
-		c.connectTimer.Stop()
-	}
 	c.stopYieldWaitLocked()
 	pend := c.calls.takeAllLocked()
 	sub := c.sub
 	c.sub = nil
-	c.queue = nil
 	// Calls kept while joining reached c alone unless another holder was
 	// subscribed (or that is not known yet): then they are not c's to answer.
 	early := c.early
@@ -221,6 +156,7 @@ func (c *conn) close(reason string, notify bool) {
 	}
 	c.joining.Store(false)
 	c.mu.Unlock()
+	c.cancel()
 	gone := "workspace client disconnected: " + reason
 	for _, call := range early {
 		c.calls.finish(&pending{call: call}, endDisconnected, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, gone), reason)
@@ -238,38 +174,13 @@ func (c *conn) close(reason string, notify bool) {
 	}
 	c.calls.finishAll(pend, endDisconnected, protocol.CodeWorkspaceDisconnected, gone, reason)
 	c.event(c.b.log.Info()).Str("reason", reason).Int("pending_answered", len(pend)).Msg("connection closed")
-
-	// Closing handshakes wait on the peer; do it off the caller's goroutine
-	// (which may be a bus handler), owned by the broker's wait group.
-	c.b.wg.Go(func() {
-		if notify && wasConnected {
-			body, _ := json.Marshal(map[string]string{"reason": reason})
-			_ = c.writeNow(protocol.EncodeEvent(protocol.NoAck, EventDisconnectReason, body))
-			_ = c.writeNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIODisconnect, ID: protocol.NoAck}))
-		}
-		status := websocket.StatusNormalClosure
-		switch reason {
-		case ReasonMalformed:
-			status = websocket.StatusProtocolError
-		case ReasonShutdown:
-			status = websocket.StatusGoingAway
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		done := make(chan struct{})
-		go func() { // bounded by the timeout below
-			_ = c.tr.close(status, reason)
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			_ = c.tr.closeNow()
-			<-done
-		}
-		c.cancel()
-		// The socket is closed: a reader still running ends now.
-		c.readers.Wait()
-		c.b.untrack(c)
-	})
+	c.b.untrack(c)
+	if !notify || !wasConnected {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]string{"reason": reason})
+	return [][]byte{
+		protocol.EncodeEvent(protocol.NoAck, EventDisconnectReason, body),
+		protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIODisconnect, ID: protocol.NoAck}),
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/eio"
+
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -47,7 +50,7 @@ func (c *conn) onBusMessage(msg []byte) {
 // claimed marks an async call this connection claimed from the store's
 // queue: no other holder has it, so a replaced connection answers it
 // instead of leaving it to the new holder.
-func (c *conn) deliver(call protocol.ToolCall, waiter waiter, claimed bool) {
+func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed bool) {
 	if call.ReplyTo == "" && waiter == nil && !call.Async {
 		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
@@ -58,8 +61,14 @@ func (c *conn) deliver(call protocol.ToolCall, waiter waiter, claimed bool) {
 	}
 	now := time.Now()
 	deadline := now.Add(call.TimeoutDuration())
+	expires := deadline // when the call table ends the call
 	if call.DeadlineMS > 0 {
+		// deadline_ms is the deadline in whole milliseconds, truncated:
+		// the client is told the time left to its start, and the call
+		// ends once that millisecond is over, never before its full
+		// timeout.
 		deadline = time.UnixMilli(call.DeadlineMS)
+		expires = time.UnixMilli(call.DeadlineMS + 1)
 	}
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
@@ -85,16 +94,21 @@ func (c *conn) deliver(call protocol.ToolCall, waiter waiter, claimed bool) {
 	if verdict == admitted {
 		ack := c.calls.nextAckLocked()
 		frame := protocol.EncodeToolCallEvent(ack, &sent)
-		switch {
-		case len(frame) > c.b.cfg.MaxPayload:
+		if len(frame) > c.b.cfg.MaxPayload {
 			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodePayloadTooLarge, fmt.Sprintf("call is %d bytes, over the %d byte limit", len(frame), c.b.cfg.MaxPayload))
-		case !c.enqueueLocked(frame):
-			verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeOverloaded, "client is not reading its socket")
-		default:
-			c.calls.addLocked(call, ack, waiter, remaining)
+		} else {
+			// Queued and added in one critical section: the client cannot
+			// answer a call the table does not know yet.
+			switch err := c.s.Queue(frame); err {
+			case nil:
+				c.calls.addLocked(call, ack, waiter, expires.Sub(now))
+			case eio.ErrClosed:
+				verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected")
+			default:
+				verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeOverloaded, err.Error())
+			}
 		}
 	}
-	start := verdict == admitted && c.kickLocked()
 	c.mu.Unlock()
 	switch verdict {
 	case resent:
@@ -105,19 +119,16 @@ func (c *conn) deliver(call protocol.ToolCall, waiter waiter, claimed bool) {
 		return
 	}
 	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")
-	if start {
-		// Write the frame on this goroutine and save a handoff: a caller
-		// of this process waits for the answer anyway, and a Redis bus
-		// moves its reading to another goroutine if the write blocks (the
-		// workspace's later calls wait for this one, as they would in the
-		// queue).
-		c.writeQueued()
-	}
+	// Write the frame on this goroutine and save a handoff: a caller of
+	// this process waits for the answer anyway, and a Redis bus moves its
+	// reading to another goroutine if the write blocks (the workspace's
+	// later calls wait for this one, as they would in the queue).
+	c.s.WriteQueued()
 }
 
 // admitLocked decides whether c takes call: not when it was replaced or
 // closed, otherwise as its call table decides.
-func (c *conn) admitLocked(call *protocol.ToolCall, waiter waiter) (admission, protocol.ToolResponse) {
+func (c *conn) admitLocked(call *protocol.ToolCall, waiter caller.Waiter) (admission, protocol.ToolResponse) {
 	switch {
 	case c.replaced:
 		return refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client was replaced by a newer connection")
@@ -128,7 +139,7 @@ func (c *conn) admitLocked(call *protocol.ToolCall, waiter waiter) (admission, p
 }
 
 // reply implements callOwner.
-func (c *conn) reply(call protocol.ToolCall, waiter waiter, resp protocol.ToolResponse) {
+func (c *conn) reply(call protocol.ToolCall, waiter caller.Waiter, resp protocol.ToolResponse) {
 	c.b.reply(call, waiter, resp)
 }
 
@@ -137,3 +148,10 @@ func (c *conn) sendCancel(cid, reason string) {
 	body, _ := json.Marshal(protocol.ToolCancel{CorrelationID: cid, Reason: reason})
 	c.send(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolCancel, body))
 }
+
+// CancelCall implements api.Holder: it ends the call cid, if it is in the
+// table, with cancelled.
+func (c *conn) CancelCall(cid, reason string) bool { return c.calls.cancel(cid, reason) }
+
+// WorkspaceID implements api.Holder.
+func (c *conn) WorkspaceID() string { return c.workspaceID() }

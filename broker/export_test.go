@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/tetherdev/tether/broker/api"
+
 // HandsOverForTest reports whether a submit for ws would be handed to this
 // broker's connection holding it now (heldForSubmit): the connection is
 // done joining and no drain of its queue runs. The connect-time drain may
@@ -29,7 +31,7 @@ func KeptCallsForTest(b *Broker, ws string) int {
 
 // CallsServedForTest counts the requests s's call server answered itself
 // (the rest went to net/http).
-func CallsServedForTest(s *Server) int64 { return s.served.Load() }
+func CallsServedForTest(s *api.Server) int64 { return s.Served() }
 
 // InFlightForTest counts the calls in the pending tables of b's
 // connections.

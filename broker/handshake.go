@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/tetherdev/tether/broker/auth"
 
@@ -13,23 +12,6 @@ import (
 // upgrade's Authorization header) is checked for the workspace, the
 // connection takes the workspace (takeover.go), and the client gets the
 // CONNECT ack or a CONNECT_ERROR.
-
-// startConnectDeadline closes the connection if no CONNECT succeeds within
-// the connect timeout. The timer stops when CONNECT succeeds or the
-// connection closes.
-func (c *conn) startConnectDeadline() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.connectTimer = time.AfterFunc(c.b.cfg.ConnectTimeout, func() {
-		if c.workspaceID() == "" { // an atomic: no lock
-			c.event(c.b.log.Info()).Msg("no CONNECT within the connect timeout")
-			c.close("connect timeout", false)
-		}
-	})
-}
 
 // connectAuth is the CONNECT packet's auth object. Members beyond these are
 // ignored: IDE extensions' Socket.IO clients may put more in their auth
@@ -67,7 +49,7 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError(p.Namespace, "Invalid namespace", protocol.CodeInvalidRequest)
 		return "" // the client may still connect to "/"
 	}
-	token, ws, err := decodeConnectAuth(p.Data, c.bearer)
+	token, ws, err := decodeConnectAuth(p.Data, c.s.Bearer())
 	if err != nil {
 		c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
 		return "bad CONNECT"
@@ -88,7 +70,7 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	}
 	// The token is good: no longer an anonymous handshake, whatever
 	// registering brings.
-	c.hs.release()
+	c.s.EndHandshake()
 	if err := c.b.hold(c, ws); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
 		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
@@ -99,29 +81,12 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 
 func (c *conn) connectError(ns, msg, code string) {
 	data, _ := json.Marshal(map[string]any{"message": msg, "data": map[string]string{"code": code}})
-	_ = c.writeNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnectError, Namespace: ns, ID: protocol.NoAck, Data: data}))
+	_ = c.s.WriteNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnectError, Namespace: ns, ID: protocol.NoAck, Data: data}))
 }
 
 // connected queues the CONNECT ack ahead of any call that arrived since the
-// subscription started, then lets the writer run.
-func (c *conn) connected(ws string) bool {
-	ack, _ := json.Marshal(map[string]string{"sid": c.id})
-	frame := protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnect, ID: protocol.NoAck, Data: ack})
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return false
-	}
-	c.queue = append([][]byte{frame}, c.queue...)
-	c.connectAckDue = false
-	if c.connectTimer != nil {
-		c.connectTimer.Stop()
-		c.connectTimer = nil
-	}
-	start := c.kickLocked()
-	c.mu.Unlock()
-	if start {
-		c.startWriter()
-	}
-	return true
+// subscription started, then lets the writer run (eio.Session.Release).
+func (c *conn) connected() bool {
+	ack, _ := json.Marshal(map[string]string{"sid": c.s.ID()})
+	return c.s.Release(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnect, ID: protocol.NoAck, Data: ack}))
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
+
 	"github.com/tetherdev/tether/broker/auth"
 
 	"github.com/tetherdev/tether/broker"
@@ -22,7 +24,7 @@ func readerGoroutines() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "broker.(*conn).readLoop(")
+			return strings.Count(string(buf[:n]), "eio.(*Session).readLoop(")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -31,13 +33,7 @@ func readerGoroutines() int {
 // waitParked waits until no connection has a reader.
 func waitParked(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for readerGoroutines() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still have a reader goroutine after 5s of quiet", readerGoroutines())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return readerGoroutines() == 0 }, "no connection to have a reader goroutine (quiet for 5s)")
 }
 
 func TestQuietConnectionsHoldNoGoroutineAndWakeForTheirClient(t *testing.T) {

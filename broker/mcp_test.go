@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/mcp"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -57,7 +60,7 @@ func (e *env) initialize(ws string, header http.Header) *http.Response {
 }
 
 func TestMCPEndpointRefusesMissingBadAndOtherWorkspaceTokens(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withMCP)
 	for name, c := range map[string]struct {
 		token  string
 		status int
@@ -88,7 +91,7 @@ func TestMCPEndpointRefusesMissingBadAndOtherWorkspaceTokens(t *testing.T) {
 }
 
 func TestMCPEndpointRefusesAForeignHostOnLoopback(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withMCP)
 	req, _ := http.NewRequest(http.MethodPost, e.mcpURL("ws1"), strings.NewReader(`{}`))
 	req.Host = "attacker.example:80"
 	req.Header.Set("Authorization", "Bearer "+e.token(auth.RoleCaller, "ws1"))
@@ -104,7 +107,7 @@ func TestMCPEndpointRefusesAForeignHostOnLoopback(t *testing.T) {
 }
 
 func TestMCPToolCallReachesTheWorkspaceAndCancelReachesIt(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withMCP)
 	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	cs, err := e.mcpClient("ws1", e.token(auth.RoleCaller, "ws1"))
 	if err != nil {
@@ -138,7 +141,7 @@ func TestMCPToolCallReachesTheWorkspaceAndCancelReachesIt(t *testing.T) {
 }
 
 func TestMCPSessionBelongsToItsWorkspace(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withMCP)
 	tok := e.token(auth.RoleCaller, "*")
 	res := e.initialize("ws1", http.Header{"Authorization": {"Bearer " + tok}})
 	sid := res.Header.Get("Mcp-Session-Id")
@@ -161,7 +164,7 @@ func TestMCPSessionBelongsToItsWorkspace(t *testing.T) {
 }
 
 func TestMCPSeveralSessionsAtOnceAndShutdownEndsThem(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withMCP)
 	tok := e.token(auth.RoleCaller, "ws1")
 	var sessions []*sdk.ClientSession
 	for range 3 {
@@ -195,5 +198,12 @@ func TestMCPSeveralSessionsAtOnceAndShutdownEndsThem(t *testing.T) {
 		if _, err := cs.ListTools(context.Background(), nil); err == nil {
 			t.Error("a session still answers after shutdown")
 		}
+	}
+}
+
+// withMCP mounts package mcp's endpoint, as the command does.
+func withMCP(c *broker.Config) {
+	c.MCP = func(call api.Caller) api.Mount {
+		return mcp.NewEndpoint(mcp.EndpointOptions{Caller: call, MaxRequestBody: 1_000_000 + 64<<10, Logger: c.Logger})
 	}
 }

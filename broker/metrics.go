@@ -16,8 +16,6 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	calls      *prometheus.CounterVec // by outcome: success, or the error code
-	latency    prometheus.Histogram
 	inFlight   prometheus.Gauge
 	workspaces prometheus.Gauge
 	duplicates prometheus.Counter // answers for calls already answered or never sent to that connection
@@ -27,8 +25,7 @@ type metrics struct {
 	// (limit.go), by which limit.
 	connRefused *prometheus.CounterVec
 
-	asyncSubmitted prometheus.Counter     // async calls recorded by this broker's API
-	asyncOutcomes  *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status
+	asyncOutcomes *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status
 	// storeSteps times each step of the call store (store.Observe), by
 	// operation; storeFailures counts those that failed (the store could
 	// not be reached or gave up), not a call that is not there or an id
@@ -40,15 +37,6 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tether_calls_total",
-			Help: "Calls answered by this broker's HTTP API, by outcome (success or error code).",
-		}, []string{"outcome"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "tether_call_duration_seconds",
-			Help:    "Time from receiving an HTTP call to answering it.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 600},
-		}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tether_calls_in_flight",
 			Help: "Calls delivered to sockets on this broker and not yet answered.",
@@ -73,10 +61,6 @@ func newMetrics() *metrics {
 			Name: "tether_connections_refused_total",
 			Help: "New Engine.IO sessions refused with HTTP 429 by the per-address connection limits, by limit.",
 		}, []string{"limit"}),
-		asyncSubmitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tether_async_calls_submitted_total",
-			Help: "Async calls recorded through this broker's HTTP API.",
-		}),
 		asyncOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_async_outcomes_total",
 			Help: "Async call outcomes written by this broker (its clients' answers and its sweeps), by final status.",
@@ -92,7 +76,7 @@ func newMetrics() *metrics {
 			Help: "Steps of the async call store that failed (unreachable, timed out, closed), by operation.",
 		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncSubmitted, m.asyncOutcomes, m.storeSteps, m.storeFailures,
+	m.reg.MustRegister(m.inFlight, m.workspaces, m.duplicates, m.dropped, m.badPackets, m.connRefused, m.asyncOutcomes, m.storeSteps, m.storeFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -63,7 +63,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 	}
 	// n counts c itself; more means another holder had the earlier calls.
 	c.joinSettle(taken, n)
-	if !c.connected(ws) {
+	if !c.connected() {
 		return errors.New("connection closed while registering")
 	}
 	c.event(b.log.Info()).Msg("workspace connected")
@@ -81,7 +81,7 @@ func (b *Broker) publishTakeover(ctx context.Context, c *conn) (int, int64, erro
 	c.mu.Lock()
 	taken := c.takenAt
 	c.mu.Unlock()
-	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.id, Since: taken})
+	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.s.ID(), Since: taken})
 	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspaceID()), msg)
 	if err != nil {
 		return 0, taken, fmt.Errorf("announcing takeover: %w", err)
@@ -186,18 +186,18 @@ func (b *Broker) release(c *conn) {
 
 func (c *conn) takeover(m protocol.BusMessage) {
 	taken := c.takenNow()
-	if m.Holder == c.id {
+	if m.Holder == c.s.ID() {
 		if c.joining.Load() && m.Since == taken {
 			c.joinStep(taken, func() { c.echoed = true })
 		}
 		return
 	}
-	newer := m.Since > taken || (m.Since == taken && m.Holder > c.id)
+	newer := m.Since > taken || (m.Since == taken && m.Holder > c.s.ID())
 	if !newer {
 		// An older connection announced itself after we did: say again
 		// that we hold the workspace, so it yields.
 		c.event(c.b.log.Info()).Str("other", m.Holder).Msg("older connection claimed the workspace; reasserting")
-		c.b.wg.Go(func() { c.b.announce(c) })
+		c.b.spawn(func() { c.b.announce(c) })
 		return
 	}
 	c.mu.Lock()
@@ -207,9 +207,9 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	c.event(c.b.log.Info()).Str("by", m.Holder).Msg("workspace taken over by a newer connection")
 	// A holder taking the workspace again after losing the bus waits for
 	// this (BusLost); the calls after the takeover are already ignored.
-	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusYield, Holder: c.id, Since: taken, Reason: m.Holder})
+	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusYield, Holder: c.s.ID(), Since: taken, Reason: m.Holder})
 	ws := c.workspaceID()
-	c.b.wg.Go(func() {
+	c.b.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := c.b.bus.Publish(ctx, protocol.WorkspaceChannel(ws), msg); err != nil {
@@ -223,7 +223,7 @@ func (c *conn) takeover(m protocol.BusMessage) {
 // again (BusLost): once every other holder that heard the takeover has
 // yielded, the calls after it are c's.
 func (c *conn) yielded(m protocol.BusMessage) {
-	if m.Reason != c.id || !c.joining.Load() {
+	if m.Reason != c.s.ID() || !c.joining.Load() {
 		return
 	}
 	c.joinStep(c.takenNow(), func() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/auth"
 
 	"github.com/coder/websocket"
@@ -58,7 +59,7 @@ func newEnv(t *testing.T, mutate ...func(*broker.Config)) *env {
 // testServer serves a broker as the command does (broker.Server: the call
 // server for POST .../calls, net/http for the rest) on a loopback port.
 type testServer struct {
-	*broker.Server
+	*api.Server
 	URL  string
 	done chan error
 	once sync.Once

@@ -17,8 +17,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/mcp"
 )
 
 type brokerFlags struct {
@@ -47,9 +50,9 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
-	fs.Float64Var(&f.connRate, "conn-rate", broker.DefaultConnRate, "new connections per second from one address (an IPv6 /64) before HTTP 429; 0 turns the limit off")
-	fs.IntVar(&f.connBurst, "conn-burst", broker.DefaultConnBurst, "new connections one address may open at once, on top of --conn-rate")
-	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", broker.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")
+	fs.Float64Var(&f.connRate, "conn-rate", eio.DefaultConnRate, "new connections per second from one address (an IPv6 /64) before HTTP 429; 0 turns the limit off")
+	fs.IntVar(&f.connBurst, "conn-burst", eio.DefaultConnBurst, "new connections one address may open at once, on top of --conn-rate")
+	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", eio.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")
 	fs.BoolVar(&f.limitLoopback, "limit-loopback", false, "apply the connection limits to loopback peers too (exempt by default: a reverse proxy on this host shows every client as loopback)")
 	fs.DurationVar(&f.retention, "call-retention", store.DefaultRetention, "how long an async call's record is kept after its outcome")
 }
@@ -71,6 +74,16 @@ func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 		MaxHandshakesPerIP: int(offIfZero(float64(f.maxHandshakes))),
 		LimitLoopback:      f.limitLoopback,
 		CallRetention:      f.retention,
+		// The MCP endpoint (/api/v1/workspaces/{id}/mcp): package mcp's
+		// tools, on the broker's own call path.
+		MCP: func(call api.Caller) api.Mount {
+			return mcp.NewEndpoint(mcp.EndpointOptions{
+				Caller:         call,
+				MaxRequestBody: int64(f.maxPayload) + 64<<10, // a payload plus the JSON-RPC envelope
+				Version:        version,
+				Logger:         log,
+			})
+		},
 	}
 }
 

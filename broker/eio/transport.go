@@ -1,4 +1,4 @@
-package broker
+package eio
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type transport interface {
 }
 
 // parker is a transport that can wait for its client without a goroutine
-// (a WebSocket over a sock, socket.go). Only the reader calls it.
+// (a WebSocket over a sock, sock.go). Only the reader calls it.
 type parker interface {
 	// quiet waits until the client sends or has been quiet for a while,
 	// and reports the latter.
@@ -41,7 +41,7 @@ type parker interface {
 // wsTransport is a client connected over WebSocket from the start.
 type wsTransport struct {
 	ws *websocket.Conn
-	// s is the socket under ws (socket.go); nil when the connection
+	// s is the socket under ws (sock.go); nil when the connection
 	// offered no raw access and net/http's buffers serve.
 	s       *sock
 	timeout time.Duration

@@ -1,4 +1,4 @@
-package broker
+package eio
 
 import (
 	"math"
@@ -202,8 +202,8 @@ func (l *connLimiter) sweepLocked(now time.Time) {
 
 // admitSession applies the limits to a request that opens a new
 // Engine.IO session. A refused request has been answered 429; ok is false.
-func (b *Broker) admitSession(w http.ResponseWriter, r *http.Request) (*handshake, bool) {
-	h, reason, retry := b.limits.admit(r.RemoteAddr)
+func (srv *Server) admitSession(w http.ResponseWriter, r *http.Request) (*handshake, bool) {
+	h, reason, retry := srv.limits.admit(r.RemoteAddr)
 	if reason == "" {
 		return h, true
 	}

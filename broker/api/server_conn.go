@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"bytes"
@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/tetherdev/tether/internal/rawnet"
 	"github.com/tetherdev/tether/protocol"
@@ -57,7 +55,7 @@ type callConn struct {
 	// What ends the request in flight when its client goes: the held
 	// call's connection and id, or the context of a request that waits
 	// on its own goroutine.
-	holder *conn
+	holder Holder
 	cid    string
 	cancel context.CancelFunc
 }
@@ -92,7 +90,7 @@ func (c *callConn) serve() {
 		putCallBuf(c.buf)
 		c.buf = nil
 	}()
-	maxBody := c.s.b.cfg.MaxPayload
+	maxBody := c.s.a.cfg.MaxPayload
 	for {
 		h, v := parseCallHead(c.buf[c.r:c.w], maxBody)
 		switch v {
@@ -146,9 +144,9 @@ func (c *callConn) serve() {
 		case routeCall:
 			c.serveCall(&h, token, bytes.Clone(body))
 		case routeStatus:
-			c.onWorker(func(ctx context.Context) { c.s.b.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) })
+			c.onWorker(func(ctx context.Context) { c.s.a.callStatus(ctx, c, token, h.id, h.wait, h.waitGiven) })
 		case routeCancel:
-			c.onWorker(func(ctx context.Context) { c.s.b.callCancel(ctx, c, token, h.id) })
+			c.onWorker(func(ctx context.Context) { c.s.a.callCancel(ctx, c, token, h.id) })
 		}
 		c.r += h.size + h.contentLength
 	}
@@ -275,63 +273,55 @@ func (c *callConn) clientGone() {
 	c.holder, c.cancel = nil, nil
 	c.mu.Unlock()
 	if holder != nil {
-		holder.calls.cancel(cid, "caller gone")
+		holder.CancelCall(cid, "caller gone")
 	}
 	if cancel != nil {
 		cancel()
 	}
 }
 
-// serveCall answers a call's request: refused at once, handed to a connection
-// this broker holds (answered by its call table, through answer), or
-// served on one of the server's workers when it waits for the bus or the
-// store.
+// serveCall answers a call's request: refused at once, handed to a
+// connection this broker holds (answered by its call table, through
+// Answer), or served on one of the server's workers when it waits for the
+// bus or the store.
 func (c *callConn) serveCall(h *callHead, token string, body []byte) {
-	b := c.s.b
+	a := c.s.a
 	ws := h.id
-	if !b.callAuthorized(c, ws, token) {
+	if !a.callAuthorized(c, ws, token) {
 		return
 	}
 	var prefer []string
 	for _, v := range h.prefer {
 		prefer = append(prefer, string(v))
 	}
-	req, pref, ok := b.acceptCall(c, body, string(h.idempotency), prefer)
+	req, pref, ok := a.acceptCall(c, body, string(h.idempotency), prefer)
 	if !ok {
 		return
 	}
 	if pref.async || req.Async {
-		c.onWorker(func(ctx context.Context) { b.submit(ctx, c, ws, req, pref) })
+		c.onWorker(func(ctx context.Context) { a.submit(ctx, c, ws, req, pref) })
 		return
 	}
-	if b.isDraining() {
-		b.finish(c, c.start, protocol.Failure(req.CorrelationID, protocol.CodeBrokerShutdown, "broker is shutting down"))
+	holder, bus, started := a.begin(ws, &req, c)
+	switch {
+	case !started:
+		a.finish(c, c.start, shuttingDown(req.CorrelationID))
 		return
-	}
-	b.apiCalls.Add(1)
-	b.apiInFlight.Add(1)
-	if req.CorrelationID == "" {
-		req.CorrelationID = uuid.NewString()
-	}
-	c.mu.Lock()
-	c.cid = req.CorrelationID
-	c.mu.Unlock()
-	holder, ok := b.dispatch(ws, &req, c)
-	if !ok {
-		c.onWorker(func(ctx context.Context) { c.answer(b.callBus(ctx, ws, req)) })
+	case bus:
+		c.onWorker(func(ctx context.Context) { c.Answer(a.viaBus(ctx, ws, &req)) })
 		return
-	}
-	if holder == nil {
+	case holder == nil:
 		return // answered
 	}
 	c.mu.Lock()
-	gone := c.gone && c.busy && c.cid == req.CorrelationID
-	if !gone && c.busy && c.cid == req.CorrelationID {
-		c.holder = holder
+	mine := c.busy // false: the answer ended the request already
+	gone := mine && c.gone
+	if mine && !gone {
+		c.holder, c.cid = holder, req.CorrelationID
 	}
 	c.mu.Unlock()
 	if gone { // the client went before the holder was known
-		holder.calls.cancel(req.CorrelationID, "caller gone")
+		holder.CancelCall(req.CorrelationID, "caller gone")
 	}
 }
 
@@ -352,19 +342,14 @@ func (c *callConn) onWorker(f func(ctx context.Context)) {
 	c.s.workers.Go(func() { f(ctx) })
 }
 
-// answer implements waiter: the one answer of the synchronous call in
-// flight. It never blocks.
-func (c *callConn) answer(resp protocol.ToolResponse) {
-	b := c.s.b
-	if resp.Error == protocol.CodeCallerClosed && b.isDraining() {
-		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
-	}
-	b.finish(c, c.start, resp)
-	b.apiInFlight.Add(-1)
-	b.apiCalls.Done()
+// Answer implements caller.Waiter: the one answer of the synchronous call
+// in flight. It never blocks.
+func (c *callConn) Answer(resp protocol.ToolResponse) {
+	a := c.s.a
+	a.finish(c, c.start, a.end(resp))
 }
 
-// Header implements apiWriter.
+// Header implements writer.
 func (c *callConn) Header(key, value string) {
 	if bytes.ContainsAny([]byte(key+value), "\r\n") {
 		return
@@ -372,7 +357,7 @@ func (c *callConn) Header(key, value string) {
 	c.hdrs = append(append(append(append(c.hdrs, key...), ": "...), value...), "\r\n"...)
 }
 
-// Data implements apiWriter: it writes the answer of the request in
+// Data implements writer: it writes the answer of the request in
 // flight without blocking (what the socket does not take now is written by
 // a goroutine that may wait, up to the write timeout) and ends the
 // request.
@@ -404,7 +389,7 @@ func (c *callConn) Data(code int, contentType string, data []byte) {
 		return
 	}
 	go func() { // bounded by the write timeout; serve waits for it (busy)
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.b.cfg.WriteTimeout))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.a.cfg.WriteTimeout))
 		_, err := c.nc.Write(p[n:])
 		_ = c.nc.SetWriteDeadline(time.Time{})
 		c.wrote(err)

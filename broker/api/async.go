@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func asyncStatus(code string) int {
 	return http.StatusInternalServerError
 }
 
-func asyncError(w apiWriter, err error) {
+func asyncError(w writer, err error) {
 	fail := protocol.FailureFrom("", err, protocol.CodeInternalError)
 	apiError(w, asyncStatus(fail.Error), fail.Error, fail.Message)
 }
@@ -105,34 +105,24 @@ func asyncError(w apiWriter, err error) {
 // time is answered 200 with its final record, as GET ...?wait=S would; one
 // that does not, 202 with its record then. Such a submit, for a workspace
 // held here, without a correlation id or idempotency key of the caller's,
-// is recorded once, when it must be (submitWaitHeld).
-func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protocol.ToolCall, prefer preferences) {
-	b.apiCalls.Add(1)
-	defer b.apiCalls.Done()
-	var rec store.Record
-	var err error
-	waited := false // the wait is over
-	if holder := b.heldForSubmit(ctx, ws); holder != nil && prefer.wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "" {
-		rec, err = b.submitWaitHeld(ctx, holder, callerRequest(ws, &req), prefer.wait)
-		waited = true
-	} else if holder != nil {
-		rec, err = b.submitHeld(ctx, holder, callerRequest(ws, &req))
-	} else {
-		rec, err = b.caller.Submit(ctx, callerRequest(ws, &req))
-	}
+// is recorded once, when it must be (Core.Submit).
+func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.ToolCall, prefer preferences) {
+	a.calls.Add(1)
+	defer a.calls.Done()
+	rec, waited, err := a.core.Submit(ctx, ws, callerRequest(ws, &req), prefer.wait)
 	if err != nil {
-		b.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
+		a.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
 		asyncError(w, err)
 		return
 	}
-	b.metrics.asyncSubmitted.Inc()
+	a.metrics.asyncSubmitted.Inc()
 	w.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
 	status := http.StatusAccepted
 	if prefer.wait > 0 && !waited && !store.IsFinal(rec.Status) {
 		// The token may call ws, the record's workspace: no check to make.
 		// A wait cut short (the request went, shutdown) answers the
 		// record as it was.
-		if final, err := b.caller.WaitFor(ctx, rec.CorrelationID, prefer.wait, nil); err == nil && final.CorrelationID != "" {
+		if final, err := a.caller.WaitFor(ctx, rec.CorrelationID, prefer.wait, nil); err == nil && final.CorrelationID != "" {
 			rec = final
 		}
 	}
@@ -154,11 +144,10 @@ func (b *Broker) submit(ctx context.Context, w apiWriter, ws string, req protoco
 
 // callerAllowed checks a request's token for the API of async calls; it
 // answers the request itself and returns nil when the token is refused.
-func (b *Broker) callerAllowed(w apiWriter, token string) *auth.Claims {
-	claims, err := b.auth.Verify(token, auth.RoleCaller, "")
+func (a *API) callerAllowed(w writer, token string) *auth.Claims {
+	claims, err := a.auth.Verify(token, auth.RoleCaller, "")
 	if err != nil {
-		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
-		apiError(w, authStatus(err), refusal.Error, refusal.Message)
+		refuse(w, err)
 		return nil
 	}
 	return claims
@@ -176,26 +165,26 @@ func covers(claims *auth.Claims) func(*store.Record) error {
 }
 
 // handleCallStatus answers GET /api/v1/calls/{cid} through net/http.
-func (b *Broker) handleCallStatus(c *gin.Context) {
-	b.callStatus(c.Request.Context(), c, bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
+func (a *API) handleCallStatus(c *gin.Context) {
+	a.callStatus(c.Request.Context(), c, bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
 }
 
 // callStatus answers GET /api/v1/calls/{cid}: the record now, or with
 // ?wait=S (waitGiven) as soon as the call is final and at the latest after
 // S seconds. Both servers of the API call it.
-func (b *Broker) callStatus(ctx context.Context, w apiWriter, token, cid, waitQuery string, waitGiven bool) {
+func (a *API) callStatus(ctx context.Context, w writer, token, cid, waitQuery string, waitGiven bool) {
 	wait, err := parseWait(waitQuery, waitGiven)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, err.Error())
 		return
 	}
-	b.apiCalls.Add(1)
-	defer b.apiCalls.Done()
-	claims := b.callerAllowed(w, token)
+	a.calls.Add(1)
+	defer a.calls.Done()
+	claims := a.callerAllowed(w, token)
 	if claims == nil {
 		return
 	}
-	rec, err := b.caller.WaitFor(ctx, cid, wait, covers(claims))
+	rec, err := a.caller.WaitFor(ctx, cid, wait, covers(claims))
 	if err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || (pe.Code != protocol.CodeCallerClosed && pe.Code != protocol.CodeCancelled) || rec.CorrelationID == "" {
@@ -221,25 +210,25 @@ func parseWait(s string, given bool) (time.Duration, error) {
 
 // handleCallCancel answers POST /api/v1/calls/{cid}/cancel through
 // net/http.
-func (b *Broker) handleCallCancel(c *gin.Context) {
-	b.callCancel(c.Request.Context(), c, bearer(c.Request), c.Param("cid"))
+func (a *API) handleCallCancel(c *gin.Context) {
+	a.callCancel(c.Request.Context(), c, bearer(c.Request), c.Param("cid"))
 }
 
 // callCancel answers POST /api/v1/calls/{cid}/cancel with the record after
 // the cancel: cancelled, or the outcome the call already had. Both servers
 // of the API call it.
-func (b *Broker) callCancel(ctx context.Context, w apiWriter, token, cid string) {
-	b.apiCalls.Add(1)
-	defer b.apiCalls.Done()
-	claims := b.callerAllowed(w, token)
+func (a *API) callCancel(ctx context.Context, w writer, token, cid string) {
+	a.calls.Add(1)
+	defer a.calls.Done()
+	claims := a.callerAllowed(w, token)
 	if claims == nil {
 		return
 	}
-	if _, err := b.caller.WaitFor(ctx, cid, 0, covers(claims)); err != nil {
+	if _, err := a.caller.WaitFor(ctx, cid, 0, covers(claims)); err != nil {
 		asyncError(w, err)
 		return
 	}
-	rec, err := b.caller.Cancel(ctx, cid)
+	rec, err := a.caller.Cancel(ctx, cid)
 	if err != nil {
 		asyncError(w, err)
 		return
@@ -249,6 +238,6 @@ func (b *Broker) callCancel(ctx context.Context, w apiWriter, token, cid string)
 
 // writeRecord answers rec as JSON (store.Record.AppendJSON: json.Marshal's
 // bytes, without its reflection).
-func writeRecord(w apiWriter, status int, rec *store.Record) {
+func writeRecord(w writer, status int, rec *store.Record) {
 	w.Data(status, "application/json; charset=utf-8", rec.AppendJSON(nil))
 }

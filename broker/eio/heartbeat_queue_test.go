@@ -1,4 +1,4 @@
-package broker
+package eio
 
 import "testing"
 
@@ -7,20 +7,20 @@ import "testing"
 // heap of 11,000 closed connections kept after all of them had gone.
 func TestHeartbeatQueueKeepsNoConnectionItPopped(t *testing.T) {
 	var q hbQueue
-	conns := make([]*conn, 3000)
+	conns := make([]*Session, 3000)
 	for i := range conns {
-		conns[i] = new(conn)
-		q.push(hbStep{c: conns[i], seq: uint32(i)})
+		conns[i] = new(Session)
+		q.push(hbStep{s: conns[i], seq: uint32(i)})
 	}
 	for range 2500 { // past head 1024 and half: compacts
 		q.pop()
 	}
-	live := map[*conn]bool{}
+	live := map[*Session]bool{}
 	for _, s := range q.steps[q.head:] {
-		live[s.c] = true
+		live[s.s] = true
 	}
 	for i, s := range q.steps[:cap(q.steps)] {
-		if s.c != nil && !live[s.c] {
+		if s.s != nil && !live[s.s] {
 			t.Fatalf("slot %d of the backing array still holds a popped connection (seq %d)", i, s.seq)
 		}
 	}
@@ -28,7 +28,7 @@ func TestHeartbeatQueueKeepsNoConnectionItPopped(t *testing.T) {
 		q.pop()
 	}
 	for i, s := range q.steps[:cap(q.steps)] {
-		if s.c != nil {
+		if s.s != nil {
 			t.Fatalf("empty queue: slot %d still holds a connection (seq %d)", i, s.seq)
 		}
 	}

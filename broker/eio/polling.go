@@ -1,4 +1,4 @@
-package broker
+package eio
 
 import (
 	"bytes"
@@ -39,8 +39,8 @@ type inbound struct {
 
 // pollTransport is a long-polling session, possibly upgraded to a WebSocket.
 type pollTransport struct {
-	b   *Broker
-	c   *conn
+	srv *Server
+	s   *Session
 	sid string
 	in  chan inbound // the client's packets, from POSTs
 
@@ -60,9 +60,9 @@ type pollTransport struct {
 	isWS     atomic.Bool
 }
 
-func newPollTransport(b *Broker, sid string) *pollTransport {
+func newPollTransport(srv *Server, sid string) *pollTransport {
 	return &pollTransport{
-		b:        b,
+		srv:      srv,
 		sid:      sid,
 		in:       make(chan inbound, 64),
 		wake:     make(chan struct{}),
@@ -96,7 +96,7 @@ func (t *pollTransport) write(frames ...[]byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	if t.isWS.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), t.b.cfg.WriteTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), t.srv.cfg.WriteTimeout)
 		defer cancel()
 		for _, f := range frames {
 			if err := t.ws.Write(ctx, websocket.MessageText, f); err != nil {
@@ -149,21 +149,21 @@ func (t *pollTransport) shut() *websocket.Conn {
 	}
 	ws := t.ws
 	t.mu.Unlock()
-	t.b.polls.Delete(t.sid)
+	t.srv.polls.Delete(t.sid)
 	return ws
 }
 
 // handlePolling serves the polling transport: handshake, GET and POST.
-func (b *Broker) handlePolling(w http.ResponseWriter, r *http.Request, sid string) {
+func (srv *Server) handlePolling(w http.ResponseWriter, r *http.Request, sid string) {
 	if sid == "" {
 		if r.Method != http.MethodGet {
 			writeEIOError(w, http.StatusBadRequest, 2, "Bad handshake method")
 			return
 		}
-		b.pollHandshake(w, r)
+		srv.pollHandshake(w, r)
 		return
 	}
-	v, ok := b.polls.Load(sid)
+	v, ok := srv.polls.Load(sid)
 	if !ok {
 		writeEIOError(w, http.StatusBadRequest, 1, "Session ID unknown")
 		return
@@ -179,23 +179,23 @@ func (b *Broker) handlePolling(w http.ResponseWriter, r *http.Request, sid strin
 	}
 }
 
-func (b *Broker) pollHandshake(w http.ResponseWriter, r *http.Request) {
-	hs, ok := b.admitSession(w, r)
+func (srv *Server) pollHandshake(w http.ResponseWriter, r *http.Request) {
+	hs, ok := srv.admitSession(w, r)
 	if !ok {
 		return
 	}
-	c := b.newConn(r, hs)
-	t := newPollTransport(b, c.id)
-	t.c = c
-	c.tr = t
-	if !b.track(c) {
+	s := srv.newSession(r, hs)
+	t := newPollTransport(srv, s.id)
+	t.s = s
+	s.tr = t
+	if !srv.track(s) {
 		hs.release()
 		writeEIOError(w, http.StatusServiceUnavailable, 4, "Broker shutting down")
-		c.cancel()
+		s.cancel()
 		return
 	}
-	b.polls.Store(c.id, t)
-	c.start()
+	srv.polls.Store(s.id, t)
+	s.start()
 	t.serveGET(w, r) // the open packet
 }
 
@@ -206,7 +206,7 @@ func (t *pollTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 		t.mu.Unlock()
 		// Two GETs at once break the protocol's ordering: end the session.
 		writeEIOError(w, http.StatusBadRequest, 3, "Bad request: overlapping GET or upgraded session")
-		t.c.close(ReasonMalformed, false)
+		t.s.Close(ReasonMalformed, false)
 		return
 	}
 	t.polling = true
@@ -238,20 +238,20 @@ func (t *pollTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 
 // servePOST hands the client's packets to the read loop.
 func (t *pollTransport) servePOST(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(t.b.cfg.MaxPayload)+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(t.srv.cfg.MaxPayload)+1))
 	if err != nil {
 		writeEIOError(w, http.StatusBadRequest, 3, "Bad request")
 		return
 	}
-	if len(body) > t.b.cfg.MaxPayload {
+	if len(body) > t.srv.cfg.MaxPayload {
 		writeEIOError(w, http.StatusRequestEntityTooLarge, 3, "payload over maxPayload")
-		t.c.close("message over maxPayload", false)
+		t.s.Close(ReasonTooLarge, false)
 		return
 	}
 	packets, err := splitPollPayload(body)
 	if err != nil {
 		writeEIOError(w, http.StatusBadRequest, 3, "Bad request: "+err.Error())
-		t.c.close(ReasonMalformed, false)
+		t.s.Close(ReasonMalformed, false)
 		return
 	}
 	for _, in := range packets {
@@ -290,8 +290,8 @@ func splitPollPayload(body []byte) ([]inbound, error) {
 }
 
 // upgrade switches a polling session to the WebSocket of this request.
-func (b *Broker) upgrade(w http.ResponseWriter, r *http.Request, sid string) {
-	v, ok := b.polls.Load(sid)
+func (srv *Server) upgrade(w http.ResponseWriter, r *http.Request, sid string) {
+	v, ok := srv.polls.Load(sid)
 	if !ok {
 		writeEIOError(w, http.StatusBadRequest, 1, "Session ID unknown")
 		return
@@ -301,11 +301,11 @@ func (b *Broker) upgrade(w http.ResponseWriter, r *http.Request, sid string) {
 	if err != nil {
 		return
 	}
-	ws.SetReadLimit(int64(b.cfg.MaxPayload))
+	ws.SetReadLimit(int64(srv.cfg.MaxPayload))
 	ctx, cancel := context.WithTimeout(context.Background(), upgradeTimeout)
 	defer cancel()
 	fail := func(why string) {
-		t.c.event(b.log.Info()).Str("reason", why).Msg("upgrade to websocket failed; staying on polling")
+		t.s.Log(srv.log.Info()).Str("reason", why).Msg("upgrade to websocket failed; staying on polling")
 		_ = ws.Close(websocket.StatusPolicyViolation, why)
 	}
 	if _, data, err := ws.Read(ctx); err != nil || string(data) != "2probe" {
@@ -346,5 +346,5 @@ func (b *Broker) upgrade(w http.ResponseWriter, r *http.Request, sid string) {
 		}
 	}
 	t.wmu.Unlock()
-	t.c.event(b.log.Debug()).Msg("upgraded from polling to websocket")
+	t.s.Log(srv.log.Debug()).Msg("upgraded from polling to websocket")
 }

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/tetherdev/tether/internal/workers"
 )
 
-// Server serves a Broker on a listener: the call API's POST
+// Server serves an API on a listener: the call API's POST
 // /api/v1/workspaces/{id}/calls on connections the Server reads and writes
 // itself (callConn), everything else through net/http.
 //
@@ -46,7 +46,7 @@ import (
 // Concurrency: Serve runs the accept loop; Shutdown may be called from any
 // goroutine.
 type Server struct {
-	b  *Broker
+	a  *API
 	hs *http.Server
 	// declined feeds net/http's Serve the connections it serves.
 	declined *connQueue
@@ -63,17 +63,17 @@ type Server struct {
 	workers workers.Pool
 }
 
-// NewServer returns a Server for b; hs carries net/http's settings (its
-// Handler is b.Handler() when nil). ReadHeaderTimeout bounds a call's head
+// NewServer returns a Server for a; hs carries net/http's settings (its
+// Handler is a.Handler() when nil). ReadHeaderTimeout bounds a call's head
 // as well (10s when zero).
-func NewServer(b *Broker, hs *http.Server) *Server {
+func NewServer(a *API, hs *http.Server) *Server {
 	if hs.Handler == nil {
-		hs.Handler = b.Handler()
+		hs.Handler = a.Handler()
 	}
 	if hs.ReadHeaderTimeout <= 0 {
 		hs.ReadHeaderTimeout = 10 * time.Second
 	}
-	return &Server{b: b, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
+	return &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
 }
 
 // Serve accepts connections on ln until Shutdown, and returns
@@ -132,7 +132,7 @@ func isTemporary(err error) bool {
 
 // Shutdown stops accepting, closes idle connections and those that finish
 // their answer, shuts net/http down (http.Server.Shutdown) and waits, up
-// to ctx, for every connection to end. Shut the Broker down first: its
+// to ctx, for every connection to end. Shut the broker down first: its
 // Shutdown answers the calls in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -171,6 +171,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	return err
 }
+
+// Served counts the requests the call server answered itself; the rest
+// went to net/http.
+func (s *Server) Served() int64 { return s.served.Load() }
 
 func (s *Server) isClosing() bool {
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package broker
+package eio
 
 import (
 	"sync"
@@ -22,7 +22,7 @@ const hbSlack = 20 * time.Millisecond
 // heartbeats is the broker's heartbeat scheduler.
 //
 // Concurrency: schedule may be called from any goroutine (under the
-// connection's mu: the lock order is conn.mu, then heartbeats.mu); run is
+// session's mu: the lock order is Session.mu, then heartbeats.mu); run is
 // its goroutine, which stop ends and waits for.
 type heartbeats struct {
 	interval, timeout time.Duration
@@ -41,7 +41,7 @@ type heartbeats struct {
 // hbStep is a connection's next heartbeat step; it is stale once the
 // connection's hbSeq moved on.
 type hbStep struct {
-	c   *conn
+	s   *Session
 	due time.Duration
 	seq uint32
 }
@@ -94,17 +94,17 @@ func newHeartbeats(interval, timeout time.Duration) *heartbeats {
 // now is the scheduler's clock.
 func (h *heartbeats) now() time.Duration { return time.Since(h.start) }
 
-// schedule queues c's next step: a ping (pong false) after interval, or the
-// deadline of the ping just sent after timeout. c.mu is held.
-func (h *heartbeats) schedule(c *conn, pong bool) {
-	c.hbSeq++
+// schedule queues s's next step: a ping (pong false) after interval, or the
+// deadline of the ping just sent after timeout. s.mu is held.
+func (h *heartbeats) schedule(s *Session, pong bool) {
+	s.hbSeq++
 	h.mu.Lock()
 	q, wait := &h.pings, h.interval
 	if pong {
 		q, wait = &h.pongs, h.timeout
 	}
 	_, busy := q.peek()
-	q.push(hbStep{c: c, due: h.now() + wait, seq: c.hbSeq})
+	q.push(hbStep{s: s, due: h.now() + wait, seq: s.hbSeq})
 	h.mu.Unlock()
 	if !busy {
 		// The queue was empty: the scheduler may be waiting for nothing.
@@ -132,11 +132,11 @@ func (h *heartbeats) run() {
 		}
 		h.mu.Unlock()
 		for i, s := range pings {
-			s.c.ping(s.seq)
+			s.s.ping(s.seq)
 			pings[i] = hbStep{}
 		}
 		for i, s := range pongs {
-			s.c.pongLate(s.seq)
+			s.s.pongLate(s.seq)
 			pongs[i] = hbStep{}
 		}
 		wait := time.Hour
@@ -170,54 +170,54 @@ func (h *heartbeats) stop() {
 	<-h.done
 }
 
-// startHeartbeat arms c's first ping, pingInterval from now.
-func (c *conn) startHeartbeat() {
-	c.mu.Lock()
-	if !c.closed {
-		c.b.beats.schedule(c, false)
+// startHeartbeat arms s's first ping, pingInterval from now.
+func (s *Session) startHeartbeat() {
+	s.mu.Lock()
+	if !s.closed {
+		s.srv.beats.schedule(s, false)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 }
 
-// ping is c's ping step: send a ping and wait for its pong.
-func (c *conn) ping(seq uint32) {
-	c.mu.Lock()
-	if c.closed || seq != c.hbSeq {
-		c.mu.Unlock()
+// ping is s's ping step: send a ping and wait for its pong.
+func (s *Session) ping(seq uint32) {
+	s.mu.Lock()
+	if s.closed || seq != s.hbSeq {
+		s.mu.Unlock()
 		return
 	}
-	c.awaitingPong = true
-	c.b.beats.schedule(c, true)
-	c.mu.Unlock()
-	c.send([]byte{byte(protocol.EIOPing)})
+	s.awaitingPong = true
+	s.srv.beats.schedule(s, true)
+	s.mu.Unlock()
+	_ = s.Send([]byte{byte(protocol.EIOPing)})
 }
 
-// pongLate is c's pong deadline: no pong since the ping, so c is closed.
-func (c *conn) pongLate(seq uint32) {
-	c.mu.Lock()
-	late := !c.closed && seq == c.hbSeq && c.awaitingPong
+// pongLate is s's pong deadline: no pong since the ping, so s is closed.
+func (s *Session) pongLate(seq uint32) {
+	s.mu.Lock()
+	late := !s.closed && seq == s.hbSeq && s.awaitingPong
 	if late {
-		// Counted while c is open, so the broker's count is above zero.
-		c.b.wg.Add(1)
+		// Counted while s is open, so the server's count is above zero.
+		s.srv.wg.Add(1)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 	if late {
-		c.event(c.b.log.Info()).Msg("no pong within ping timeout")
+		s.Log(s.srv.log.Info()).Msg("no pong within ping timeout")
 		// Closing may wait for the bus (unsubscribing): not on the
 		// scheduler's goroutine.
 		go func() {
-			defer c.b.wg.Done()
-			c.close(ReasonPingTimeout, true)
+			defer s.srv.wg.Done()
+			s.Close(ReasonPingTimeout, true)
 		}()
 	}
 }
 
-func (c *conn) pong() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || !c.awaitingPong {
+func (s *Session) pong() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.awaitingPong {
 		return
 	}
-	c.awaitingPong = false
-	c.b.beats.schedule(c, false)
+	s.awaitingPong = false
+	s.srv.beats.schedule(s, false)
 }

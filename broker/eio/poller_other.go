@@ -1,6 +1,6 @@
 //go:build !linux
 
-package broker
+package eio
 
 import "errors"
 
