@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -356,7 +357,7 @@ func TestBridgeReconnectsAfterBrokerRestart(t *testing.T) {
 	startBridge(t, b, "ws-phoenix")
 	b.stop(syscall.SIGKILL, 5*time.Second)
 	b2 := startBrokerOn(t, addr)
-	b2.waitWorkspace("ws-phoenix", true, 15*time.Second)
+	testwait.Until(t, 15*time.Second, func() bool { return b2.holds("ws-phoenix") }, "%s holding ws-phoenix", b2.name)
 	if r := b2.call("ws-phoenix", token(t, broker.RoleCaller, "ws-phoenix"), `{"endpoint":"/api/ping","payload":{"back":true}}`); !r.resp.Success {
 		t.Fatalf("after the restart got %+v", r.resp)
 	}
@@ -447,7 +448,7 @@ func TestSocketIOClientOnPollingOnly(t *testing.T) {
 	// The client leaving ends the session.
 	ide.send(map[string]any{"cmd": "disconnect"})
 	ide.await("disconnect", 3*time.Second)
-	b.waitWorkspace("ws-poll", false, 2*time.Second)
+	testwait.Until(t, 2*time.Second, func() bool { return !b.holds("ws-poll") }, "%s no longer holding ws-poll", b.name)
 }
 
 func TestPythonSocketIOClientWithDefaultTransportsAnswers(t *testing.T) {

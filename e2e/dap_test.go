@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -100,7 +101,7 @@ func startDebugWorkspace(t *testing.T, files map[string]string, env []string) *d
 	cmd := exec.Command(tetherBin, args...)
 	cmd.Env = env
 	p := start(t, "bridge "+ws, cmd)
-	b.waitWorkspace(ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	d := &debugWorkspace{t: t, b: b, bridge: p, ws: ws, tok: token(t, broker.RoleCaller, ws), root: root}
 	// Registered after start's cleanup, so it runs first: with the bridge
 	// still up, then again after it stopped.

@@ -20,6 +20,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -200,8 +201,8 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 		t.Fatalf("old client disconnected with %v", ev)
 	}
 	b.waitLine(5*time.Second, "connection closed", `"reason":"replaced"`)
-	b.waitWorkspace("ws-move", false, 5*time.Second)
-	c.waitWorkspace("ws-move", true, time.Second)
+	testwait.Until(t, 5*time.Second, func() bool { return !b.holds("ws-move") }, "%s no longer holding ws-move", b.name)
+	testwait.Until(t, time.Second, func() bool { return c.holds("ws-move") }, "%s holding ws-move", c.name)
 	waitCount("calls answered by the new client", 50, func() int { mu.Lock(); defer mu.Unlock(); return outcomes["success via event"] })
 	halt()
 
@@ -768,7 +769,7 @@ func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
 	if _, msg, err := ws.Read(ctx); err != nil || !strings.HasPrefix(string(msg), "40") {
 		t.Fatalf("CONNECT ack: %q, %v", msg, err)
 	}
-	b.waitWorkspace("ws-stalled", true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-stalled") }, "%s holding ws-stalled", b.name)
 
 	// 48 calls of 900 kB: far more than the socket buffers hold.
 	tok := token(t, broker.RoleCaller, "*")

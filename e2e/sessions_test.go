@@ -15,6 +15,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testproc"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // keptEnded is how many ended sessions of each kind the bridge keeps
@@ -137,7 +138,7 @@ func startTwinBridge(t *testing.T, e *termBridge) twinBridge {
 		"--root", tw.root, "--log-level", "info")
 	cmd.Env = append(os.Environ(), tagEnv+"="+tw.tag)
 	tw.bridge = start(t, "twin bridge", cmd)
-	e.b.waitWorkspace(tw.ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return e.b.holds(tw.ws) }, "%s holding %s", e.b.name, tw.ws)
 	return twinBridge{tw}
 }
 

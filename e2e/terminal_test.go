@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -72,7 +73,7 @@ func startTermBridgeOn(t *testing.T, b *brokerProc, ws string, extra ...string) 
 		t.Fatalf("cannot read the bridge's HTTP address from %q", line)
 	}
 	e.http = ev.Addr
-	b.waitWorkspace(e.ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(e.ws) }, "%s holding %s", b.name, e.ws)
 	t.Cleanup(func() {
 		start := time.Now()
 		e.bridge.stop(syscall.SIGTERM, 10*time.Second)
