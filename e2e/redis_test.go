@@ -625,7 +625,7 @@ func TestRedisReplyToAGoneCallerIsDroppedAndCounted(t *testing.T) {
 	}
 	ide.send(map[string]any{"cmd": "answer", "correlation_id": call["correlation_id"], "via": "ack"})
 	b.waitLine(5*time.Second, "reply reached no caller", call["correlation_id"].(string))
-	waitMetric(t, b, "tether_replies_dropped_total 1")
+	testwait.Until(t, 5*time.Second, func() bool { return b.metric("tether_replies_dropped_total") == 1 }, "tether_replies_dropped_total 1 on /metrics")
 	// Not retried: B publishes nothing more for it.
 	if v := b.metric("tether_replies_dropped_total"); v != 1 {
 		t.Fatalf("dropped counter %v, want 1", v)

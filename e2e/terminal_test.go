@@ -681,6 +681,18 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// line returns the last complete line written that contains part, trimmed
+// ("" if there is none yet).
+func (b *syncBuffer) line(part string) string {
+	lines := strings.Split(b.String(), "\n")
+	for i := len(lines) - 2; i >= 0; i-- { // the last is not ended yet
+		if strings.Contains(lines[i], part) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
+}
+
 // startAttach runs `tether attach` against the bridge and waits until it
 // is connected.
 func (e *termBridge) startAttach(stdin io.Reader, extra ...string) (*proc, *syncBuffer) {
