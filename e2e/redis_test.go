@@ -183,16 +183,8 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 	halt := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
 	t.Cleanup(halt) // also when the test fails half-way
 	// Let calls flow through B first.
-	waitCount := func(what string, n int, cond func() int) {
-		deadline := time.Now().Add(10 * time.Second)
-		for cond() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d, want %d", what, cond(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitCount("calls answered by the old client", 50, func() int { mu.Lock(); defer mu.Unlock(); return outcomes["success via ack"] })
+	answered := func(via string) int { mu.Lock(); defer mu.Unlock(); return outcomes["success via "+via] }
+	testwait.Until(t, 10*time.Second, func() bool { return answered("ack") >= 50 }, "50 calls answered by the old client")
 
 	neu := connectIDE(t, c, "ws-move", "event")
 	ev := old.await("disconnect", 5*time.Second)
@@ -203,7 +195,7 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 	b.waitLine(5*time.Second, "connection closed", `"reason":"replaced"`)
 	testwait.Until(t, 5*time.Second, func() bool { return !b.holds("ws-move") }, "%s no longer holding ws-move", b.name)
 	testwait.Until(t, time.Second, func() bool { return c.holds("ws-move") }, "%s holding ws-move", c.name)
-	waitCount("calls answered by the new client", 50, func() int { mu.Lock(); defer mu.Unlock(); return outcomes["success via event"] })
+	testwait.Until(t, 10*time.Second, func() bool { return answered("event") >= 50 }, "50 calls answered by the new client")
 	halt()
 
 	// No call reached both clients.
@@ -302,7 +294,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 
 	e.srv.Stop()
 	for _, p := range all {
-		p.waitReadyz(503, 5*time.Second)
+		testwait.Until(t, 5*time.Second, func() bool { return p.readyz() == 503 }, "%s /readyz answering 503", p.name)
 	}
 	r := a.call("ws-phoenix", tok, ping)
 	if r.err != nil || r.resp.Success || r.resp.Error != protocol.CodeBusUnavailable || r.elapsed > time.Second {
@@ -317,7 +309,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 
 	e.srv.Restart()
 	for _, p := range all {
-		p.waitReadyz(200, 15*time.Second)
+		testwait.Until(t, 15*time.Second, func() bool { return p.readyz() == 200 }, "%s /readyz answering 200", p.name)
 	}
 	b.waitLine(5*time.Second, "workspaces reannounced", `"workspaces":1`)
 	// Ready means resubscribed: every call from now on gets through.
@@ -370,13 +362,7 @@ func TestRedisGoCallersGetAnswers(t *testing.T) {
 		}()
 	}
 	// Both are held: the worker's waiter is registered, A logged the wait.
-	deadline := time.Now().Add(5 * time.Second)
-	for overRedis.Pending() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Redis caller's call is not waiting (%d waiters)", overRedis.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return overRedis.Pending() == 1 }, "the Redis caller's call waiting (one waiter)")
 	a.waitLine(5*time.Second, "waiting for workspace", `"workspace_id":"ws-late"`)
 	startBridge(t, c, "ws-late")
 	got := map[string]bool{}
