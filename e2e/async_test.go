@@ -19,6 +19,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -336,13 +337,13 @@ func TestAsyncCancelWhileDeliveredStopsTheCommand(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"endpoint": "/api/terminal/execute", "timeout": 60, "async": true,
 			"payload": map[string]any{"command": "sleep 30", "hidden": hidden}})
 		rec := a.submit(tb.ws, tb.tok, string(body))
-		tb.poll(5*time.Second, "sleep to start", func() bool { return len(tb.running("sleep 30")) > 0 })
+		testwait.Until(t, 5*time.Second, func() bool { return len(tb.running("sleep 30")) > 0 }, "sleep to start")
 		got := a.cancel(rec.CorrelationID, tb.tok)
 		if got.Status != store.Cancelled || got.Response.Error != protocol.CodeCancelled {
 			t.Fatalf("cancel answered %+v", got)
 		}
 		start := time.Now()
-		tb.poll(2*time.Second, "the sleep to be killed", func() bool { return len(tb.running("sleep 30")) == 0 })
+		testwait.Until(t, 2*time.Second, func() bool { return len(tb.running("sleep 30")) == 0 }, "the sleep to be killed")
 		t.Logf("stopped %v after the cancel", time.Since(start))
 		if got := tb.b.record(rec.CorrelationID, tb.tok, 0); got.Status != store.Cancelled {
 			t.Fatalf("status on the owner after the cancel: %+v", got)

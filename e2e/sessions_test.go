@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -77,7 +76,7 @@ func TestSessionsInALoopLeaveNothingBehind(t *testing.T) {
 	terminalSession(1)
 	debugSession(e)
 	twin.warm(debugSession)
-	e.poll(5*time.Second, "the first sessions' processes to end", func() bool { return len(e.tagged()) <= 1 })
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.tagged()) <= 1 }, "the first sessions' processes to end")
 	baseProcs := e.tagged()
 	baseFDs, err := testproc.FDs(e.bridge.cmd.Process.Pid)
 	if err != nil {
@@ -94,11 +93,11 @@ func TestSessionsInALoopLeaveNothingBehind(t *testing.T) {
 
 	var procs []taggedProc
 	var fds int
-	e.poll(10*time.Second, "the sessions' processes and descriptors to go", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		procs = e.tagged()
 		fds, _ = testproc.FDs(e.bridge.cmd.Process.Pid)
 		return len(procs) <= len(baseProcs) && fds <= baseFDs
-	})
+	}, "the sessions' processes and descriptors to go")
 	rss, _, _ := testproc.MemKB(e.bridge.cmd.Process.Pid)
 	var list bridge.SessionsResult
 	e.result(e.call("/api/terminal/sessions", map[string]any{}, 10), &list)
@@ -176,6 +175,6 @@ func goroutineDump(t *testing.T, p *proc, e *termBridge) int {
 	if n == 0 {
 		t.Fatalf("%s wrote no goroutine dump on SIGQUIT", p.name)
 	}
-	e.poll(5*time.Second, fmt.Sprintf("the processes of %s to end after it exited", p.name), func() bool { return len(e.tagged()) == 0 })
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.tagged()) == 0 }, "the processes of %s to end after it exited", p.name)
 	return n
 }
