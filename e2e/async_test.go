@@ -526,7 +526,7 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 				c.entry = brokers[rand.IntN(2)]
 				c.rec = c.entry.submit(c.ws, tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"i":%d},"timeout":30,"async":true}`, i))
 				if rand.IntN(4) == 0 {
-					time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+					time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond) // a random moment to cancel at: its race with the answer is the subject
 					got := brokers[rand.IntN(2)].cancel(c.rec.CorrelationID, tok)
 					c.cancel = &got
 				}
@@ -583,17 +583,15 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 	// reached a client was cancelled there too (the tool_cancel may still
 	// be on its way), unless the client had answered it already and the
 	// cancel won the race to record the outcome.
-	deadline := time.Now().Add(5 * time.Second)
-	toolCancels := 0
-	for {
-		missing := 0
-		toolCancels = 0
+	missing, toolCancels := 0, 0
+	if !testwait.Within(5*time.Second, func() bool {
+		missing, toolCancels = 0, 0
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		for i := range calls {
 			c := &calls[i]
 			cid := c.rec.CorrelationID
 			if k := s.delivered[cid]; k > 1 || (c.final.Status == store.Succeeded && k != 1) {
-				s.mu.Unlock()
 				t.Fatalf("call %d (%s) reached a client %d times", i, c.final.Status, k)
 			}
 			if c.final.Status == store.Cancelled && s.delivered[cid] == 1 && !s.cancelled[cid] && !s.answered[cid] {
@@ -603,14 +601,9 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 				toolCancels++
 			}
 		}
-		s.mu.Unlock()
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d cancelled calls that were delivered never got tool_cancel", missing)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return missing == 0
+	}) {
+		t.Fatalf("%d cancelled calls that were delivered never got tool_cancel", missing)
 	}
 	t.Logf("outcomes: %v; %d calls cancelled at their client", counts, toolCancels)
 	if counts[store.Cancelled] == 0 || counts[store.Succeeded] == 0 || toolCancels == 0 {
@@ -620,15 +613,12 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 	// After the retention every record is gone, on both instances.
 	expire := time.Now().Add(retention + 5*time.Second)
 	for i := range calls {
-		for {
-			a := brokers[i%2].asyncRequest(http.MethodGet, "/api/v1/calls/"+calls[i].rec.CorrelationID, tok, "")
-			if a.status == http.StatusNotFound && a.fail.Error == protocol.CodeCallNotFound {
-				break
-			}
-			if time.Now().After(expire) {
-				t.Fatalf("call %d still answers HTTP %d %s past its retention", i, a.status, a.rec.Status)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var a asyncAnswer
+		if !testwait.Within(time.Until(expire), func() bool {
+			a = brokers[i%2].asyncRequest(http.MethodGet, "/api/v1/calls/"+calls[i].rec.CorrelationID, tok, "")
+			return a.status == http.StatusNotFound && a.fail.Error == protocol.CodeCallNotFound
+		}) {
+			t.Fatalf("call %d still answers HTTP %d %s past its retention", i, a.status, a.rec.Status)
 		}
 	}
 }
