@@ -289,7 +289,7 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 			if status != http.StatusOK {
 				t.Fatalf("POST answered %d", status)
 			}
-			pollUntilClosed(t, b.url, sid)
+			testwait.Until(t, 10*time.Second, func() bool { return pollClosed(b.url, sid) }, "the polling session to close")
 		}},
 		{"100,000 small frames", func(t *testing.T) {
 			c := connectedWire(t, b, "ws-chatty")
