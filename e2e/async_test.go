@@ -19,6 +19,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -336,13 +337,13 @@ func TestAsyncCancelWhileDeliveredStopsTheCommand(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"endpoint": "/api/terminal/execute", "timeout": 60, "async": true,
 			"payload": map[string]any{"command": "sleep 30", "hidden": hidden}})
 		rec := a.submit(tb.ws, tb.tok, string(body))
-		tb.poll(5*time.Second, "sleep to start", func() bool { return len(tb.running("sleep 30")) > 0 })
+		testwait.Until(t, 5*time.Second, func() bool { return len(tb.running("sleep 30")) > 0 }, "sleep to start")
 		got := a.cancel(rec.CorrelationID, tb.tok)
 		if got.Status != store.Cancelled || got.Response.Error != protocol.CodeCancelled {
 			t.Fatalf("cancel answered %+v", got)
 		}
 		start := time.Now()
-		tb.poll(2*time.Second, "the sleep to be killed", func() bool { return len(tb.running("sleep 30")) == 0 })
+		testwait.Until(t, 2*time.Second, func() bool { return len(tb.running("sleep 30")) == 0 }, "the sleep to be killed")
 		t.Logf("stopped %v after the cancel", time.Since(start))
 		if got := tb.b.record(rec.CorrelationID, tb.tok, 0); got.Status != store.Cancelled {
 			t.Fatalf("status on the owner after the cancel: %+v", got)
@@ -525,7 +526,7 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 				c.entry = brokers[rand.IntN(2)]
 				c.rec = c.entry.submit(c.ws, tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"i":%d},"timeout":30,"async":true}`, i))
 				if rand.IntN(4) == 0 {
-					time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+					time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond) // a random moment to cancel at: its race with the answer is the subject
 					got := brokers[rand.IntN(2)].cancel(c.rec.CorrelationID, tok)
 					c.cancel = &got
 				}
@@ -582,17 +583,15 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 	// reached a client was cancelled there too (the tool_cancel may still
 	// be on its way), unless the client had answered it already and the
 	// cancel won the race to record the outcome.
-	deadline := time.Now().Add(5 * time.Second)
-	toolCancels := 0
-	for {
-		missing := 0
-		toolCancels = 0
+	missing, toolCancels := 0, 0
+	if !testwait.Within(5*time.Second, func() bool {
+		missing, toolCancels = 0, 0
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		for i := range calls {
 			c := &calls[i]
 			cid := c.rec.CorrelationID
 			if k := s.delivered[cid]; k > 1 || (c.final.Status == store.Succeeded && k != 1) {
-				s.mu.Unlock()
 				t.Fatalf("call %d (%s) reached a client %d times", i, c.final.Status, k)
 			}
 			if c.final.Status == store.Cancelled && s.delivered[cid] == 1 && !s.cancelled[cid] && !s.answered[cid] {
@@ -602,14 +601,9 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 				toolCancels++
 			}
 		}
-		s.mu.Unlock()
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d cancelled calls that were delivered never got tool_cancel", missing)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return missing == 0
+	}) {
+		t.Fatalf("%d cancelled calls that were delivered never got tool_cancel", missing)
 	}
 	t.Logf("outcomes: %v; %d calls cancelled at their client", counts, toolCancels)
 	if counts[store.Cancelled] == 0 || counts[store.Succeeded] == 0 || toolCancels == 0 {
@@ -619,15 +613,12 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 	// After the retention every record is gone, on both instances.
 	expire := time.Now().Add(retention + 5*time.Second)
 	for i := range calls {
-		for {
-			a := brokers[i%2].asyncRequest(http.MethodGet, "/api/v1/calls/"+calls[i].rec.CorrelationID, tok, "")
-			if a.status == http.StatusNotFound && a.fail.Error == protocol.CodeCallNotFound {
-				break
-			}
-			if time.Now().After(expire) {
-				t.Fatalf("call %d still answers HTTP %d %s past its retention", i, a.status, a.rec.Status)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var a asyncAnswer
+		if !testwait.Within(time.Until(expire), func() bool {
+			a = brokers[i%2].asyncRequest(http.MethodGet, "/api/v1/calls/"+calls[i].rec.CorrelationID, tok, "")
+			return a.status == http.StatusNotFound && a.fail.Error == protocol.CodeCallNotFound
+		}) {
+			t.Fatalf("call %d still answers HTTP %d %s past its retention", i, a.status, a.rec.Status)
 		}
 	}
 }

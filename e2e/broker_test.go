@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -91,34 +92,7 @@ func TestDuplicateAnswersDroppedAndCounted(t *testing.T) {
 			t.Fatalf("got %+v, want the first answer (event)", r.resp)
 		}
 	}
-	waitMetric(t, b, "tether_unmatched_answers_total 5")
-}
-
-func waitMetric(t *testing.T, b *brokerProc, line string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		res, err := http.Get(b.url + "/metrics")
-		if err == nil {
-			var sb strings.Builder
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := res.Body.Read(buf)
-				sb.Write(buf[:n])
-				if err != nil {
-					break
-				}
-			}
-			res.Body.Close()
-			last = sb.String()
-			if strings.Contains(last, line) {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("metrics never showed %q", line)
+	testwait.Until(t, 5*time.Second, func() bool { return b.metric("tether_unmatched_answers_total") == 5 }, "tether_unmatched_answers_total 5 on /metrics")
 }
 
 func TestOfflineWorkspaceAnsweredUnder100ms(t *testing.T) {
@@ -356,7 +330,7 @@ func TestBridgeReconnectsAfterBrokerRestart(t *testing.T) {
 	startBridge(t, b, "ws-phoenix")
 	b.stop(syscall.SIGKILL, 5*time.Second)
 	b2 := startBrokerOn(t, addr)
-	b2.waitWorkspace("ws-phoenix", true, 15*time.Second)
+	testwait.Until(t, 15*time.Second, func() bool { return b2.holds("ws-phoenix") }, "%s holding ws-phoenix", b2.name)
 	if r := b2.call("ws-phoenix", token(t, broker.RoleCaller, "ws-phoenix"), `{"endpoint":"/api/ping","payload":{"back":true}}`); !r.resp.Success {
 		t.Fatalf("after the restart got %+v", r.resp)
 	}
@@ -372,27 +346,15 @@ func TestBrokerRefusesPublicAddressWithoutSecret(t *testing.T) {
 func TestUpPrintsACallThatWorks(t *testing.T) {
 	root := t.TempDir()
 	cmd := exec.Command(tetherBin, "up", "--listen", "127.0.0.1:0", "--root", root)
-	stdout, _ := cmd.StdoutPipe()
-	p := start(t, "up", cmd)
-	_ = p
-	buf := make([]byte, 0, 4096)
-	deadline := time.Now().Add(10 * time.Second)
+	printed := &syncBuffer{}
+	cmd.Stdout = printed
+	start(t, "up", cmd)
 	var line string
-	for time.Now().Before(deadline) && line == "" {
-		chunk := make([]byte, 1024)
-		n, err := stdout.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		for _, l := range strings.Split(string(buf), "\n") {
-			if strings.Contains(l, " call --broker ") {
-				line = strings.TrimSpace(l)
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	if line == "" {
-		t.Fatalf("tether up printed no call:\n%s", buf)
+	if !testwait.Within(10*time.Second, func() bool {
+		line = printed.line(" call --broker ")
+		return line != ""
+	}) {
+		t.Fatalf("tether up printed no call:\n%s", printed.String())
 	}
 	out, err := exec.Command("sh", "-c", line).Output()
 	if err != nil {
@@ -442,12 +404,12 @@ func TestSocketIOClientOnPollingOnly(t *testing.T) {
 		if r := b.call("ws-poll", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
 			t.Fatalf("polling session dropped: %+v", r.resp)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // pacing: the calls spread over the ping intervals; nothing is awaited
 	}
 	// The client leaving ends the session.
 	ide.send(map[string]any{"cmd": "disconnect"})
 	ide.await("disconnect", 3*time.Second)
-	b.waitWorkspace("ws-poll", false, 2*time.Second)
+	testwait.Until(t, 2*time.Second, func() bool { return !b.holds("ws-poll") }, "%s no longer holding ws-poll", b.name)
 }
 
 func TestPythonSocketIOClientWithDefaultTransportsAnswers(t *testing.T) {

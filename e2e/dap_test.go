@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -100,7 +101,7 @@ func startDebugWorkspace(t *testing.T, files map[string]string, env []string) *d
 	cmd := exec.Command(tetherBin, args...)
 	cmd.Env = env
 	p := start(t, "bridge "+ws, cmd)
-	b.waitWorkspace(ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	d := &debugWorkspace{t: t, b: b, bridge: p, ws: ws, tok: token(t, broker.RoleCaller, ws), root: root}
 	// Registered after start's cleanup, so it runs first: with the bridge
 	// still up, then again after it stopped.
@@ -210,22 +211,15 @@ func (d *debugWorkspace) checkNoProcessesLeft() {
 	d.t.Helper()
 	// Stop the bridge first: its Run must end every session it still holds.
 	d.bridge.stop(syscall.SIGTERM, 15*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := dbgProcessesIn(d.root)
-		if len(left) == 0 {
-			return
+	var left []string
+	if testwait.Within(5*time.Second, func() bool { left = dbgProcessesIn(d.root); return len(left) == 0 }) {
+		return
+	}
+	d.t.Errorf("processes outlived the bridge: %q", left)
+	for _, l := range left {
+		if pid, err := strconv.Atoi(strings.Fields(l)[0]); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if time.Now().After(deadline) {
-			d.t.Errorf("processes outlived the bridge: %q", left)
-			for _, l := range left {
-				if pid, err := strconv.Atoi(strings.Fields(l)[0]); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -518,7 +512,8 @@ func TestDebugAttachByPid(t *testing.T) {
 		t.Errorf("doubled = %s with n = %d", got, n)
 	}
 	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
-	// Detached: the program keeps running, not traced, not stopped.
+	// Detached: the program keeps running, not traced, not stopped. It
+	// prints nothing to await; time passes to show that it does not end.
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case <-exited:
@@ -688,25 +683,16 @@ func (p *dbgAttachTarget) beat() int {
 	return n
 }
 
-// waitBeatPast waits until the counter exceeds n, failing after timeout or
-// if the program ends.
-func (p *dbgAttachTarget) waitBeatPast(n int, timeout time.Duration) int {
+// beatPast reports whether the counter is past n; the test fails if the
+// program ended.
+func (p *dbgAttachTarget) beatPast(n int) bool {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if b := p.beat(); b > n {
-			return b
-		}
-		select {
-		case <-p.exited:
-			p.t.Fatalf("the program ended (%v)", p.cmd.ProcessState)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the program's counter stayed at %d for %s", p.beat(), timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-p.exited:
+		p.t.Fatalf("the program ended (%v)", p.cmd.ProcessState)
+	default:
 	}
+	return p.beat() > n
 }
 
 // checkDetached checks that the program runs on after the session ended:
@@ -717,28 +703,24 @@ func (p *dbgAttachTarget) checkDetached() {
 	if !strings.Contains(string(status), "TracerPid:\t0\n") {
 		p.t.Fatalf("program still traced after detach:\n%s", status)
 	}
-	p.waitBeatPast(p.beat(), 10*time.Second)
-	p.waitBeatPast(p.beat(), 10*time.Second) // twice: not merely one step on
+	for range 2 { // twice: not merely one step on
+		n := p.beat()
+		testwait.Until(p.t, 10*time.Second, func() bool { return p.beatPast(n) }, "the program's counter past %d", n)
+	}
 }
 
 // othersLeft lists the workspace's live processes that are not the
 // program, its group or its own helpers.
-func (p *dbgAttachTarget) othersLeft(timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
-	for {
-		var left []string
-		for _, l := range dbgProcessesIn(p.root) {
-			pid, _ := strconv.Atoi(strings.Fields(l)[0])
-			if pgid, err := syscall.Getpgid(pid); (err == nil && pgid == p.cmd.Process.Pid) || p.owns(l) {
-				continue
-			}
-			left = append(left, l)
+func (p *dbgAttachTarget) othersLeft() []string {
+	var left []string
+	for _, l := range dbgProcessesIn(p.root) {
+		pid, _ := strconv.Atoi(strings.Fields(l)[0])
+		if pgid, err := syscall.Getpgid(pid); (err == nil && pgid == p.cmd.Process.Pid) || p.owns(l) {
+			continue
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(50 * time.Millisecond)
+		left = append(left, l)
 	}
+	return left
 }
 
 // freePort picks a TCP port on 127.0.0.1 that is free now.
@@ -785,17 +767,14 @@ func TestDebugAttachDebugpyByConnect(t *testing.T) {
 		})
 	// Wait for the listener without connecting: debugpy's adapter serves
 	// one client, and a probe would be that client.
-	deadline := time.Now().Add(20 * time.Second)
-	for !dbgListening(port) {
-		if time.Now().After(deadline) {
-			t.Fatalf("debugpy never listened on %d", port)
-		}
+	testwait.Until(t, 20*time.Second, func() bool {
 		select {
 		case <-prog.exited:
 			t.Fatalf("debugpy exited: %v", prog.cmd.ProcessState)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		return dbgListening(port)
+	}, "debugpy listening on %d", port)
 
 	var start dap.StartResult
 	d.ok("/api/debug/start-session", map[string]any{
@@ -827,7 +806,8 @@ func TestDebugAttachDebugpyByConnect(t *testing.T) {
 		t.Fatalf("stop-session = %+v", stopped)
 	}
 	prog.checkDetached()
-	if left := prog.othersLeft(5 * time.Second); len(left) != 0 {
+	var left []string
+	if !testwait.Within(5*time.Second, func() bool { left = prog.othersLeft(); return len(left) == 0 }) {
 		t.Fatalf("processes left after stop-session: %q", left)
 	}
 }
@@ -842,7 +822,7 @@ func TestDebugAttachDelveByPid(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	prog := startAttachTarget(t, d.root, exec.Command(filepath.Join(d.root, "beatprog")), nil)
-	prog.waitBeatPast(-1, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return prog.beatPast(-1) }, "the program's first beat")
 
 	var start dap.StartResult
 	d.ok("/api/debug/start-session", map[string]any{
@@ -870,7 +850,8 @@ func TestDebugAttachDelveByPid(t *testing.T) {
 		t.Fatalf("stop-session = %+v", stopped)
 	}
 	prog.checkDetached()
-	if left := prog.othersLeft(5 * time.Second); len(left) != 0 {
+	var left []string
+	if !testwait.Within(5*time.Second, func() bool { left = prog.othersLeft(); return len(left) == 0 }) {
 		t.Fatalf("processes left after stop-session: %q", left)
 	}
 }

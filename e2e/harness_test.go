@@ -23,6 +23,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/internal/leakcheck"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -163,13 +164,11 @@ func (p *proc) pause() (resume func()) {
 		p.t.Fatalf("stopping %s: %v", p.name, err)
 	}
 	resume = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
-	deadline := time.Now().Add(5 * time.Second)
-	for !allThreadsStopped(pid) {
-		if time.Now().After(deadline) {
-			resume()
-			p.t.Fatalf("%s: not every thread stopped 5s after SIGSTOP", p.name)
-		}
-		time.Sleep(time.Millisecond) // polling /proc: the kernel sends no event for a stop we can await without reaping
+	// Polling /proc: the kernel sends no event for a stop we can await
+	// without reaping.
+	if !testwait.Within(5*time.Second, func() bool { return allThreadsStopped(pid) }) {
+		resume()
+		p.t.Fatalf("%s: not every thread stopped 5s after SIGSTOP", p.name)
 	}
 	return resume
 }
@@ -265,40 +264,31 @@ func startBridge(t *testing.T, b *brokerProc, ws string, extra ...string) *proc 
 	t.Helper()
 	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", t.TempDir(), "--log-level", "debug"}, extra...)
 	p := start(t, "bridge "+ws, exec.Command(tetherBin, args...))
-	b.waitWorkspace(ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	return p
 }
 
-// waitWorkspace waits until ws is (or is no longer) held by the broker.
-func (b *brokerProc) waitWorkspace(ws string, present bool, within time.Duration) {
+// holds reports whether the broker lists ws as held by itself (every
+// instance on the bus answers a list: only this broker's own entry counts).
+func (b *brokerProc) holds(ws string) bool {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
-	tok := token(b.t, broker.RoleCaller, "*")
-	for {
-		req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			var list struct {
-				Workspaces []broker.Workspace `json:"workspaces"`
-			}
-			_ = json.NewDecoder(res.Body).Decode(&list)
-			res.Body.Close()
-			// Every instance on the bus answers a list: only this
-			// broker's own entry counts.
-			found := false
-			for _, w := range list.Workspaces {
-				found = found || (w.WorkspaceID == ws && (b.instance == "" || w.Instance == b.instance))
-			}
-			if found == present {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("workspace %s present=%v not reached within %s", ws, present, within)
-		}
-		time.Sleep(20 * time.Millisecond)
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
+	req.Header.Set("Authorization", "Bearer "+token(b.t, broker.RoleCaller, "*"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
 	}
+	defer res.Body.Close()
+	var list struct {
+		Workspaces []broker.Workspace `json:"workspaces"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&list)
+	for _, w := range list.Workspaces {
+		if w.WorkspaceID == ws && (b.instance == "" || w.Instance == b.instance) {
+			return true
+		}
+	}
+	return false
 }
 
 type callResult struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // The MCP tests drive tether's MCP server with the official TypeScript SDK
@@ -329,7 +330,7 @@ func startMCPWorkspace(t *testing.T, files map[string]string, extra ...string) *
 	}
 	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", root, "--log-level", "debug"}, extra...)
 	p := start(t, "bridge "+ws, exec.Command(tetherBin, args...))
-	b.waitWorkspace(ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	return &mcpWorkspace{b: b, bridge: p, ws: ws, tok: token(t, broker.RoleCaller, ws), root: root}
 }
 

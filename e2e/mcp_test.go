@@ -17,6 +17,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/terminal"
@@ -334,7 +335,7 @@ func TestMCPBridgeKilledDuringALongCommandAnswersDisconnectedUnder1s(t *testing.
 			e := startTermBridge(t)
 			c := connectMCP(t, mcpTransports(e.b, e.ws, e.tok)[name]...)
 			id := c.start("terminal_run", map[string]any{"command": "sleep 30.25", "timeout_s": 60}, false)
-			e.poll(5*time.Second, "the command to start", func() bool { return len(e.running("sleep 30.25")) > 0 })
+			testwait.Until(t, 5*time.Second, func() bool { return len(e.running("sleep 30.25")) > 0 }, "the command to start")
 			killed := time.Now()
 			_ = syscall.Kill(e.bridge.cmd.Process.Pid, syscall.SIGKILL)
 			r := c.wait(id, 10*time.Second)
@@ -343,7 +344,7 @@ func TestMCPBridgeKilledDuringALongCommandAnswersDisconnectedUnder1s(t *testing.
 			}
 			within(t, "workspace_disconnected after the kill", time.Since(killed), time.Second)
 			// The bridge's reaper ends what it started.
-			e.poll(2*time.Second, "the killed bridge's commands to end", func() bool { return len(e.tagged()) == 0 })
+			testwait.Until(t, 2*time.Second, func() bool { return len(e.tagged()) == 0 }, "the killed bridge's commands to end")
 		})
 	}
 }
@@ -355,12 +356,12 @@ func TestMCPClientCancelStopsTheCommandOnTheBridge(t *testing.T) {
 			c := connectMCP(t, mcpTransports(e.b, e.ws, e.tok)[name]...)
 			command := []string{"sleep 40.5", "sleep 40.75"}[i]
 			id := c.start("terminal_run", map[string]any{"command": command, "timeout_s": 60}, false)
-			e.poll(5*time.Second, "the command to start", func() bool { return len(e.running(command)) > 0 })
+			testwait.Until(t, 5*time.Second, func() bool { return len(e.running(command)) > 0 }, "the command to start")
 			c.cancel(id)
 			if r := c.wait(id, 5*time.Second); r.Err == "" {
 				t.Errorf("the cancelled call answered %+v", r)
 			}
-			e.poll(3*time.Second, "the command to end", func() bool { return len(e.running(command)) == 0 })
+			testwait.Until(t, 3*time.Second, func() bool { return len(e.running(command)) == 0 }, "the command to end")
 			// The workspace still serves the next call.
 			c.ok("terminal_run", map[string]any{"command": "true"}, nil)
 		})
@@ -478,20 +479,15 @@ func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 func TestUpPrintsMCPCommandsThatWork(t *testing.T) {
 	root := t.TempDir()
 	cmd := exec.Command(tetherBin, "up", "--listen", "127.0.0.1:0", "--root", root, "--sandbox-dir", "")
-	stdout, _ := cmd.StdoutPipe()
+	printed := &syncBuffer{}
+	cmd.Stdout = printed
 	start(t, "up", cmd)
+	// Its instructions end with this line; what is missing if it never
+	// comes is reported below.
+	testwait.Within(15*time.Second, func() bool { return printed.has("Ctrl-C stops it") })
+	buf := printed.String()
 	var lines []string
-	buf := make([]byte, 0, 8192)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(string(buf), "Ctrl-C stops it") {
-		chunk := make([]byte, 4096)
-		n, err := stdout.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		if err != nil {
-			break
-		}
-	}
-	for _, l := range strings.Split(string(buf), "\n") {
+	for _, l := range strings.Split(buf, "\n") {
 		lines = append(lines, strings.TrimSpace(l))
 	}
 	var stdio, http []string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -377,7 +378,7 @@ func TestNodeAttachByInspectorPortAndPid(t *testing.T) {
 		}
 		prog := startAttachTarget(t, d.root, cmd, nil)
 		port := nodeInspectPort(t, bufio.NewReader(stderr))
-		prog.waitBeatPast(-1, 10*time.Second)
+		testwait.Until(t, 10*time.Second, func() bool { return prog.beatPast(-1) }, "the program's first beat")
 		check(t, d, prog, map[string]any{"language": "javascript", "request": "attach", "connect": map[string]any{"host": "127.0.0.1", "port": port}})
 	})
 	t.Run("pid", func(t *testing.T) {
@@ -388,7 +389,7 @@ func TestNodeAttachByInspectorPortAndPid(t *testing.T) {
 		}
 		_ = os.Remove(filepath.Join(d.root, "beat"))
 		prog := startAttachTarget(t, d.root, exec.Command(node, "beat.js"), nil)
-		prog.waitBeatPast(-1, 10*time.Second)
+		testwait.Until(t, 10*time.Second, func() bool { return prog.beatPast(-1) }, "the program's first beat")
 		check(t, d, prog, map[string]any{"language": "javascript", "request": "attach", "pid": prog.cmd.Process.Pid})
 	})
 }
@@ -435,18 +436,9 @@ func TestNodeKilledBridgeLeavesNoNode(t *testing.T) {
 		t.Fatalf("processes of the session %q, want its node", left)
 	}
 	d.bridge.stop(syscall.SIGKILL, 10*time.Second)
-	waitNoProcessesIn(t, d.root, 5*time.Second)
-}
-
-// waitNoProcessesIn waits until no process of the workspace is left.
-func waitNoProcessesIn(t *testing.T, root string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for len(dbgProcessesIn(root)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left after %s: %q", within, dbgProcessesIn(root))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var left []string
+	if !testwait.Within(5*time.Second, func() bool { left = dbgProcessesIn(d.root); return len(left) == 0 }) {
+		t.Fatalf("processes left after 5s: %q", left)
 	}
 }
 
@@ -496,14 +488,20 @@ func TestNodeBadInputAnswersAtOnce(t *testing.T) {
 		if r.elapsed > 14*time.Second {
 			t.Errorf("answered after %s, want about 10s", r.elapsed)
 		}
-		waitNoProcessesIn(t, d.root, time.Second)
+		var left []string
+		if !testwait.Within(time.Second, func() bool { left = dbgProcessesIn(d.root); return len(left) == 0 }) {
+			t.Fatalf("processes left after 1s: %q", left)
+		}
 	})
 	t.Run("deadline", func(t *testing.T) {
 		r := d.call("/api/debug/start-session", silentLaunch, 3)
 		if r.resp.Success || r.elapsed > 4*time.Second {
 			t.Fatalf("start-session with a 3s deadline: %+v after %s, want a failure within it", r.resp, r.elapsed)
 		}
-		waitNoProcessesIn(t, d.root, 5*time.Second)
+		var left []string
+		if !testwait.Within(5*time.Second, func() bool { left = dbgProcessesIn(d.root); return len(left) == 0 }) {
+			t.Fatalf("processes left after 5s: %q", left)
+		}
 	})
 }
 

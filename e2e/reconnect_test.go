@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -24,7 +25,7 @@ func TestLateAckAfterReconnectAnswersNoCallOfTheNewConnection(t *testing.T) {
 	if first["event"] != "connected" {
 		t.Fatalf("socket.io-client did not connect: %v", first)
 	}
-	b.waitWorkspace(ws, true, 5*time.Second)
+	testwait.Until(t, 5*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	tok := token(t, broker.RoleCaller, ws)
 	body := func(nonce string) string {
 		return `{"endpoint":"/api/ping","payload":{"nonce":"` + nonce + `"},"timeout":30}`
@@ -37,7 +38,7 @@ func TestLateAckAfterReconnectAnswersNoCallOfTheNewConnection(t *testing.T) {
 		t.Fatalf("the call pending when the connection dropped: %+v, want workspace_disconnected", r.resp)
 	}
 	c.await("connected", 10*time.Second)
-	b.waitWorkspace(ws, true, 5*time.Second)
+	testwait.Until(t, 5*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 
 	bc := b.goCall(ws, tok, body("b"))
 	callB := c.await("tool_call", 5*time.Second)

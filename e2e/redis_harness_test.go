@@ -127,18 +127,6 @@ func (b *brokerProc) readyz() int {
 	return res.StatusCode
 }
 
-// waitReadyz polls /readyz until it answers status.
-func (b *brokerProc) waitReadyz(status int, within time.Duration) {
-	b.t.Helper()
-	deadline := time.Now().Add(within)
-	for b.readyz() != status {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("%s: /readyz did not answer %d within %s (last %d)", b.name, status, within, b.readyz())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // metric returns the value of an unlabelled metric on /metrics.
 func (b *brokerProc) metric(name string) float64 {
 	b.t.Helper()

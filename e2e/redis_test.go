@@ -20,6 +20,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -182,16 +183,8 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 	halt := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
 	t.Cleanup(halt) // also when the test fails half-way
 	// Let calls flow through B first.
-	waitCount := func(what string, n int, cond func() int) {
-		deadline := time.Now().Add(10 * time.Second)
-		for cond() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d, want %d", what, cond(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitCount("calls answered by the old client", 50, func() int { mu.Lock(); defer mu.Unlock(); return outcomes["success via ack"] })
+	answered := func(via string) int { mu.Lock(); defer mu.Unlock(); return outcomes["success via "+via] }
+	testwait.Until(t, 10*time.Second, func() bool { return answered("ack") >= 50 }, "50 calls answered by the old client")
 
 	neu := connectIDE(t, c, "ws-move", "event")
 	ev := old.await("disconnect", 5*time.Second)
@@ -200,9 +193,9 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 		t.Fatalf("old client disconnected with %v", ev)
 	}
 	b.waitLine(5*time.Second, "connection closed", `"reason":"replaced"`)
-	b.waitWorkspace("ws-move", false, 5*time.Second)
-	c.waitWorkspace("ws-move", true, time.Second)
-	waitCount("calls answered by the new client", 50, func() int { mu.Lock(); defer mu.Unlock(); return outcomes["success via event"] })
+	testwait.Until(t, 5*time.Second, func() bool { return !b.holds("ws-move") }, "%s no longer holding ws-move", b.name)
+	testwait.Until(t, time.Second, func() bool { return c.holds("ws-move") }, "%s holding ws-move", c.name)
+	testwait.Until(t, 10*time.Second, func() bool { return answered("event") >= 50 }, "50 calls answered by the new client")
 	halt()
 
 	// No call reached both clients.
@@ -301,7 +294,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 
 	e.srv.Stop()
 	for _, p := range all {
-		p.waitReadyz(503, 5*time.Second)
+		testwait.Until(t, 5*time.Second, func() bool { return p.readyz() == 503 }, "%s /readyz answering 503", p.name)
 	}
 	r := a.call("ws-phoenix", tok, ping)
 	if r.err != nil || r.resp.Success || r.resp.Error != protocol.CodeBusUnavailable || r.elapsed > time.Second {
@@ -316,7 +309,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 
 	e.srv.Restart()
 	for _, p := range all {
-		p.waitReadyz(200, 15*time.Second)
+		testwait.Until(t, 15*time.Second, func() bool { return p.readyz() == 200 }, "%s /readyz answering 200", p.name)
 	}
 	b.waitLine(5*time.Second, "workspaces reannounced", `"workspaces":1`)
 	// Ready means resubscribed: every call from now on gets through.
@@ -369,13 +362,7 @@ func TestRedisGoCallersGetAnswers(t *testing.T) {
 		}()
 	}
 	// Both are held: the worker's waiter is registered, A logged the wait.
-	deadline := time.Now().Add(5 * time.Second)
-	for overRedis.Pending() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Redis caller's call is not waiting (%d waiters)", overRedis.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return overRedis.Pending() == 1 }, "the Redis caller's call waiting (one waiter)")
 	a.waitLine(5*time.Second, "waiting for workspace", `"workspace_id":"ws-late"`)
 	startBridge(t, c, "ws-late")
 	got := map[string]bool{}
@@ -624,7 +611,7 @@ func TestRedisReplyToAGoneCallerIsDroppedAndCounted(t *testing.T) {
 	}
 	ide.send(map[string]any{"cmd": "answer", "correlation_id": call["correlation_id"], "via": "ack"})
 	b.waitLine(5*time.Second, "reply reached no caller", call["correlation_id"].(string))
-	waitMetric(t, b, "tether_replies_dropped_total 1")
+	testwait.Until(t, 5*time.Second, func() bool { return b.metric("tether_replies_dropped_total") == 1 }, "tether_replies_dropped_total 1 on /metrics")
 	// Not retried: B publishes nothing more for it.
 	if v := b.metric("tether_replies_dropped_total"); v != 1 {
 		t.Fatalf("dropped counter %v, want 1", v)
@@ -768,7 +755,7 @@ func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
 	if _, msg, err := ws.Read(ctx); err != nil || !strings.HasPrefix(string(msg), "40") {
 		t.Fatalf("CONNECT ack: %q, %v", msg, err)
 	}
-	b.waitWorkspace("ws-stalled", true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-stalled") }, "%s holding ws-stalled", b.name)
 
 	// 48 calls of 900 kB: far more than the socket buffers hold.
 	tok := token(t, broker.RoleCaller, "*")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/internal/gittest"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -154,7 +155,7 @@ func TestSandboxThroughBrokerAndBridge(t *testing.T) {
 	c.ok(at("write-file"), map[string]any{"path": "wip.txt", "content": "unsaved"}, nil)
 	bridge.stop(syscall.SIGTERM, 10*time.Second)
 	bridgeLog := strings.Join(bridge.lines, "\n")
-	b.waitWorkspace(ws, false, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return !b.holds(ws) }, "%s no longer holding %s", b.name, ws)
 	bridge = startBridge(t, b, ws, "--sandbox-dir", sandboxDir)
 	var after acquired
 	c.ok("/api/sandbox/workspaces", acq, &after)

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -288,7 +289,7 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 			if status != http.StatusOK {
 				t.Fatalf("POST answered %d", status)
 			}
-			pollUntilClosed(t, b.url, sid)
+			testwait.Until(t, 10*time.Second, func() bool { return pollClosed(b.url, sid) }, "the polling session to close")
 		}},
 		{"100,000 small frames", func(t *testing.T) {
 			c := connectedWire(t, b, "ws-chatty")
@@ -516,7 +517,7 @@ func TestSecurityNoSecretOrTokenInLogs(t *testing.T) {
 	bridgeTok := token(t, broker.RoleBridge, "ws-logs")
 	root := t.TempDir()
 	br := start(t, "bridge ws-logs", bridgeCmd(b, "ws-logs", bridgeTok, root, "--sandbox-dir", t.TempDir()))
-	b.waitWorkspace("ws-logs", true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-logs") }, "%s holding ws-logs", b.name)
 	callerTok := token(t, broker.RoleCaller, "ws-logs")
 	used := []string{bridgeTok, callerTok}
 

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testproc"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // keptEnded is how many ended sessions of each kind the bridge keeps
@@ -76,7 +76,7 @@ func TestSessionsInALoopLeaveNothingBehind(t *testing.T) {
 	terminalSession(1)
 	debugSession(e)
 	twin.warm(debugSession)
-	e.poll(5*time.Second, "the first sessions' processes to end", func() bool { return len(e.tagged()) <= 1 })
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.tagged()) <= 1 }, "the first sessions' processes to end")
 	baseProcs := e.tagged()
 	baseFDs, err := testproc.FDs(e.bridge.cmd.Process.Pid)
 	if err != nil {
@@ -93,11 +93,11 @@ func TestSessionsInALoopLeaveNothingBehind(t *testing.T) {
 
 	var procs []taggedProc
 	var fds int
-	e.poll(10*time.Second, "the sessions' processes and descriptors to go", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		procs = e.tagged()
 		fds, _ = testproc.FDs(e.bridge.cmd.Process.Pid)
 		return len(procs) <= len(baseProcs) && fds <= baseFDs
-	})
+	}, "the sessions' processes and descriptors to go")
 	rss, _, _ := testproc.MemKB(e.bridge.cmd.Process.Pid)
 	var list bridge.SessionsResult
 	e.result(e.call("/api/terminal/sessions", map[string]any{}, 10), &list)
@@ -137,7 +137,7 @@ func startTwinBridge(t *testing.T, e *termBridge) twinBridge {
 		"--root", tw.root, "--log-level", "info")
 	cmd.Env = append(os.Environ(), tagEnv+"="+tw.tag)
 	tw.bridge = start(t, "twin bridge", cmd)
-	e.b.waitWorkspace(tw.ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return e.b.holds(tw.ws) }, "%s holding %s", e.b.name, tw.ws)
 	return twinBridge{tw}
 }
 
@@ -175,6 +175,6 @@ func goroutineDump(t *testing.T, p *proc, e *termBridge) int {
 	if n == 0 {
 		t.Fatalf("%s wrote no goroutine dump on SIGQUIT", p.name)
 	}
-	e.poll(5*time.Second, fmt.Sprintf("the processes of %s to end after it exited", p.name), func() bool { return len(e.tagged()) == 0 })
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.tagged()) == 0 }, "the processes of %s to end after it exited", p.name)
 	return n
 }

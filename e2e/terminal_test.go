@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -72,7 +73,7 @@ func startTermBridgeOn(t *testing.T, b *brokerProc, ws string, extra ...string) 
 		t.Fatalf("cannot read the bridge's HTTP address from %q", line)
 	}
 	e.http = ev.Addr
-	b.waitWorkspace(e.ws, true, 10*time.Second)
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(e.ws) }, "%s holding %s", b.name, e.ws)
 	t.Cleanup(func() {
 		start := time.Now()
 		e.bridge.stop(syscall.SIGTERM, 10*time.Second)
@@ -156,7 +157,7 @@ func (e *termBridge) readAll(id string) (string, terminal.OutputResult) {
 	var out strings.Builder
 	var last terminal.OutputResult
 	var offset int64
-	e.poll(10*time.Second, "session "+id+" to end", func() bool {
+	testwait.Until(e.t, 10*time.Second, func() bool {
 		r := e.output(id, offset)
 		if r.Offset != offset || r.Missed != 0 || r.NextOffset != r.Offset+int64(len(r.Output)) {
 			e.t.Fatalf("asked for %d, got offset %d missed %d next %d with %d bytes", offset, r.Offset, r.Missed, r.NextOffset, len(r.Output))
@@ -164,20 +165,8 @@ func (e *termBridge) readAll(id string) (string, terminal.OutputResult) {
 		out.WriteString(r.Output)
 		offset, last = r.NextOffset, r
 		return !r.Running && !r.More
-	})
+	}, "session %s to end", id)
 	return out.String(), last
-}
-
-// poll calls f every 10 ms until it returns true or d passes.
-func (e *termBridge) poll(d time.Duration, what string, f func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // taggedProc is a live process that inherited the bridge's tag.
@@ -398,11 +387,11 @@ func TestTerminalCallerGoneKillsTheCommand(t *testing.T) {
 			}
 			done <- err
 		}()
-		e.poll(5*time.Second, "sleep to start", func() bool { return len(e.running("sleep 30")) > 0 })
+		testwait.Until(t, 5*time.Second, func() bool { return len(e.running("sleep 30")) > 0 }, "sleep to start")
 		cancel() // the broker sends tool_cancel
 		<-done
 		start := time.Now()
-		e.poll(2*time.Second, "the sleep to be killed", func() bool { return len(e.running("sleep 30")) == 0 })
+		testwait.Until(t, 2*time.Second, func() bool { return len(e.running("sleep 30")) == 0 }, "the sleep to be killed")
 		t.Logf("killed %v after the caller left", time.Since(start))
 	})
 }
@@ -439,7 +428,7 @@ func TestTerminalSigintEndsAsyncSleep(t *testing.T) {
 	e := startTermBridge(t)
 	e.modes(func(t *testing.T, hidden bool) {
 		a := e.startAsync(map[string]any{"command": "sleep 100", "hidden": hidden})
-		e.poll(2*time.Second, "sleep to start", func() bool { return len(e.running("sleep 100")) > 0 })
+		testwait.Until(t, 2*time.Second, func() bool { return len(e.running("sleep 100")) > 0 }, "sleep to start")
 		start := time.Now()
 		var sr struct {
 			SessionID string `json:"session_id"`
@@ -450,7 +439,7 @@ func TestTerminalSigintEndsAsyncSleep(t *testing.T) {
 			t.Errorf("signal result %+v", sr)
 		}
 		var o terminal.OutputResult
-		e.poll(2*time.Second, "the session to end", func() bool { o = e.output(a.SessionID, 0); return !o.Running })
+		testwait.Until(t, 2*time.Second, func() bool { o = e.output(a.SessionID, 0); return !o.Running }, "the session to end")
 		if took := time.Since(start); took > time.Second || o.ExitCode == nil || *o.ExitCode != 130 {
 			t.Errorf("ended after %v with exit code %v, want 130", took, o.ExitCode)
 		}
@@ -622,7 +611,7 @@ func TestTerminalNoProcessOutlivesTheBridge(t *testing.T) {
 	e.startAsync(map[string]any{"command": "sleep 100", "hidden": true})
 	e.startAsync(map[string]any{"command": "trap '' TERM HUP; sleep 100 & sleep 100", "hidden": true})
 	e.startAsync(map[string]any{"command": "sleep 100"})
-	e.poll(5*time.Second, "four sleeps", func() bool { return len(e.running("sleep 100")) == 4 })
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.running("sleep 100")) == 4 }, "four sleeps")
 	start := time.Now()
 	e.bridge.stop(syscall.SIGTERM, 10*time.Second)
 	t.Logf("the bridge exited %v after SIGTERM", time.Since(start))
@@ -638,28 +627,22 @@ func TestTerminalNoProcessOutlivesAKilledBridge(t *testing.T) {
 	// does not get its SIGHUP.
 	e.startAsync(map[string]any{"command": "sleep 100; echo", "hidden": true})
 	e.startAsync(map[string]any{"command": "sleep 101"})
-	e.poll(5*time.Second, "both sleeps", func() bool {
+	testwait.Until(t, 5*time.Second, func() bool {
 		return len(e.running("sleep 100")) == 1 && len(e.running("sleep 101")) == 1
-	})
+	}, "both sleeps")
 	if err := syscall.Kill(e.bridge.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-e.bridge.done
 	start := time.Now()
 	var left []taggedProc
-	for {
-		if left = e.tagged(); len(left) == 0 {
-			t.Logf("nothing left %v after the bridge was killed", time.Since(start).Round(time.Millisecond))
-			return
+	if !testwait.Within(2*time.Second, func() bool { left = e.tagged(); return len(left) == 0 }) {
+		for _, p := range left {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
-		if time.Since(start) > 2*time.Second {
-			for _, p := range left {
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			}
-			t.Fatalf("left 2s after the bridge was killed: %v", left)
-		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("left 2s after the bridge was killed: %v", left)
 	}
+	t.Logf("nothing left %v after the bridge was killed", time.Since(start).Round(time.Millisecond))
 }
 
 // syncBuffer is an io.Writer a process writes while the test reads it.
@@ -678,6 +661,29 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// has reports whether every one of want was written.
+func (b *syncBuffer) has(want ...string) bool {
+	got := b.String()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// line returns the last complete line written that contains part, trimmed
+// ("" if there is none yet).
+func (b *syncBuffer) line(part string) string {
+	lines := strings.Split(b.String(), "\n")
+	for i := len(lines) - 2; i >= 0; i-- { // the last is not ended yet
+		if strings.Contains(lines[i], part) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
 }
 
 // startAttach runs `tether attach` against the bridge and waits until it
@@ -702,21 +708,6 @@ func startAttach(t *testing.T, addr string, stdin io.Reader, extra ...string) (*
 	return p, out
 }
 
-func (e *termBridge) waitOutput(out *syncBuffer, want ...string) string {
-	e.t.Helper()
-	var got string
-	e.poll(5*time.Second, fmt.Sprintf("tether attach to print %q", want), func() bool {
-		got = out.String()
-		for _, w := range want {
-			if !strings.Contains(got, w) {
-				return false
-			}
-		}
-		return true
-	})
-	return got
-}
-
 func TestTerminalAttachSeesTheAgentsCommand(t *testing.T) {
 	e := startTermBridge(t)
 	// Run before attaching: replayed from the transcript.
@@ -725,12 +716,13 @@ func TestTerminalAttachSeesTheAgentsCommand(t *testing.T) {
 	if r, _ := e.execute(map[string]any{"command": "echo attach-sees-$((6*7))"}); !r.Success {
 		t.Fatalf("%+v", r)
 	}
-	e.waitOutput(out, "\r\nbefore-attach\r\n",
-		"tether:"+e.root+"$ echo attach-sees-$((6*7))\r\n", "\r\nattach-sees-42\r\n")
+	want := []string{"\r\nbefore-attach\r\n", "tether:" + e.root + "$ echo attach-sees-$((6*7))\r\n", "\r\nattach-sees-42\r\n"}
+	testwait.Until(t, 5*time.Second, func() bool { return out.has(want...) }, "tether attach to print %q", want)
 	// Hidden commands stay out of the terminal.
 	e.execute(map[string]any{"command": "echo hidden-$((1+1))", "hidden": true})
 	e.execute(map[string]any{"command": "echo after-hidden"})
-	if got := e.waitOutput(out, "after-hidden\r\n"); strings.Contains(got, "hidden-2") {
+	testwait.Until(t, 5*time.Second, func() bool { return out.has("after-hidden\r\n") }, "tether attach to print %q", "after-hidden\r\n")
+	if got := out.String(); strings.Contains(got, "hidden-2") {
 		t.Errorf("a hidden command showed in the terminal: %q", got)
 	}
 	attach.stop(syscall.SIGINT, 5*time.Second)
@@ -751,12 +743,12 @@ func TestTerminalAttachWriteTypesIntoTheTerminal(t *testing.T) {
 	if _, err := io.WriteString(typed, "echo typed-by-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitOutput(out, "typed-by-42\r\n")
+	testwait.Until(t, 5*time.Second, func() bool { return out.has("typed-by-42\r\n") }, "tether attach to print %q", "typed-by-42\r\n")
 	// Once the person's line is done the agent gets the terminal back.
-	e.poll(2*time.Second, "the terminal to be free", func() bool {
+	testwait.Until(t, 2*time.Second, func() bool {
 		r, _ := e.execute(map[string]any{"command": "true"})
 		return r.Terminal == terminal.TerminalVisible
-	})
+	}, "the terminal to be free")
 }
 
 func TestTerminalAttachIsRefusedWithoutLoopbackHost(t *testing.T) {
@@ -777,31 +769,14 @@ func TestTerminalAttachIsRefusedWithoutLoopbackHost(t *testing.T) {
 
 func TestTerminalUpPrintsAnAttachThatWorks(t *testing.T) {
 	cmd := exec.Command(tetherBin, "up", "--listen", "127.0.0.1:0", "--root", t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	printed := &syncBuffer{}
+	cmd.Stdout = printed
 	start(t, "up", cmd)
-	var printed bytes.Buffer
 	var call, attach string
-	deadline := time.Now().Add(10 * time.Second)
-	for (call == "" || attach == "") && time.Now().Before(deadline) {
-		chunk := make([]byte, 4096)
-		n, err := stdout.Read(chunk)
-		printed.Write(chunk[:n])
-		for _, l := range strings.Split(printed.String(), "\n") {
-			switch l = strings.TrimSpace(l); {
-			case strings.Contains(l, " call --broker "):
-				call = l
-			case strings.Contains(l, " attach --bridge-http "):
-				attach = l
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	if call == "" || attach == "" {
+	if !testwait.Within(10*time.Second, func() bool {
+		call, attach = printed.line(" call --broker "), printed.line(" attach --bridge-http ")
+		return call != "" && attach != ""
+	}) {
 		t.Fatalf("tether up printed no call or no attach:\n%s", printed.String())
 	}
 	addr := attach[strings.LastIndex(attach, " ")+1:]
@@ -814,11 +789,7 @@ func TestTerminalUpPrintsAnAttachThatWorks(t *testing.T) {
 	if res, err := exec.Command("sh", "-c", execute).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", execute, err, res)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "\r\nup-42\r\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("tether attach did not show the command; it printed %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Within(5*time.Second, func() bool { return out.has("\r\nup-42\r\n") }) {
+		t.Fatalf("tether attach did not show the command; it printed %q", out.String())
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/dap/node"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // debugBenchC is the C scenario's program (dap's test program; line 4 is
@@ -120,19 +121,16 @@ func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws,
 		"--token", mintToken(tb, secret, broker.RoleBridge, ws), "--root", root, "--log-level", "warn"})
 	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
 	client := controlClient(tb)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Within(15*time.Second, func() bool {
 		if p.exited() {
 			tb.Fatalf("bridge exited while connecting: %v\n%s", p.Err(), p.logTail())
 		}
-		if list, err := listWorkspaces(client, brk.url, caller); err == nil && list[ws] {
-			return p
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("broker did not list %q within 15s\n%s", ws, p.logTail())
-		}
-		time.Sleep(20 * time.Millisecond)
+		list, err := listWorkspaces(client, brk.url, caller)
+		return err == nil && list[ws]
+	}) {
+		tb.Fatalf("broker did not list %q within 15s\n%s", ws, p.logTail())
 	}
+	return p
 }
 
 type tetherDebugClient struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // The systems and topologies of BenchmarkPeers.
@@ -232,15 +233,9 @@ func (d *deployment) probe(b *testing.B) {
 	client := controlClient(b)
 	deadline := time.Now().Add(15 * time.Second)
 	for _, tgt := range d.targets {
-		for {
-			err := probeCall(client, tgt)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%s %s: probe call to %s: %v\n%s", d.system, d.topology, tgt.url, err, d.logTails())
-			}
-			time.Sleep(50 * time.Millisecond)
+		var err error
+		if !testwait.Within(time.Until(deadline), func() bool { err = probeCall(client, tgt); return err == nil }) {
+			b.Fatalf("%s %s: probe call to %s: %v\n%s", d.system, d.topology, tgt.url, err, d.logTails())
 		}
 	}
 }

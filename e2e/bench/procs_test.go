@@ -16,6 +16,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/internal/testproc"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // proc is a child process of a benchmark (testproc: a process group of its
@@ -127,23 +128,17 @@ func startListening(tb testing.TB, name, path string, args, env func(addr string
 	for attempt := 1; ; attempt++ {
 		addr := freeAddr(tb)
 		p := startProc(tb, name, path, args(addr), env(addr)...)
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if p.exited() {
-				if attempt < 3 {
-					p.discard()
-					break
-				}
-				tb.Fatalf("%s exited while starting: %v\n%s", name, p.Err(), p.logTail())
-			}
-			if ready(addr) {
-				return p, addr
-			}
-			if time.Now().After(deadline) {
-				tb.Fatalf("%s not ready within 15s\n%s", name, p.logTail())
-			}
-			time.Sleep(20 * time.Millisecond)
+		exited := false
+		if !testwait.Within(15*time.Second, func() bool { exited = p.exited(); return exited || ready(addr) }) {
+			tb.Fatalf("%s not ready within 15s\n%s", name, p.logTail())
 		}
+		if !exited {
+			return p, addr
+		}
+		if attempt >= 3 {
+			tb.Fatalf("%s exited while starting: %v\n%s", name, p.Err(), p.logTail())
+		}
+		p.discard()
 	}
 }
 
@@ -204,20 +199,18 @@ func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws strin
 		"--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"})
 	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
 	client := controlClient(tb)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var err error
+	if !testwait.Within(15*time.Second, func() bool {
 		if p.exited() {
 			tb.Fatalf("bridge exited while connecting: %v\n%s", p.Err(), p.logTail())
 		}
-		list, err := listWorkspaces(client, brk.url, caller)
-		if err == nil && list[ws] {
-			return p
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("broker did not list workspace %q within 15s (last error: %v)\n%s\n%s", ws, err, p.logTail(), brk.logTail())
-		}
-		time.Sleep(20 * time.Millisecond)
+		var list map[string]bool
+		list, err = listWorkspaces(client, brk.url, caller)
+		return err == nil && list[ws]
+	}) {
+		tb.Fatalf("broker did not list workspace %q within 15s (last error: %v)\n%s\n%s", ws, err, p.logTail(), brk.logTail())
 	}
+	return p
 }
 
 func mintToken(tb testing.TB, secret []byte, role, ws string) string {

@@ -158,7 +158,7 @@ func (r *run) asyncCall(c *call) (outcome, bad string, done time.Time, note asyn
 	}
 	cancelled := false
 	if c.act == actCancel && !store.IsFinal(rec.Status) {
-		time.Sleep(time.Until(sent.Add(c.giveUp)))
+		time.Sleep(time.Until(sent.Add(c.giveUp))) // the call's schedule: cancelled at its give-up time
 		got, err := a.retry(ctx, func(h *caller.HTTP) (store.Record, error) { return h.Cancel(ctx, c.cid) })
 		cancelled = err == nil && got.Status == store.Cancelled
 		r.asyncCancels.Add(1)

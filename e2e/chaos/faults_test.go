@@ -247,7 +247,7 @@ func (r *run) bridgeKill(rng *rand.Rand, f *fault) error {
 	if left := w.killBridge(3 * time.Second); len(left) > 0 {
 		r.violate(violation{kind: "process_left", detail: fmt.Sprintf("bridge %s killed with -9 left processes running after 3s: %v", w.id, left), at: time.Now()})
 	}
-	time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
+	time.Sleep(time.Duration(rng.Int64N(int64(time.Second)))) // the fault's schedule: down for up to a second
 	restart := time.Now()
 	if err := w.startBridge(); err != nil {
 		return err
@@ -311,9 +311,9 @@ func (r *run) partition(rng *rand.Rand, f *fault) error {
 	f.note = "for " + d.Round(time.Millisecond).String()
 	f.start = time.Now()
 	w.proxy.partition()
-	time.Sleep(d)
+	time.Sleep(d) // the fault's schedule: partitioned for d
 	w.proxy.heal()
-	time.Sleep(r.cfg.pingInterval + r.cfg.pingTimeout)
+	time.Sleep(r.cfg.pingInterval + r.cfg.pingTimeout) // and it lasts a heartbeat's whole timeout past healing
 	ctx, cancel := r.recoverCtx()
 	defer cancel()
 	return r.topo.waitHeld(ctx, time.Time{}, w)
@@ -324,7 +324,7 @@ func (r *run) partition(rng *rand.Rand, f *fault) error {
 func (r *run) brokerKill(rng *rand.Rand, f *fault) error {
 	return r.bounceBroker(rng, f, func(b *brokerNode) {
 		b.kill()
-		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(1300*time.Millisecond))))
+		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(1300*time.Millisecond)))) // the fault's schedule: down for 0.2 to 1.5 s
 	})
 }
 
@@ -393,7 +393,7 @@ func (r *run) takeover(rng *rand.Rand, f *fault) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(d)
+	time.Sleep(d) // the fault's schedule: the second client stays for d
 	if err := c.stop(); err != nil {
 		r.violate(violation{kind: "bad_exit", at: time.Now(), detail: err.Error()})
 	}
@@ -415,7 +415,7 @@ func (r *run) redisRestart(rng *rand.Rand, f *fault) error {
 	f.target, f.scope = "redis", scopeAll
 	f.start = time.Now()
 	r.topo.redis.Stop()
-	time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
+	time.Sleep(time.Duration(rng.Int64N(int64(time.Second)))) // the fault's schedule: down for up to a second
 	r.topo.redis.Restart()
 	return r.waitRedis()
 }
@@ -433,7 +433,7 @@ func (r *run) redisPause(rng *rand.Rand, f *fault) error {
 	if _, err := r.topo.redis.Do("CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "ALL"); err != nil {
 		return fmt.Errorf("CLIENT PAUSE: %w", err)
 	}
-	time.Sleep(d)
+	time.Sleep(d) // the fault's schedule: Redis ends the pause by itself after d
 	return r.waitRedis()
 }
 
@@ -454,6 +454,7 @@ func (r *run) waitRedis() error {
 		case <-ctx.Done():
 			return fmt.Errorf("after the Redis fault: %w", err)
 		case <-time.After(50 * time.Millisecond):
+			// Every 50 ms, as waitHeld: the brokers under test answer each look.
 		}
 	}
 	return r.topo.waitHeld(ctx, time.Time{}, r.topo.spaces...)
@@ -474,7 +475,7 @@ func (r *run) clientStall(rng *rand.Rand, f *fault) error {
 	if err := w.client.send(map[string]any{"cmd": "stall", "ms": d.Milliseconds()}); err != nil {
 		return err
 	}
-	time.Sleep(d + r.cfg.pingInterval + r.cfg.pingTimeout)
+	time.Sleep(d + r.cfg.pingInterval + r.cfg.pingTimeout) // the fault's schedule: the stall, then a heartbeat's whole timeout
 	ctx, cancel := r.recoverCtx()
 	defer cancel()
 	return r.topo.waitHeld(ctx, time.Time{}, w)

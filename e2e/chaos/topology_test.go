@@ -20,6 +20,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testproc"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // The processes of a run and how to start, crash and restart them. Every
@@ -129,9 +130,7 @@ func (b *brokerNode) start() error {
 		if err != nil {
 			return err
 		}
-		for !p.Exited() && !b.t.healthy(b.url) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.Within(time.Until(deadline), func() bool { return p.Exited() || b.t.healthy(b.url) })
 		if !p.Exited() && b.t.healthy(b.url) {
 			b.proc = p
 			return nil
@@ -140,7 +139,7 @@ func (b *brokerNode) start() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("broker %s did not start on %s within %s\n%s", b.name, b.addr, startWait, p.LogTail(3000))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a pause between attempts, each a new process: nothing tells when the port is free
 	}
 }
 
@@ -245,6 +244,9 @@ func (t *topology) waitHeld(ctx context.Context, since time.Time, spaces ...*wor
 				}
 				return fmt.Errorf("broker %s does not hold %s (connected after %s) or is not ready: %v", b.name, strings.Join(missing, ","), since.Format("15:04:05.000"), err)
 			case <-time.After(50 * time.Millisecond):
+				// Every 50 ms, not testwait's 5: a look is a list that every
+				// broker answers over Redis, up to three faults recover at
+				// once, and the run's own calls are what it measures.
 			}
 		}
 	}
@@ -284,15 +286,9 @@ func (w *workspace) killBridge(grace time.Duration) []string {
 		return nil
 	}
 	p.Kill()
-	deadline := time.Now().Add(grace)
 	var left []proctree.Ref
-	for {
-		left = proctree.WithEnv(procMarkEnv, mark)
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // nothing signals that a non-child is gone
-	}
+	// Polling /proc: nothing signals that a non-child is gone.
+	testwait.Within(grace, func() bool { left = proctree.WithEnv(procMarkEnv, mark); return len(left) == 0 })
 	var out []string
 	for _, q := range left {
 		out = append(out, fmt.Sprintf("%d (%s)", q.Pid, q.Comm()))

@@ -314,7 +314,7 @@ func TestAwaitCancelsReturnsOnceTheLastDueToolCancelIsReported(t *testing.T) {
 	}
 	r.delivered = map[uint64]int16{0: 1, 1: 2}
 	go func() {
-		time.Sleep(50 * time.Millisecond) // the report arrives late, as after a run's last timeout
+		time.Sleep(50 * time.Millisecond) // the report arrives late, as after a run's last timeout: the delay is the subject
 		r.onCancelled(r.cid(0))
 	}()
 	began := time.Now()

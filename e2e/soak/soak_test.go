@@ -27,6 +27,7 @@ import (
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/internal/testproc"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // TestMain stops every process the soak started on Ctrl-C, and fails the
@@ -132,7 +133,9 @@ func TestSoak(t *testing.T) {
 	t.Cleanup(s.control.CloseIdleConnections)
 	s.startBroker(bin)
 
-	time.Sleep(2 * time.Second) // let the fresh broker finish starting
+	// The baseline is taken once the fresh broker's start-up has settled;
+	// nothing signals that, so time passes (the soak measures from here).
+	time.Sleep(2 * time.Second)
 	base := s.sample(0)
 	t.Logf("soak: %d socket.io connections (%d per node process), %d bridges (%d tether bridge processes, %d in this process), ping interval %s, %d calls/s for %s",
 		cfg.conns, clientsPerNode, cfg.bridges, cfg.bridgeProcs, cfg.bridges-cfg.bridgeProcs, cfg.pingInterval, cfg.rate, cfg.duration)
@@ -150,7 +153,7 @@ func TestSoak(t *testing.T) {
 	calls.Go(func() { s.trickle(stopCalls) })
 	end := time.Now().Add(cfg.duration)
 	for time.Now().Before(end) {
-		time.Sleep(min(cfg.sample, time.Until(end)))
+		time.Sleep(min(cfg.sample, time.Until(end))) // the soak's duration, sampled every cfg.sample: time is the subject
 		smp := s.sample(time.Since(start))
 		samples = append(samples, smp)
 		if smp.conns != want {
@@ -250,18 +253,16 @@ func (s *soak) startBroker(bin string) {
 	})
 	s.url = "http://" + addr
 	s.caller = s.token(broker.RoleCaller, broker.AnyWorkspace)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	healthy := false
+	testwait.Within(20*time.Second, func() bool {
 		if res, err := s.control.Get(s.url + "/healthz"); err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
+			healthy = res.StatusCode == http.StatusOK
 		}
-		if s.broker.Exited() || time.Now().After(deadline) {
-			t.Fatalf("the broker did not start\n%s", s.broker.LogTail(3000))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return healthy || s.broker.Exited()
+	})
+	if !healthy {
+		t.Fatalf("the broker did not start\n%s", s.broker.LogTail(3000))
 	}
 }
 
@@ -376,6 +377,9 @@ func (s *soak) waitListed(n int, within time.Duration) {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("the broker lists %d workspaces (%v), want %d, after %s", got, err, n, within)
 		}
+		// Every 200 ms, not testwait's 5: a look lists up to every
+		// connection of the soak, from the broker whose connect time and
+		// memory it measures.
 		time.Sleep(200 * time.Millisecond)
 	}
 }
@@ -427,7 +431,7 @@ func (s *soak) waitBaseline(base sample, heap int64) (sample, time.Duration) {
 			time.Since(start) > returnWait {
 			return x, time.Since(start)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a sample a second: each scrapes the measured broker, and how long it took is reported
 	}
 }
 
