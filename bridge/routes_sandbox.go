@@ -5,27 +5,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
-)
-
-// Sandbox endpoints (docs/design.md, "Bridge routes"; issue #6). Per-workspace
-// routes live under SandboxWorkspacesEndpoint/{workspace_id}/….
-const (
-	SandboxWorkspacesEndpoint = "/api/sandbox/workspaces"
-	SandboxListEndpoint       = "/api/sandbox/workspaces/list"
-	SandboxEvictEndpoint      = "/api/sandbox/evict"
 )
 
 // sandboxEvictInterval is how often the bridge runs sandbox eviction in
 // the background.
 const sandboxEvictInterval = 10 * time.Minute
-
-// OKResult answers routes that have nothing else to say (release,
-// destroy).
-type OKResult struct {
-	WorkspaceID string `json:"workspace_id"`
-	OK          bool   `json:"ok"`
-}
 
 func mountSandbox(r *Router, b *Bridge) {
 	if b.cfg.SandboxDir == "" {
@@ -43,17 +29,17 @@ func mountSandbox(r *Router, b *Bridge) {
 	}, errSandboxClosed)
 	b.sbx = h
 
-	Handle(r, SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
+	Handle(r, protocol.SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
 		return s.AcquireWorkspace(c.Logger().WithContext(ctx), req)
 	}))
-	Handle(r, SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
+	Handle(r, protocol.SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
 		return s.List(req), nil
 	}))
-	Handle(r, SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
+	Handle(r, protocol.SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
 		return s.Evict(ctx, req)
 	}))
 
-	ws := SandboxWorkspacesEndpoint + "/:workspace_id/"
+	ws := protocol.SandboxWorkspacesEndpoint + "/:workspace_id/"
 	sandboxRoute(r, h, ws+"read-file", (*sandbox.Service).ReadFile)
 	sandboxRoute(r, h, ws+"write-file", (*sandbox.Service).WriteFile)
 	sandboxRoute(r, h, ws+"str-replace", (*sandbox.Service).StrReplace)
@@ -69,11 +55,11 @@ func mountSandbox(r *Router, b *Bridge) {
 	sandboxRoute(r, h, ws+"git/commit", (*sandbox.Service).GitCommit)
 	sandboxRoute(r, h, ws+"git/push", (*sandbox.Service).GitPush)
 	sandboxRoute(r, h, ws+"git/status", (*sandbox.Service).GitStatus)
-	sandboxRoute(r, h, ws+"release", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
-		return OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
+	sandboxRoute(r, h, ws+"release", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (protocol.OKResult, error) {
+		return protocol.OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
 	})
-	sandboxRoute(r, h, ws+"destroy", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
-		return OKResult{WorkspaceID: id, OK: true}, s.Destroy(ctx, id)
+	sandboxRoute(r, h, ws+"destroy", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (protocol.OKResult, error) {
+		return protocol.OKResult{WorkspaceID: id, OK: true}, s.Destroy(ctx, id)
 	})
 }
 

@@ -148,7 +148,7 @@ func TestUnreadableResultIsAnErrorNotAProtocolFailure(t *testing.T) {
 func blocking() (*fakeWorkspace, <-chan error) {
 	ended := make(chan error, 16)
 	return &fakeWorkspace{answer: func(ctx context.Context, req caller.Request) protocol.ToolResponse {
-		if req.Endpoint == bridge.WorkspaceCapabilitiesEndpoint {
+		if req.Endpoint == protocol.WorkspaceCapabilitiesEndpoint {
 			return protocol.Failure("c", protocol.CodeUnknownRoute, "no route")
 		}
 		<-ctx.Done()

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -61,7 +60,7 @@ func addTerminalTools(s *Server) {
 		description: "Run a shell command in the workspace (the bridge's root, or a sandbox given sandbox_id) and return its exit code and output. " +
 			"The person at the machine sees it in the bridge's terminal. A sync command (the default) returns when it ends or after timeout_s, stopped, with the output so far. " +
 			"With async true it returns at once with a session_id: read its output with terminal_output, type into it with terminal_input, stop it with terminal_signal.",
-		routes: []string{bridge.TerminalExecuteEndpoint, sandboxPattern("exec")}, destructive: true,
+		routes: []string{protocol.TerminalExecuteEndpoint, sandboxPattern("exec")}, destructive: true,
 	}, runCommand)
 	add(s, spec{
 		name:  "terminal_output",
@@ -79,8 +78,8 @@ func addTerminalTools(s *Server) {
 		title:       "Type into an async command",
 		description: "Write text to the standard input of an async command (terminal_run with async), for a prompt or a REPL; eof closes its input. Returns the bytes written.",
 		routes:      []string{sessionPattern("input")}, destructive: true,
-	}, func(ctx context.Context, tc *toolCall, in inputArgs) (bridge.InputResult, string, error) {
-		var out bridge.InputResult
+	}, func(ctx context.Context, tc *toolCall, in inputArgs) (protocol.InputResult, string, error) {
+		var out protocol.InputResult
 		err := tc.call(ctx, sessionRoute(in.SessionID, "input"), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
 		text := fmt.Sprintf("Wrote %d bytes to session %s", out.Bytes, line(in.SessionID, maxValue))
 		if out.EOF {
@@ -93,20 +92,20 @@ func addTerminalTools(s *Server) {
 		title:       "Signal an async command",
 		description: "Send a signal to an async command (terminal_run with async) and its children: SIGINT to interrupt it like Ctrl-C, SIGTERM or SIGKILL to end it.",
 		routes:      []string{sessionPattern("signal")}, destructive: true,
-	}, func(ctx context.Context, tc *toolCall, in signalArgs) (bridge.SignalResult, string, error) {
-		var out bridge.SignalResult
+	}, func(ctx context.Context, tc *toolCall, in signalArgs) (protocol.SignalResult, string, error) {
+		var out protocol.SignalResult
 		err := tc.call(ctx, sessionRoute(in.SessionID, "signal"), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
 		return out, fmt.Sprintf("Sent %s to session %s. Next: terminal_output to see how it ended.", line(out.Signal, maxValue), line(in.SessionID, maxValue)), err
 	})
 }
 
 func sessionRoute(id, op string) string {
-	return bridge.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
+	return protocol.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
 
 // sessionPattern is the route pattern of sessionRoute, as capabilities
 // lists it.
-func sessionPattern(op string) string { return bridge.TerminalSessionsEndpoint + "/:id/" + op }
+func sessionPattern(op string) string { return protocol.TerminalSessionsEndpoint + "/:id/" + op }
 
 func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecResult, string, error) {
 	var out terminal.ExecResult
@@ -131,7 +130,7 @@ func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecRes
 		req.Timeout = timeout.Seconds()
 		callTimeout = timeout + syncSlack
 	}
-	err := tc.call(ctx, bridge.TerminalExecuteEndpoint, req, callTimeout, &out)
+	err := tc.call(ctx, protocol.TerminalExecuteEndpoint, req, callTimeout, &out)
 	return out, renderExec(out), err
 }
 

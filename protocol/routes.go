@@ -1,0 +1,72 @@
+package protocol
+
+// Endpoint names: the routes a workspace client serves (docs/design.md,
+// "Bridge routes"). This is the one list of them; the bridge mounts its
+// handlers at these paths and callers (the mcp tools, tether mcp, tests)
+// name the route they call with them.
+
+// PingEndpoint echoes its payload as the result. It exists for tests,
+// benchmarks and "is this workspace alive?" probes, so it does nothing else.
+const PingEndpoint = "/api/ping"
+
+// Terminal endpoints. The session routes take the session id as a path
+// parameter: /api/terminal/sessions/{session_id}/output, …/input and
+// …/signal.
+const (
+	TerminalExecuteEndpoint  = "/api/terminal/execute"
+	TerminalSessionsEndpoint = "/api/terminal/sessions"
+)
+
+// Debug endpoints. Every /api/debug route but list-sessions takes
+// session_id in its payload.
+const (
+	DebugContextEndpoint     = "/api/workspace/debug-context"
+	DebugStartEndpoint       = "/api/debug/start-session"
+	DebugBreakpointsEndpoint = "/api/debug/set-breakpoints"
+	DebugContinueEndpoint    = "/api/debug/continue"
+	DebugStepOverEndpoint    = "/api/debug/step-over"
+	DebugStepIntoEndpoint    = "/api/debug/step-into"
+	DebugStepOutEndpoint     = "/api/debug/step-out"
+	DebugPauseEndpoint       = "/api/debug/pause"
+	DebugSnapshotEndpoint    = "/api/debug/snapshot"
+	DebugEvaluateEndpoint    = "/api/debug/evaluate"
+	DebugListEndpoint        = "/api/debug/list-sessions"
+	DebugStopEndpoint        = "/api/debug/stop-session"
+	DebugOutputEndpoint      = "/api/debug/output"
+)
+
+// Workspace endpoints: files, search and git on the bridge's own root
+// (docs/workspace-files.md), and what the bridge serves (capabilities).
+// The per-workspace sandbox routes take the same payloads under
+// SandboxWorkspacesEndpoint/{workspace_id}/, named by what follows
+// WorkspacePrefix ("read-file", "git/status", …).
+const (
+	WorkspaceReadFileEndpoint     = WorkspacePrefix + "read-file"
+	WorkspaceWriteFileEndpoint    = WorkspacePrefix + "write-file"
+	WorkspaceStrReplaceEndpoint   = WorkspacePrefix + "str-replace"
+	WorkspaceListDirEndpoint      = WorkspacePrefix + "list-dir"
+	WorkspaceStatEndpoint         = WorkspacePrefix + "stat"
+	WorkspaceExistsEndpoint       = WorkspacePrefix + "exists"
+	WorkspaceMkdirEndpoint        = WorkspacePrefix + "mkdir"
+	WorkspaceRmEndpoint           = WorkspacePrefix + "rm"
+	WorkspaceReaddirEndpoint      = WorkspacePrefix + "readdir"
+	WorkspaceSearchEndpoint       = WorkspacePrefix + "search"
+	WorkspaceGitStatusEndpoint    = WorkspaceGitPrefix + "status"
+	WorkspaceGitDiffEndpoint      = WorkspaceGitPrefix + "diff"
+	WorkspaceCapabilitiesEndpoint = WorkspacePrefix + "capabilities"
+
+	// WorkspacePrefix starts every workspace route; what follows it names
+	// the operation, the name the same operation has under a sandbox
+	// workspace.
+	WorkspacePrefix = "/api/workspace/"
+	// WorkspaceGitPrefix starts the workspace git routes.
+	WorkspaceGitPrefix = WorkspacePrefix + "git/"
+)
+
+// Sandbox endpoints (issue #6). Per-workspace routes live under
+// SandboxWorkspacesEndpoint/{workspace_id}/….
+const (
+	SandboxWorkspacesEndpoint = "/api/sandbox/workspaces"
+	SandboxListEndpoint       = "/api/sandbox/workspaces/list"
+	SandboxEvictEndpoint      = "/api/sandbox/evict"
+)
