@@ -44,17 +44,17 @@ func mountTerminal(r *Router, b *Bridge) {
 		// its own; Execute answers timed_out before it expires.
 		return m.Execute(c.Logger().WithContext(ctx), req)
 	})
-	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/output", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionOutputOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
 		return m.Output(c.Param("session_id"), req.Offset)
 	})
-	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/input", func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.InputRequest) (protocol.InputResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionInputOp, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.InputRequest) (protocol.InputResult, error) {
 		id := c.Param("session_id")
 		if err := m.Input(ctx, id, req.Data, req.EOF); err != nil {
 			return protocol.InputResult{}, err
 		}
 		return protocol.InputResult{SessionID: id, Bytes: len(req.Data), EOF: req.EOF}, nil
 	})
-	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/signal", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.SignalRequest) (protocol.SignalResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionSignalOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.SignalRequest) (protocol.SignalResult, error) {
 		sig, err := terminal.ParseSignal(req.Signal)
 		if err != nil {
 			return protocol.SignalResult{}, err

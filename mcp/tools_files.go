@@ -21,13 +21,13 @@ func fileRoute(id, endpoint string) string {
 	if id == "" {
 		return endpoint
 	}
-	return sandboxRoute(id, strings.TrimPrefix(endpoint, protocol.WorkspacePrefix))
+	return sandboxRoute(id, protocol.WorkspaceOp(endpoint))
 }
 
 // fileRoutes are the route patterns of a file tool: on the root, and in
 // sandboxes.
 func fileRoutes(endpoint string) []string {
-	return []string{endpoint, sandboxPattern(strings.TrimPrefix(endpoint, protocol.WorkspacePrefix))}
+	return []string{endpoint, sandboxPattern(protocol.WorkspaceOp(endpoint))}
 }
 
 func sandboxRoute(id, op string) string {
@@ -188,10 +188,10 @@ func addFileTools(s *Server) {
 		name:        "git_commit",
 		title:       "Commit a sandbox's changes",
 		description: "Commit every change in a sandbox workspace (added, modified, deleted, untracked) on its branch. Returns the commit.",
-		routes:      []string{sandboxPattern("git/commit")},
+		routes:      []string{sandboxPattern(protocol.SandboxGitCommitOp)},
 	}, func(ctx context.Context, tc *toolCall, in commitArgs) (sandbox.GitCommit, string, error) {
 		var out sandbox.GitCommit
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "git/commit"), sandbox.CommitRequest{Message: in.Message}, quickCall, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxGitCommitOp), sandbox.CommitRequest{Message: in.Message}, quickCall, &out)
 		text := fmt.Sprintf("Committed %s on %s.", line(out.Commit, maxValue), line(out.Branch, maxValue))
 		if !out.Committed {
 			text = fmt.Sprintf("Nothing to commit: %s is at %s.", line(out.Branch, maxValue), line(out.Commit, maxValue))
@@ -202,11 +202,11 @@ func addFileTools(s *Server) {
 		name:        "git_push",
 		title:       "Push a sandbox's branch",
 		description: "Push a sandbox workspace's branch to its remote (origin by default).",
-		routes:      []string{sandboxPattern("git/push")},
+		routes:      []string{sandboxPattern(protocol.SandboxGitPushOp)},
 	}, func(ctx context.Context, tc *toolCall, in pushArgs) (sandbox.GitPush, string, error) {
 		var out sandbox.GitPush
 		tc.wait("pushing")
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "git/push"), sandbox.PushRequest{Remote: in.Remote}, defaultTimeout, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxGitPushOp), sandbox.PushRequest{Remote: in.Remote}, defaultTimeout, &out)
 		return out, fmt.Sprintf("Pushed %s (%s) to %s.", line(out.Branch, maxValue), line(out.Commit, maxValue), line(out.Remote, maxValue)), err
 	})
 }

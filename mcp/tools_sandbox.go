@@ -39,10 +39,10 @@ func addSandboxTools(s *Server) {
 		name:        "sandbox_release",
 		title:       "Release a sandbox workspace",
 		description: "Stop a sandbox workspace's commands. Its files and branch stay, and sandbox_acquire with the same key gets it back.",
-		routes:      []string{sandboxPattern("release")}, idempotent: true,
+		routes:      []string{sandboxPattern(protocol.SandboxReleaseOp)}, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in sandboxArgs) (protocol.OKResult, string, error) {
 		var out protocol.OKResult
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "release"), struct{}{}, quickCall, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxReleaseOp), struct{}{}, quickCall, &out)
 		return out, fmt.Sprintf("Released sandbox %s; its files stay.", line(in.SandboxID, maxValue)), err
 	})
 }

@@ -1,5 +1,7 @@
 package protocol
 
+import "strings"
+
 // Endpoint names: the routes a workspace client serves (docs/design.md,
 // "Bridge routes"). This is the one list of them; the bridge mounts its
 // handlers at these paths and callers (the mcp tools, tether mcp, tests)
@@ -15,6 +17,14 @@ const PingEndpoint = "/api/ping"
 const (
 	TerminalExecuteEndpoint  = "/api/terminal/execute"
 	TerminalSessionsEndpoint = "/api/terminal/sessions"
+)
+
+// Operations on one async terminal session, the last element of its
+// route: TerminalSessionsEndpoint/{session_id}/{op}.
+const (
+	SessionOutputOp = "output"
+	SessionInputOp  = "input"
+	SessionSignalOp = "signal"
 )
 
 // Debug endpoints. Every /api/debug route but list-sessions takes
@@ -70,3 +80,20 @@ const (
 	SandboxListEndpoint       = "/api/sandbox/workspaces/list"
 	SandboxEvictEndpoint      = "/api/sandbox/evict"
 )
+
+// Operations on one sandbox workspace, the end of its route:
+// SandboxWorkspacesEndpoint/{workspace_id}/{op}. Besides these, every
+// workspace file, search and git operation is served there under the name
+// it has after WorkspacePrefix (see WorkspaceOp).
+const (
+	SandboxExecOp      = "exec"
+	SandboxGitCommitOp = "git/commit"
+	SandboxGitPushOp   = "git/push"
+	SandboxReleaseOp   = "release"
+	SandboxDestroyOp   = "destroy"
+)
+
+// WorkspaceOp returns the operation a workspace endpoint serves, the name
+// the same operation has under a sandbox workspace:
+// WorkspaceOp(WorkspaceReadFileEndpoint) is "read-file".
+func WorkspaceOp(endpoint string) string { return strings.TrimPrefix(endpoint, WorkspacePrefix) }
