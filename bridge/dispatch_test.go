@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -349,17 +350,14 @@ func TestOverrunHandlerKeepsItsSlotUntilItReturns(t *testing.T) {
 	recv(t, finished, "the stuck handler to return")
 	// The slot is released just before the handler goroutine ends; the
 	// dispatcher makes no promise about the instant, so try until served.
-	deadline := time.Now().Add(waitLimit)
-	for {
+	testwait.Until(t, waitLimit, func() bool {
 		resp := b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 5))
 		if resp.Success {
-			break
+			return true
 		}
 		wantFailure(t, resp, protocol.CodeOverloaded)
-		if time.Now().After(deadline) {
-			t.Fatal("slot never released")
-		}
-	}
+		return false
+	}, "the stuck handler's slot to be released")
 }
 
 func TestCallLoggerCarriesCallFields(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -49,11 +50,11 @@ func TestTerminalAsyncSessionInputOutputSignal(t *testing.T) {
 	ok(t, cs, "terminal_input", map[string]any{"session_id": id, "data": "one\n"}, nil)
 	var out terminal.OutputResult
 	var seen strings.Builder
-	poll(t, "the echo", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
 		seen.WriteString(out.Output)
 		return strings.Contains(seen.String(), "one")
-	})
+	}, "the echo")
 	if !out.Running || !strings.Contains(txt, "is running") {
 		t.Fatalf("session ended: %q", txt)
 	}
@@ -62,26 +63,14 @@ func TestTerminalAsyncSessionInputOutputSignal(t *testing.T) {
 	if sig.Signal != "SIGINT" {
 		t.Errorf("signal %+v", sig)
 	}
-	poll(t, "the session to end", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
 		return !out.Running
-	})
+	}, "the session to end")
 	if !strings.Contains(txt, "exited with code 130") {
 		t.Errorf("final text %q", txt)
 	}
 	fails(t, cs, "terminal_output", map[string]any{"session_id": "no-such"}, protocol.CodeSessionNotFound)
-}
-
-// poll calls f until it reports true, for up to 10 s.
-func poll(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestSandboxCommandCannotBeAsync(t *testing.T) {
