@@ -25,7 +25,7 @@ var benchPayload = json.RawMessage(`{"session_id":"s-1","offset":1024,"note":"a 
 // bound, deadline) against the JSON work the ping route cannot avoid.
 func BenchmarkDispatchPing(b *testing.B) {
 	br := startBridge(b, bridge.Config{WorkspaceID: "bench"}, nil)
-	call := protocol.ToolCall{CorrelationID: "c", Endpoint: bridge.PingEndpoint, Payload: benchPayload, Timeout: 30}
+	call := protocol.ToolCall{CorrelationID: "c", Endpoint: protocol.PingEndpoint, Payload: benchPayload, Timeout: 30}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -47,7 +47,7 @@ func BenchmarkDispatchPing(b *testing.B) {
 // client against a bare WebSocket echo of the same frame.
 func BenchmarkSocketPing(b *testing.B) {
 	frame := protocol.EncodeEvent(1, protocol.EventToolCall,
-		mustJSON(b, protocol.ToolCall{CorrelationID: "c", Endpoint: bridge.PingEndpoint, Payload: benchPayload, Timeout: 30}))
+		mustJSON(b, protocol.ToolCall{CorrelationID: "c", Endpoint: protocol.PingEndpoint, Payload: benchPayload, Timeout: 30}))
 	f := newFakeBroker(b, protocol.OpenInfo{})
 	startBridge(b, bridge.Config{BrokerURL: f.url(), WorkspaceID: "bench"}, nil) // logging off
 	c := f.accept(b)

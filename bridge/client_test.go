@@ -41,7 +41,7 @@ func brokerBridge(t testing.TB, f *fakeBrokerForTest, cfg bridge.Config, mount f
 }
 
 func pingCall(id string) protocol.ToolCall {
-	return protocol.ToolCall{CorrelationID: id, Endpoint: bridge.PingEndpoint, Payload: json.RawMessage(`{"id":"` + id + `"}`), Timeout: 5}
+	return protocol.ToolCall{CorrelationID: id, Endpoint: protocol.PingEndpoint, Payload: json.RawMessage(`{"id":"` + id + `"}`), Timeout: 5}
 }
 
 func TestClientConnectSendsCredentials(t *testing.T) {
@@ -550,7 +550,7 @@ func TestClientExactlyOneResponsePerCall(t *testing.T) {
 	c := f.accept(t)
 	const n = 200
 	kinds := []protocol.ToolCall{
-		{Endpoint: bridge.PingEndpoint, Payload: json.RawMessage(`{}`)},
+		{Endpoint: protocol.PingEndpoint, Payload: json.RawMessage(`{}`)},
 		{Endpoint: "/api/test/panic"},
 		{Endpoint: "/api/nope"},
 		{Endpoint: "/api/test/add", Payload: json.RawMessage(`{"a":"x"}`)},
@@ -591,7 +591,7 @@ func TestClientReadLimitFollowsMaxPayload(t *testing.T) {
 	c1 := f.accept(t)
 	// Far beyond maxPayload plus any envelope slack: the bridge must refuse
 	// it rather than buffer it, and start over.
-	big := protocol.ToolCall{CorrelationID: "big", Endpoint: bridge.PingEndpoint,
+	big := protocol.ToolCall{CorrelationID: "big", Endpoint: protocol.PingEndpoint,
 		Payload: json.RawMessage(`"` + strings.Repeat("a", 200_000) + `"`), Timeout: 5}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -606,7 +606,7 @@ func TestClientResponseOverMaxPayloadAnswersPayloadTooLarge(t *testing.T) {
 	brokerBridge(t, f, bridge.Config{}, nil)
 	c := f.accept(t)
 	payload := `"` + strings.Repeat("a", 3000) + `"`
-	c.call(t, 1, protocol.ToolCall{CorrelationID: "echo-big", Endpoint: bridge.PingEndpoint, Payload: json.RawMessage(payload), Timeout: 5})
+	c.call(t, 1, protocol.ToolCall{CorrelationID: "echo-big", Endpoint: protocol.PingEndpoint, Payload: json.RawMessage(payload), Timeout: 5})
 	ack, resp := c.response(t)
 	if ack != 1 || resp.CorrelationID != "echo-big" {
 		t.Fatalf("answer %d/%q, want 1/echo-big", ack, resp.CorrelationID)

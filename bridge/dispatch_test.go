@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -58,7 +59,7 @@ func call(endpoint string, payload string, timeout float64) protocol.ToolCall {
 
 func TestPingEchoesPayload(t *testing.T) {
 	b := localBridge(t, bridge.Config{}, nil)
-	resp := b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{"n":1,"s":"x"}`, 5))
+	resp := b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{"n":1,"s":"x"}`, 5))
 	wantSuccess(t, resp, `{"n":1,"s":"x"}`)
 	if resp.CorrelationID != "c-/api/ping" {
 		t.Errorf("correlation_id = %q, want the call's", resp.CorrelationID)
@@ -67,7 +68,7 @@ func TestPingEchoesPayload(t *testing.T) {
 
 func TestPingWithoutPayloadAnswersEmptyObject(t *testing.T) {
 	b := localBridge(t, bridge.Config{}, nil)
-	wantSuccess(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, "", 5)), `{}`)
+	wantSuccess(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, "", 5)), `{}`)
 }
 
 func TestTypedRouteDecodesPayloadAndEncodesResult(t *testing.T) {
@@ -159,7 +160,7 @@ func TestHandlerPanicAnswersInternalErrorAndLogsStack(t *testing.T) {
 	logs.waitFor(t, "handler panicked")
 	logs.waitFor(t, "dispatch_test.go") // the stack names the panicking handler
 	// The bridge survives: the next call is served.
-	wantSuccess(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 5)), `{}`)
+	wantSuccess(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 5)), `{}`)
 }
 
 func TestHandlerErrorKeepsProtocolErrorCode(t *testing.T) {
@@ -294,7 +295,7 @@ func TestCallDeadlineLeavesMarginBeforeTimeout(t *testing.T) {
 
 func TestNegativeTimeoutAnswersInvalidPayload(t *testing.T) {
 	b := localBridge(t, bridge.Config{}, nil)
-	wantFailure(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, -1)), protocol.CodeInvalidPayload)
+	wantFailure(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, -1)), protocol.CodeInvalidPayload)
 }
 
 func TestConcurrencyBoundAnswersOverloaded(t *testing.T) {
@@ -317,7 +318,7 @@ func TestConcurrencyBoundAnswersOverloaded(t *testing.T) {
 	recv(t, started, "second handler")
 
 	start := time.Now()
-	wantFailure(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 30)), protocol.CodeOverloaded)
+	wantFailure(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 30)), protocol.CodeOverloaded)
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("overloaded took %v, want an immediate answer", d)
 	}
@@ -329,7 +330,7 @@ func TestConcurrencyBoundAnswersOverloaded(t *testing.T) {
 		wantSuccess(t, resp, `{}`)
 	}
 	// Slots are free again.
-	wantSuccess(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 30)), `{}`)
+	wantSuccess(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 30)), `{}`)
 }
 
 func TestOverrunHandlerKeepsItsSlotUntilItReturns(t *testing.T) {
@@ -344,22 +345,19 @@ func TestOverrunHandlerKeepsItsSlotUntilItReturns(t *testing.T) {
 		})
 	})
 	wantFailure(t, b.Dispatch(context.Background(), call("/api/test/stuck", `{}`, 0.2)), protocol.CodeHandlerTimeout)
-	wantFailure(t, b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 5)), protocol.CodeOverloaded)
+	wantFailure(t, b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 5)), protocol.CodeOverloaded)
 	g.open()
 	recv(t, finished, "the stuck handler to return")
 	// The slot is released just before the handler goroutine ends; the
 	// dispatcher makes no promise about the instant, so try until served.
-	deadline := time.Now().Add(waitLimit)
-	for {
-		resp := b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 5))
+	testwait.Until(t, waitLimit, func() bool {
+		resp := b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 5))
 		if resp.Success {
-			break
+			return true
 		}
 		wantFailure(t, resp, protocol.CodeOverloaded)
-		if time.Now().After(deadline) {
-			t.Fatal("slot never released")
-		}
-	}
+		return false
+	}, "the stuck handler's slot to be released")
 }
 
 func TestCallLoggerCarriesCallFields(t *testing.T) {
@@ -385,7 +383,7 @@ func TestCallLoggerCarriesCallFields(t *testing.T) {
 
 func TestHandleAfterServingStartedPanics(t *testing.T) {
 	b := localBridge(t, bridge.Config{}, nil)
-	b.Dispatch(context.Background(), call(bridge.PingEndpoint, `{}`, 5))
+	b.Dispatch(context.Background(), call(protocol.PingEndpoint, `{}`, 5))
 	defer func() {
 		if recover() == nil {
 			t.Error("Handle after serving started did not panic")
@@ -403,7 +401,7 @@ func TestRouterListsMountedRoutes(t *testing.T) {
 	// The built-in routes come first (ping, then each domain's), in
 	// mounting order; routes mounted on the Router come after them.
 	routes := b.Router().Routes()
-	if len(routes) < 2 || routes[0] != bridge.PingEndpoint || routes[len(routes)-1] != "/api/test/a" {
+	if len(routes) < 2 || routes[0] != protocol.PingEndpoint || routes[len(routes)-1] != "/api/test/a" {
 		t.Errorf("Routes() = %q", strings.Join(routes, " "))
 	}
 }

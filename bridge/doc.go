@@ -12,7 +12,8 @@
 //     memory: each call becomes a POST <endpoint> request that never touches
 //     the network, so gin's path parameters work unchanged.
 //   - routes.go lists every route the bridge serves; each domain keeps its
-//     adapter in routes_<domain>.go.
+//     adapter in routes_<domain>.go. The endpoint names, and the result
+//     types callers decode, are package protocol's (protocol/routes.go).
 //
 // # Mounting a domain package
 //

@@ -27,7 +27,7 @@ func TestHTTPListenerRefusesAWebPagesOrigin(t *testing.T) {
 		"null",                        // a sandboxed frame or file: page
 	} {
 		t.Run(origin, func(t *testing.T) {
-			status, resp := post(t, client, base+bridge.TerminalExecuteEndpoint, `{"command":"touch ran","hidden":true}`,
+			status, resp := post(t, client, base+protocol.TerminalExecuteEndpoint, `{"command":"touch ran","hidden":true}`,
 				map[string]string{"Origin": origin, "Content-Type": "text/plain"})
 			if status != http.StatusForbidden {
 				t.Errorf("status = %d, want 403", status)
@@ -50,7 +50,7 @@ func TestHTTPListenerRefusesANonLoopbackHost(t *testing.T) {
 		"127.0.0.1:1", // another port than the listener's
 	} {
 		t.Run(host, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, base+bridge.PingEndpoint, strings.NewReader(`{}`))
+			req, err := http.NewRequest(http.MethodPost, base+protocol.PingEndpoint, strings.NewReader(`{}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestHTTPListenerServesPlainLoopbackRequests(t *testing.T) {
 		{"localhost page", "localhost:" + port, "http://localhost:" + port},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, base+bridge.PingEndpoint, strings.NewReader(`{"a":1}`))
+			req, err := http.NewRequest(http.MethodPost, base+protocol.PingEndpoint, strings.NewReader(`{"a":1}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestHTTPHandlerRefusesARemoteClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, remote := range []string{"192.0.2.7:40000", "[2001:db8::1]:40000", "@"} {
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8765"+bridge.PingEndpoint, strings.NewReader(`{}`))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8765"+protocol.PingEndpoint, strings.NewReader(`{}`))
 		req.RemoteAddr = remote
 		rec := httptest.NewRecorder()
 		b.HTTPHandler().ServeHTTP(rec, req)

@@ -65,7 +65,7 @@ func do(t testing.TB, client *http.Client, req *http.Request) (int, protocol.Too
 
 func TestHTTPListenerServesPing(t *testing.T) {
 	base, client := httpBridge(t, bridge.Config{}, nil)
-	status, resp := post(t, client, base+bridge.PingEndpoint, `{"hello":"world"}`,
+	status, resp := post(t, client, base+protocol.PingEndpoint, `{"hello":"world"}`,
 		map[string]string{bridge.HeaderCorrelationID: "http-corr"})
 	if status != http.StatusOK {
 		t.Errorf("status = %d, want 200", status)
@@ -78,7 +78,7 @@ func TestHTTPListenerServesPing(t *testing.T) {
 
 func TestHTTPListenerGeneratesCorrelationID(t *testing.T) {
 	base, client := httpBridge(t, bridge.Config{}, nil)
-	_, resp := post(t, client, base+bridge.PingEndpoint, ``, nil)
+	_, resp := post(t, client, base+protocol.PingEndpoint, ``, nil)
 	if !strings.HasPrefix(resp.CorrelationID, "http-") {
 		t.Errorf("correlation_id = %q, want a generated http-… id", resp.CorrelationID)
 	}
@@ -124,20 +124,20 @@ func TestHTTPListenerAnswersFailuresAsToolResponses(t *testing.T) {
 func TestHTTPListenerRejectsRequestsThatAreNotCalls(t *testing.T) {
 	base, client := httpBridge(t, bridge.Config{MaxHTTPBody: 64}, nil)
 
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, base+bridge.PingEndpoint, nil)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, base+protocol.PingEndpoint, nil)
 	status, resp := do(t, client, req)
 	if status != http.StatusMethodNotAllowed {
 		t.Errorf("GET status = %d, want 405", status)
 	}
 	wantFailure(t, resp, protocol.CodeInvalidRequest)
 
-	status, resp = post(t, client, base+bridge.PingEndpoint, `{}`, map[string]string{bridge.HeaderTimeout: "soon"})
+	status, resp = post(t, client, base+protocol.PingEndpoint, `{}`, map[string]string{bridge.HeaderTimeout: "soon"})
 	if status != http.StatusBadRequest {
 		t.Errorf("bad timeout status = %d, want 400", status)
 	}
 	wantFailure(t, resp, protocol.CodeInvalidRequest)
 
-	status, resp = post(t, client, base+bridge.PingEndpoint, `"`+strings.Repeat("x", 100)+`"`, nil)
+	status, resp = post(t, client, base+protocol.PingEndpoint, `"`+strings.Repeat("x", 100)+`"`, nil)
 	if status != http.StatusRequestEntityTooLarge {
 		t.Errorf("big body status = %d, want 413", status)
 	}

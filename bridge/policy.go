@@ -36,17 +36,17 @@ func Groups() []string { return slices.Clone(routeGroups) }
 // embedding program included, is refused: a route that is not known to be
 // harmless is treated as one that is not.
 var readOnlyRoutes = map[string]bool{
-	PingEndpoint:                  true,
-	WorkspaceCapabilitiesEndpoint: true,
-	DebugContextEndpoint:          true,
-	WorkspaceReadFileEndpoint:     true,
-	WorkspaceListDirEndpoint:      true,
-	WorkspaceStatEndpoint:         true,
-	WorkspaceExistsEndpoint:       true,
-	WorkspaceReaddirEndpoint:      true,
-	WorkspaceSearchEndpoint:       true,
-	WorkspaceGitStatusEndpoint:    true,
-	WorkspaceGitDiffEndpoint:      true,
+	protocol.PingEndpoint:                  true,
+	protocol.WorkspaceCapabilitiesEndpoint: true,
+	protocol.DebugContextEndpoint:          true,
+	protocol.WorkspaceReadFileEndpoint:     true,
+	protocol.WorkspaceListDirEndpoint:      true,
+	protocol.WorkspaceStatEndpoint:         true,
+	protocol.WorkspaceExistsEndpoint:       true,
+	protocol.WorkspaceReaddirEndpoint:      true,
+	protocol.WorkspaceSearchEndpoint:       true,
+	protocol.WorkspaceGitStatusEndpoint:    true,
+	protocol.WorkspaceGitDiffEndpoint:      true,
 }
 
 // routeGroup returns the group of a mounted route path; "" for the routes
@@ -54,17 +54,17 @@ var readOnlyRoutes = map[string]bool{
 // program mounted outside the groups.
 func routeGroup(path string) string {
 	switch {
-	case path == PingEndpoint, path == WorkspaceCapabilitiesEndpoint:
+	case path == protocol.PingEndpoint, path == protocol.WorkspaceCapabilitiesEndpoint:
 		return ""
 	case strings.HasPrefix(path, "/api/terminal/"):
 		return GroupTerminal
-	case strings.HasPrefix(path, "/api/debug/"), path == DebugContextEndpoint:
+	case strings.HasPrefix(path, "/api/debug/"), path == protocol.DebugContextEndpoint:
 		return GroupDebug
 	case strings.HasPrefix(path, "/api/sandbox/"):
 		return GroupSandbox
-	case strings.HasPrefix(path, workspaceGitPrefix):
+	case strings.HasPrefix(path, protocol.WorkspaceGitPrefix):
 		return GroupGit
-	case strings.HasPrefix(path, "/api/workspace/"):
+	case strings.HasPrefix(path, protocol.WorkspacePrefix):
 		return GroupFiles
 	}
 	return ""

@@ -22,20 +22,20 @@ func debugCall(t *testing.T, b *bridge.Bridge, endpoint string, payload any) pro
 
 func TestDebugRoutesAreMountedAndCodedErrorsPassThrough(t *testing.T) {
 	b := startBridge(t, bridge.Config{}, nil)
-	for _, p := range []string{bridge.DebugContextEndpoint, bridge.DebugStartEndpoint, bridge.DebugBreakpointsEndpoint,
-		bridge.DebugContinueEndpoint, bridge.DebugStepOverEndpoint, bridge.DebugStepIntoEndpoint, bridge.DebugStepOutEndpoint,
-		bridge.DebugPauseEndpoint, bridge.DebugSnapshotEndpoint, bridge.DebugEvaluateEndpoint, bridge.DebugListEndpoint,
-		bridge.DebugStopEndpoint, bridge.DebugOutputEndpoint} {
+	for _, p := range []string{protocol.DebugContextEndpoint, protocol.DebugStartEndpoint, protocol.DebugBreakpointsEndpoint,
+		protocol.DebugContinueEndpoint, protocol.DebugStepOverEndpoint, protocol.DebugStepIntoEndpoint, protocol.DebugStepOutEndpoint,
+		protocol.DebugPauseEndpoint, protocol.DebugSnapshotEndpoint, protocol.DebugEvaluateEndpoint, protocol.DebugListEndpoint,
+		protocol.DebugStopEndpoint, protocol.DebugOutputEndpoint} {
 		if !slices.Contains(b.Router().Routes(), p) {
 			t.Errorf("route %s is not mounted", p)
 		}
 	}
-	wantSuccess(t, debugCall(t, b, bridge.DebugListEndpoint, nil), `{"sessions":[]}`)
-	wantFailure(t, debugCall(t, b, bridge.DebugSnapshotEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
-	wantFailure(t, debugCall(t, b, bridge.DebugStepOverEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
-	wantFailure(t, debugCall(t, b, bridge.DebugStartEndpoint, map[string]any{}), protocol.CodeInvalidPayload)
-	wantFailure(t, debugCall(t, b, bridge.DebugStartEndpoint, map[string]any{"language": "cobol", "program": "x"}), protocol.CodeDebugAdapterUnavailable)
-	wantFailure(t, debugCall(t, b, bridge.DebugStartEndpoint, map[string]any{"args": "not a list"}), protocol.CodeInvalidPayload)
+	wantSuccess(t, debugCall(t, b, protocol.DebugListEndpoint, nil), `{"sessions":[]}`)
+	wantFailure(t, debugCall(t, b, protocol.DebugSnapshotEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
+	wantFailure(t, debugCall(t, b, protocol.DebugStepOverEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
+	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{}), protocol.CodeInvalidPayload)
+	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{"language": "cobol", "program": "x"}), protocol.CodeDebugAdapterUnavailable)
+	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{"args": "not a list"}), protocol.CodeInvalidPayload)
 }
 
 // TestDebugSessionsEndWithRun: a session still stopped when Run ends has
@@ -63,7 +63,7 @@ func TestDebugSessionsEndWithRun(t *testing.T) {
 	go func() { done <- b.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	resp := debugCall(t, b, bridge.DebugStartEndpoint, map[string]any{"language": "c", "program": "p", "stop_on_entry": true})
+	resp := debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{"language": "c", "program": "p", "stop_on_entry": true})
 	if resp.Error == protocol.CodeDebugAdapterUnavailable {
 		t.Skipf("lldb-dap unavailable: %s", resp.Message)
 	}

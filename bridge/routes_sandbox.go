@@ -5,27 +5,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
-)
-
-// Sandbox endpoints (docs/design.md, "Bridge routes"; issue #6). Per-workspace
-// routes live under SandboxWorkspacesEndpoint/{workspace_id}/….
-const (
-	SandboxWorkspacesEndpoint = "/api/sandbox/workspaces"
-	SandboxListEndpoint       = "/api/sandbox/workspaces/list"
-	SandboxEvictEndpoint      = "/api/sandbox/evict"
 )
 
 // sandboxEvictInterval is how often the bridge runs sandbox eviction in
 // the background.
 const sandboxEvictInterval = 10 * time.Minute
-
-// OKResult answers routes that have nothing else to say (release,
-// destroy).
-type OKResult struct {
-	WorkspaceID string `json:"workspace_id"`
-	OK          bool   `json:"ok"`
-}
 
 func mountSandbox(r *Router, b *Bridge) {
 	if b.cfg.SandboxDir == "" {
@@ -43,37 +29,39 @@ func mountSandbox(r *Router, b *Bridge) {
 	}, errSandboxClosed)
 	b.sbx = h
 
-	Handle(r, SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
+	Handle(r, protocol.SandboxWorkspacesEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req sandbox.AcquireRequest) (sandbox.AcquireResult, error) {
 		return s.AcquireWorkspace(c.Logger().WithContext(ctx), req)
 	}))
-	Handle(r, SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
+	Handle(r, protocol.SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
 		return s.List(req), nil
 	}))
-	Handle(r, SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
+	Handle(r, protocol.SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
 		return s.Evict(ctx, req)
 	}))
 
-	ws := SandboxWorkspacesEndpoint + "/:workspace_id/"
-	sandboxRoute(r, h, ws+"read-file", (*sandbox.Service).ReadFile)
-	sandboxRoute(r, h, ws+"write-file", (*sandbox.Service).WriteFile)
-	sandboxRoute(r, h, ws+"str-replace", (*sandbox.Service).StrReplace)
-	sandboxRoute(r, h, ws+"list-dir", (*sandbox.Service).ListDir)
-	sandboxRoute(r, h, ws+"stat", (*sandbox.Service).Stat)
-	sandboxRoute(r, h, ws+"exists", (*sandbox.Service).Exists)
-	sandboxRoute(r, h, ws+"mkdir", (*sandbox.Service).Mkdir)
-	sandboxRoute(r, h, ws+"rm", (*sandbox.Service).Rm)
-	sandboxRoute(r, h, ws+"readdir", (*sandbox.Service).Readdir)
-	sandboxRoute(r, h, ws+"search", (*sandbox.Service).Search)
-	sandboxRoute(r, h, ws+"exec", (*sandbox.Service).Exec)
-	sandboxRoute(r, h, ws+"git/diff", (*sandbox.Service).GitDiff)
-	sandboxRoute(r, h, ws+"git/commit", (*sandbox.Service).GitCommit)
-	sandboxRoute(r, h, ws+"git/push", (*sandbox.Service).GitPush)
-	sandboxRoute(r, h, ws+"git/status", (*sandbox.Service).GitStatus)
-	sandboxRoute(r, h, ws+"release", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
-		return OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
+	ws := protocol.SandboxWorkspacesEndpoint + "/:workspace_id/"
+	// The workspace operations, served as on the root (mountWorkspace).
+	op := func(endpoint string) string { return ws + protocol.WorkspaceOp(endpoint) }
+	sandboxRoute(r, h, op(protocol.WorkspaceReadFileEndpoint), (*sandbox.Service).ReadFile)
+	sandboxRoute(r, h, op(protocol.WorkspaceWriteFileEndpoint), (*sandbox.Service).WriteFile)
+	sandboxRoute(r, h, op(protocol.WorkspaceStrReplaceEndpoint), (*sandbox.Service).StrReplace)
+	sandboxRoute(r, h, op(protocol.WorkspaceListDirEndpoint), (*sandbox.Service).ListDir)
+	sandboxRoute(r, h, op(protocol.WorkspaceStatEndpoint), (*sandbox.Service).Stat)
+	sandboxRoute(r, h, op(protocol.WorkspaceExistsEndpoint), (*sandbox.Service).Exists)
+	sandboxRoute(r, h, op(protocol.WorkspaceMkdirEndpoint), (*sandbox.Service).Mkdir)
+	sandboxRoute(r, h, op(protocol.WorkspaceRmEndpoint), (*sandbox.Service).Rm)
+	sandboxRoute(r, h, op(protocol.WorkspaceReaddirEndpoint), (*sandbox.Service).Readdir)
+	sandboxRoute(r, h, op(protocol.WorkspaceSearchEndpoint), (*sandbox.Service).Search)
+	sandboxRoute(r, h, op(protocol.WorkspaceGitDiffEndpoint), (*sandbox.Service).GitDiff)
+	sandboxRoute(r, h, op(protocol.WorkspaceGitStatusEndpoint), (*sandbox.Service).GitStatus)
+	sandboxRoute(r, h, ws+protocol.SandboxExecOp, (*sandbox.Service).Exec)
+	sandboxRoute(r, h, ws+protocol.SandboxGitCommitOp, (*sandbox.Service).GitCommit)
+	sandboxRoute(r, h, ws+protocol.SandboxGitPushOp, (*sandbox.Service).GitPush)
+	sandboxRoute(r, h, ws+protocol.SandboxReleaseOp, func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (protocol.OKResult, error) {
+		return protocol.OKResult{WorkspaceID: id, OK: true}, s.Release(ctx, id)
 	})
-	sandboxRoute(r, h, ws+"destroy", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (OKResult, error) {
-		return OKResult{WorkspaceID: id, OK: true}, s.Destroy(ctx, id)
+	sandboxRoute(r, h, ws+protocol.SandboxDestroyOp, func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (protocol.OKResult, error) {
+		return protocol.OKResult{WorkspaceID: id, OK: true}, s.Destroy(ctx, id)
 	})
 }
 

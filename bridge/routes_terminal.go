@@ -9,15 +9,8 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
-)
-
-// Terminal endpoints (docs/design.md, "Bridge routes"). The session routes
-// take the session id as a path parameter:
-// /api/terminal/sessions/{session_id}/output, …/input and …/signal.
-const (
-	TerminalExecuteEndpoint  = "/api/terminal/execute"
-	TerminalSessionsEndpoint = "/api/terminal/sessions"
 )
 
 // AttachPath is where the local HTTP listener serves the visible terminal
@@ -26,21 +19,6 @@ const (
 // messages. With ?write=1, binary messages the client sends are typed
 // into the terminal; otherwise the client may send nothing.
 const AttachPath = "/attach"
-
-// InputResult answers /api/terminal/sessions/{session_id}/input.
-type InputResult struct {
-	SessionID string `json:"session_id"`
-	// Bytes is how many bytes of data were written.
-	Bytes int  `json:"bytes"`
-	EOF   bool `json:"eof"`
-}
-
-// SignalResult answers /api/terminal/sessions/{session_id}/signal.
-type SignalResult struct {
-	SessionID string `json:"session_id"`
-	// Signal is the canonical name of the signal delivered, e.g. "SIGINT".
-	Signal string `json:"signal"`
-}
 
 // SessionsResult answers /api/terminal/sessions: the async sessions,
 // running and recently ended, oldest first.
@@ -61,33 +39,33 @@ func mountTerminal(r *Router, b *Bridge) {
 	}, terminal.ErrClosed)
 	b.term = h
 
-	handleLazy(r, h, TerminalExecuteEndpoint, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
+	handleLazy(r, h, protocol.TerminalExecuteEndpoint, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
 		// The deadline of ctx bounds a sync command without a timeout of
 		// its own; Execute answers timed_out before it expires.
 		return m.Execute(c.Logger().WithContext(ctx), req)
 	})
-	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/output", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionOutputOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {
 		return m.Output(c.Param("session_id"), req.Offset)
 	})
-	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/input", func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.InputRequest) (InputResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionInputOp, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.InputRequest) (protocol.InputResult, error) {
 		id := c.Param("session_id")
 		if err := m.Input(ctx, id, req.Data, req.EOF); err != nil {
-			return InputResult{}, err
+			return protocol.InputResult{}, err
 		}
-		return InputResult{SessionID: id, Bytes: len(req.Data), EOF: req.EOF}, nil
+		return protocol.InputResult{SessionID: id, Bytes: len(req.Data), EOF: req.EOF}, nil
 	})
-	handleLazy(r, h, TerminalSessionsEndpoint+"/:session_id/signal", func(_ context.Context, m *terminal.Manager, c *Call, req terminal.SignalRequest) (SignalResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionSignalOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.SignalRequest) (protocol.SignalResult, error) {
 		sig, err := terminal.ParseSignal(req.Signal)
 		if err != nil {
-			return SignalResult{}, err
+			return protocol.SignalResult{}, err
 		}
 		id := c.Param("session_id")
 		if err := m.Signal(id, req.Signal); err != nil {
-			return SignalResult{}, err
+			return protocol.SignalResult{}, err
 		}
-		return SignalResult{SessionID: id, Signal: unix.SignalName(sig)}, nil
+		return protocol.SignalResult{SessionID: id, Signal: unix.SignalName(sig)}, nil
 	})
-	handleLazy(r, h, TerminalSessionsEndpoint, func(_ context.Context, m *terminal.Manager, _ *Call, _ struct{}) (SessionsResult, error) {
+	handleLazy(r, h, protocol.TerminalSessionsEndpoint, func(_ context.Context, m *terminal.Manager, _ *Call, _ struct{}) (SessionsResult, error) {
 		return SessionsResult{Sessions: m.Sessions()}, nil
 	})
 }
@@ -106,7 +84,7 @@ func (b *Bridge) serveAttach(w http.ResponseWriter, r *http.Request) {
 	}
 	// The visible terminal is refused with the terminal routes (typing
 	// into it runs commands).
-	if err := b.router.policy.refusal(TerminalExecuteEndpoint); err != nil {
+	if err := b.router.policy.refusal(protocol.TerminalExecuteEndpoint); err != nil {
 		http.Error(w, "attach follows the terminal routes: "+err.Error(), http.StatusForbidden)
 		return
 	}

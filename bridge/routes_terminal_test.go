@@ -47,7 +47,7 @@ func TestSyncExecuteWithoutTimeoutAnswersTimedOutBeforeTheCallDeadline(t *testin
 	b := startBridge(t, bridge.Config{Terminal: terminal.Config{KillGrace: 200 * time.Millisecond}}, nil)
 	for _, hidden := range []bool{true, false} {
 		start := time.Now()
-		resp := dispatchTerminal(t, b, bridge.TerminalExecuteEndpoint, map[string]any{"command": "echo started; sleep 30", "hidden": hidden}, 1)
+		resp := dispatchTerminal(t, b, protocol.TerminalExecuteEndpoint, map[string]any{"command": "echo started; sleep 30", "hidden": hidden}, 1)
 		took := time.Since(start)
 		if !resp.Success {
 			t.Fatalf("hidden=%v: %+v, want the command's timed_out result", hidden, resp)
@@ -72,11 +72,11 @@ func TestRunEndKillsTheTerminalsCommands(t *testing.T) {
 	go func() { done <- b.Run(ctx) }()
 	defer cancel()
 
-	resp := dispatchTerminal(t, b, bridge.TerminalExecuteEndpoint, map[string]any{"command": "sleep 100", "mode": "async", "hidden": true}, 5)
+	resp := dispatchTerminal(t, b, protocol.TerminalExecuteEndpoint, map[string]any{"command": "sleep 100", "mode": "async", "hidden": true}, 5)
 	if !resp.Success {
 		t.Fatal(resp)
 	}
-	resp = dispatchTerminal(t, b, bridge.TerminalSessionsEndpoint, nil, 5)
+	resp = dispatchTerminal(t, b, protocol.TerminalSessionsEndpoint, nil, 5)
 	var list bridge.SessionsResult
 	if err := json.Unmarshal(resp.Result, &list); err != nil || len(list.Sessions) != 1 || list.Sessions[0].PID == 0 {
 		t.Fatalf("sessions %s (%v)", resp.Result, err)
@@ -90,7 +90,7 @@ func TestRunEndKillsTheTerminalsCommands(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the command's process %d outlived Run (kill 0: %v)", pid, err)
 	}
-	resp = dispatchTerminal(t, b, bridge.TerminalExecuteEndpoint, map[string]any{"command": "true"}, 5)
+	resp = dispatchTerminal(t, b, protocol.TerminalExecuteEndpoint, map[string]any{"command": "true"}, 5)
 	if resp.Success {
 		t.Errorf("a command ran after Run ended: %+v", resp)
 	}

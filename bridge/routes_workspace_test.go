@@ -49,47 +49,47 @@ func TestWorkspaceRoutesServeTheRoot(t *testing.T) {
 	root := gitRoot(t)
 	b := startBridge(t, bridge.Config{Root: root}, nil)
 
-	read := workspaceOK[sandbox.ReadFileResult](t, b, bridge.WorkspaceReadFileEndpoint, `{"path":"main.go","line_numbers":true,"start_line":3}`)
+	read := workspaceOK[sandbox.ReadFileResult](t, b, protocol.WorkspaceReadFileEndpoint, `{"path":"main.go","line_numbers":true,"start_line":3}`)
 	if read.Content != "     3\tconst Answer = 42\n" || read.TotalLines != 3 || read.StartLine != 3 || read.EndLine != 3 {
 		t.Fatalf("read-file: %+v", read)
 	}
-	rep := workspaceOK[sandbox.StrReplaceResult](t, b, bridge.WorkspaceStrReplaceEndpoint, `{"path":"main.go","old":"Answer = 42","new":"Answer = 43"}`)
+	rep := workspaceOK[sandbox.StrReplaceResult](t, b, protocol.WorkspaceStrReplaceEndpoint, `{"path":"main.go","old":"Answer = 42","new":"Answer = 43"}`)
 	if rep.Replacements != 1 || rep.Line != 3 {
 		t.Fatalf("str-replace: %+v", rep)
 	}
-	found := workspaceOK[sandbox.SearchResult](t, b, bridge.WorkspaceSearchEndpoint, `{"pattern":"Answer = 43","fixed":true}`)
+	found := workspaceOK[sandbox.SearchResult](t, b, protocol.WorkspaceSearchEndpoint, `{"pattern":"Answer = 43","fixed":true}`)
 	if len(found.Hits) != 1 || found.Rendered != "main.go:3: const Answer = 43\n" {
 		t.Fatalf("search: %+v", found)
 	}
-	diff := workspaceOK[sandbox.GitDiff](t, b, bridge.WorkspaceGitDiffEndpoint, `{}`)
+	diff := workspaceOK[sandbox.GitDiff](t, b, protocol.WorkspaceGitDiffEndpoint, `{}`)
 	if !strings.Contains(diff.Diff, "+const Answer = 43") || !strings.Contains(diff.Diff, "-const Answer = 42") {
 		t.Fatalf("git diff: %+v", diff)
 	}
-	w := workspaceOK[sandbox.WriteFileResult](t, b, bridge.WorkspaceWriteFileEndpoint, `{"path":"docs/new.md","content":"hello\n"}`)
+	w := workspaceOK[sandbox.WriteFileResult](t, b, protocol.WorkspaceWriteFileEndpoint, `{"path":"docs/new.md","content":"hello\n"}`)
 	if !w.Created || w.Bytes != 6 {
 		t.Fatalf("write-file: %+v", w)
 	}
-	st := workspaceOK[sandbox.GitStatus](t, b, bridge.WorkspaceGitStatusEndpoint, `{}`)
+	st := workspaceOK[sandbox.GitStatus](t, b, protocol.WorkspaceGitStatusEndpoint, `{}`)
 	if st.Branch != "main" || st.Clean || len(st.Entries) != 2 {
 		t.Fatalf("git status: %+v", st)
 	}
-	stat := workspaceOK[sandbox.StatResult](t, b, bridge.WorkspaceStatEndpoint, `{"path":"docs"}`)
+	stat := workspaceOK[sandbox.StatResult](t, b, protocol.WorkspaceStatEndpoint, `{"path":"docs"}`)
 	if !stat.IsDirectory || stat.IsSymlink || stat.MtimeMS == 0 {
 		t.Fatalf("stat: %+v", stat)
 	}
-	names := workspaceOK[sandbox.ReaddirResult](t, b, bridge.WorkspaceReaddirEndpoint, `{"path":"."}`)
+	names := workspaceOK[sandbox.ReaddirResult](t, b, protocol.WorkspaceReaddirEndpoint, `{"path":"."}`)
 	if strings.Join(names.Names, ",") != ".git,docs,main.go" {
 		t.Fatalf("readdir: %+v", names)
 	}
-	ls := workspaceOK[sandbox.ListDirResult](t, b, bridge.WorkspaceListDirEndpoint, `{"depth":2}`)
+	ls := workspaceOK[sandbox.ListDirResult](t, b, protocol.WorkspaceListDirEndpoint, `{"depth":2}`)
 	if len(ls.Entries) != 4 { // .git (not entered), docs, docs/new.md, main.go
 		t.Fatalf("list-dir: %+v", ls.Entries)
 	}
-	workspaceOK[sandbox.PathResult](t, b, bridge.WorkspaceMkdirEndpoint, `{"path":"a/b","recursive":true}`)
-	if ex := workspaceOK[sandbox.ExistsResult](t, b, bridge.WorkspaceExistsEndpoint, `{"path":"a/b"}`); !ex.Exists {
+	workspaceOK[sandbox.PathResult](t, b, protocol.WorkspaceMkdirEndpoint, `{"path":"a/b","recursive":true}`)
+	if ex := workspaceOK[sandbox.ExistsResult](t, b, protocol.WorkspaceExistsEndpoint, `{"path":"a/b"}`); !ex.Exists {
 		t.Fatal("a/b does not exist after mkdir")
 	}
-	workspaceOK[sandbox.PathResult](t, b, bridge.WorkspaceRmEndpoint, `{"path":"a","recursive":true}`)
+	workspaceOK[sandbox.PathResult](t, b, protocol.WorkspaceRmEndpoint, `{"path":"a","recursive":true}`)
 	if _, err := os.Stat(filepath.Join(root, "a")); !os.IsNotExist(err) {
 		t.Fatalf("a is still there after rm: %v", err)
 	}
@@ -108,30 +108,30 @@ func TestWorkspaceGitRoutesOnASubdirectoryAndOutsideARepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBridge(t, bridge.Config{Root: sub}, nil)
-	st := workspaceOK[sandbox.GitStatus](t, b, bridge.WorkspaceGitStatusEndpoint, `{}`)
+	st := workspaceOK[sandbox.GitStatus](t, b, protocol.WorkspaceGitStatusEndpoint, `{}`)
 	if len(st.Entries) != 1 || st.Entries[0].Path != "x.go" || st.Entries[0].Status != "??" {
 		t.Fatalf("status of the pkg root, relative to it and without main.go: %+v", st)
 	}
-	diff := workspaceOK[sandbox.GitDiff](t, b, bridge.WorkspaceGitDiffEndpoint, `{"ref":"HEAD"}`)
+	diff := workspaceOK[sandbox.GitDiff](t, b, protocol.WorkspaceGitDiffEndpoint, `{"ref":"HEAD"}`)
 	if diff.Diff != "" || len(diff.Untracked) != 1 || diff.Untracked[0] != "x.go" {
 		t.Fatalf("diff of the pkg root shows what is outside it: %+v", diff)
 	}
-	wantFailure(t, workspaceCall(t, b, bridge.WorkspaceGitDiffEndpoint, `{"ref":"no-such-branch"}`), protocol.CodeInvalidRef)
-	wantFailure(t, workspaceCall(t, b, bridge.WorkspaceGitDiffEndpoint, `{"ref":"--output=/tmp/x"}`), protocol.CodeInvalidRef)
+	wantFailure(t, workspaceCall(t, b, protocol.WorkspaceGitDiffEndpoint, `{"ref":"no-such-branch"}`), protocol.CodeInvalidRef)
+	wantFailure(t, workspaceCall(t, b, protocol.WorkspaceGitDiffEndpoint, `{"ref":"--output=/tmp/x"}`), protocol.CodeInvalidRef)
 
 	plain := startBridge(t, bridge.Config{Root: t.TempDir()}, nil)
-	wantFailure(t, workspaceCall(t, plain, bridge.WorkspaceGitStatusEndpoint, `{}`), protocol.CodeNotARepository)
-	wantFailure(t, workspaceCall(t, plain, bridge.WorkspaceGitDiffEndpoint, `{}`), protocol.CodeNotARepository)
+	wantFailure(t, workspaceCall(t, plain, protocol.WorkspaceGitStatusEndpoint, `{}`), protocol.CodeNotARepository)
+	wantFailure(t, workspaceCall(t, plain, protocol.WorkspaceGitDiffEndpoint, `{}`), protocol.CodeNotARepository)
 }
 
 func TestWorkspaceRoutesDecodeStrictly(t *testing.T) {
 	root := t.TempDir()
 	b := startBridge(t, bridge.Config{Root: root}, nil)
 	for endpoint, payload := range map[string]string{
-		bridge.WorkspaceReadFileEndpoint:     `{"path":"f","line_numbrs":true}`,
-		bridge.WorkspaceStrReplaceEndpoint:   `{"path":"f","old":"a","new":"b","count":2}`,
-		bridge.WorkspaceGitStatusEndpoint:    `{"porcelain":true}`,
-		bridge.WorkspaceCapabilitiesEndpoint: `{"verbose":true}`,
+		protocol.WorkspaceReadFileEndpoint:     `{"path":"f","line_numbrs":true}`,
+		protocol.WorkspaceStrReplaceEndpoint:   `{"path":"f","old":"a","new":"b","count":2}`,
+		protocol.WorkspaceGitStatusEndpoint:    `{"porcelain":true}`,
+		protocol.WorkspaceCapabilitiesEndpoint: `{"verbose":true}`,
 	} {
 		resp := workspaceCall(t, b, endpoint, payload)
 		wantFailure(t, resp, protocol.CodeInvalidPayload)
@@ -143,9 +143,9 @@ func TestWorkspaceRoutesDecodeStrictly(t *testing.T) {
 			}
 		}
 	}
-	wantFailure(t, workspaceCall(t, b, bridge.WorkspaceReadFileEndpoint, `{"path":"f"} {"path":"g"}`), protocol.CodeInvalidPayload)
-	wantFailure(t, workspaceCall(t, b, bridge.WorkspaceReadFileEndpoint, `{"path":7}`), protocol.CodeInvalidPayload)
-	wantFailure(t, workspaceCall(t, b, bridge.WorkspaceReadFileEndpoint, `[1]`), protocol.CodeInvalidPayload)
+	wantFailure(t, workspaceCall(t, b, protocol.WorkspaceReadFileEndpoint, `{"path":"f"} {"path":"g"}`), protocol.CodeInvalidPayload)
+	wantFailure(t, workspaceCall(t, b, protocol.WorkspaceReadFileEndpoint, `{"path":7}`), protocol.CodeInvalidPayload)
+	wantFailure(t, workspaceCall(t, b, protocol.WorkspaceReadFileEndpoint, `[1]`), protocol.CodeInvalidPayload)
 }
 
 func TestWorkspacePathsOutsideTheRootAreRefused(t *testing.T) {
@@ -161,14 +161,14 @@ func TestWorkspacePathsOutsideTheRootAreRefused(t *testing.T) {
 	long := strings.Repeat("d/", 2100)
 	for _, p := range []string{"../secret", "/etc/passwd", "out/secret", "a\u0000b", long} {
 		pj, _ := json.Marshal(p)
-		for _, endpoint := range []string{bridge.WorkspaceReadFileEndpoint, bridge.WorkspaceStatEndpoint, bridge.WorkspaceListDirEndpoint, bridge.WorkspaceReaddirEndpoint} {
+		for _, endpoint := range []string{protocol.WorkspaceReadFileEndpoint, protocol.WorkspaceStatEndpoint, protocol.WorkspaceListDirEndpoint, protocol.WorkspaceReaddirEndpoint} {
 			resp := workspaceCall(t, b, endpoint, `{"path":`+string(pj)+`}`)
 			wantFailure(t, resp, protocol.CodeInvalidPath)
 			if strings.Contains(resp.Message, "secret\n") {
 				t.Fatalf("%s %q: the refusal shows the file: %q", endpoint, p, resp.Message)
 			}
 		}
-		resp := workspaceCall(t, b, bridge.WorkspaceWriteFileEndpoint, `{"path":`+string(pj)+`,"content":"x"}`)
+		resp := workspaceCall(t, b, protocol.WorkspaceWriteFileEndpoint, `{"path":`+string(pj)+`,"content":"x"}`)
 		wantFailure(t, resp, protocol.CodeInvalidPath)
 	}
 	if data, _ := os.ReadFile(filepath.Join(outside, "secret")); string(data) != "secret\n" {
@@ -180,14 +180,14 @@ func TestReadOnlyRefusesWritesAndExecution(t *testing.T) {
 	root := gitRoot(t)
 	b := startBridge(t, bridge.Config{Root: root, ReadOnly: true, SandboxDir: t.TempDir()}, nil)
 	for endpoint, payload := range map[string]string{
-		bridge.WorkspaceWriteFileEndpoint:              `{"path":"x","content":"y"}`,
-		bridge.WorkspaceStrReplaceEndpoint:             `{"path":"main.go","old":"42","new":"43"}`,
-		bridge.WorkspaceMkdirEndpoint:                  `{"path":"d"}`,
-		bridge.WorkspaceRmEndpoint:                     `{"path":"main.go"}`,
-		bridge.TerminalExecuteEndpoint:                 `{"command":"touch pwned"}`,
-		bridge.DebugStartEndpoint:                      `{"language":"python","program":"x.py"}`,
-		bridge.SandboxListEndpoint:                     `{}`,
-		bridge.TerminalSessionsEndpoint + "/s1/signal": `{"signal":"KILL"}`,
+		protocol.WorkspaceWriteFileEndpoint:              `{"path":"x","content":"y"}`,
+		protocol.WorkspaceStrReplaceEndpoint:             `{"path":"main.go","old":"42","new":"43"}`,
+		protocol.WorkspaceMkdirEndpoint:                  `{"path":"d"}`,
+		protocol.WorkspaceRmEndpoint:                     `{"path":"main.go"}`,
+		protocol.TerminalExecuteEndpoint:                 `{"command":"touch pwned"}`,
+		protocol.DebugStartEndpoint:                      `{"language":"python","program":"x.py"}`,
+		protocol.SandboxListEndpoint:                     `{}`,
+		protocol.TerminalSessionsEndpoint + "/s1/signal": `{"signal":"KILL"}`,
 	} {
 		resp := workspaceCall(t, b, endpoint, payload)
 		wantFailure(t, resp, protocol.CodeForbidden)
@@ -201,17 +201,17 @@ func TestReadOnlyRefusesWritesAndExecution(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(root, "main.go")); !strings.Contains(string(data), "Answer = 42") {
 		t.Fatal("a read-only bridge changed a file")
 	}
-	read := workspaceOK[sandbox.ReadFileResult](t, b, bridge.WorkspaceReadFileEndpoint, `{"path":"main.go"}`)
+	read := workspaceOK[sandbox.ReadFileResult](t, b, protocol.WorkspaceReadFileEndpoint, `{"path":"main.go"}`)
 	if !strings.Contains(read.Content, "Answer = 42") {
 		t.Fatalf("read-file on a read-only bridge: %+v", read)
 	}
-	workspaceOK[sandbox.GitDiff](t, b, bridge.WorkspaceGitDiffEndpoint, `{}`)
-	caps := workspaceOK[bridge.CapabilitiesResult](t, b, bridge.WorkspaceCapabilitiesEndpoint, ``)
+	workspaceOK[sandbox.GitDiff](t, b, protocol.WorkspaceGitDiffEndpoint, `{}`)
+	caps := workspaceOK[protocol.CapabilitiesResult](t, b, protocol.WorkspaceCapabilitiesEndpoint, ``)
 	if !caps.ReadOnly || strings.Join(caps.Groups, ",") != "debug,files,git" || caps.Root != root {
 		t.Fatalf("capabilities: %+v", caps)
 	}
-	if slices.Contains(caps.Routes, bridge.WorkspaceWriteFileEndpoint) || slices.Contains(caps.Routes, bridge.TerminalExecuteEndpoint) ||
-		!slices.Contains(caps.Routes, bridge.WorkspaceReadFileEndpoint) {
+	if slices.Contains(caps.Routes, protocol.WorkspaceWriteFileEndpoint) || slices.Contains(caps.Routes, protocol.TerminalExecuteEndpoint) ||
+		!slices.Contains(caps.Routes, protocol.WorkspaceReadFileEndpoint) {
 		t.Fatalf("capabilities routes: %v", caps.Routes)
 	}
 }
@@ -220,9 +220,9 @@ func TestDisabledGroupsAnswerForbiddenNamingTheFlag(t *testing.T) {
 	root := gitRoot(t)
 	b := startBridge(t, bridge.Config{Root: root, Disable: []string{"git", "terminal", "git"}}, nil)
 	for _, c := range []struct{ endpoint, payload, flag string }{
-		{bridge.WorkspaceGitDiffEndpoint, `{}`, "--disable git"},
-		{bridge.WorkspaceGitStatusEndpoint, `{"bogus":1}`, "--disable git"}, // refused before decoding
-		{bridge.TerminalExecuteEndpoint, `{"command":"true"}`, "--disable terminal"},
+		{protocol.WorkspaceGitDiffEndpoint, `{}`, "--disable git"},
+		{protocol.WorkspaceGitStatusEndpoint, `{"bogus":1}`, "--disable git"}, // refused before decoding
+		{protocol.TerminalExecuteEndpoint, `{"command":"true"}`, "--disable terminal"},
 	} {
 		resp := workspaceCall(t, b, c.endpoint, c.payload)
 		wantFailure(t, resp, protocol.CodeForbidden)
@@ -230,8 +230,8 @@ func TestDisabledGroupsAnswerForbiddenNamingTheFlag(t *testing.T) {
 			t.Errorf("%s: message %q does not name %s", c.endpoint, resp.Message, c.flag)
 		}
 	}
-	workspaceOK[sandbox.ReadFileResult](t, b, bridge.WorkspaceReadFileEndpoint, `{"path":"main.go"}`)
-	caps := workspaceOK[bridge.CapabilitiesResult](t, b, bridge.WorkspaceCapabilitiesEndpoint, `{}`)
+	workspaceOK[sandbox.ReadFileResult](t, b, protocol.WorkspaceReadFileEndpoint, `{"path":"main.go"}`)
+	caps := workspaceOK[protocol.CapabilitiesResult](t, b, protocol.WorkspaceCapabilitiesEndpoint, `{}`)
 	if caps.ReadOnly || strings.Join(caps.Disabled, ",") != "git,terminal" || strings.Join(caps.Groups, ",") != "debug,files" {
 		t.Fatalf("capabilities: %+v", caps)
 	}
@@ -256,15 +256,15 @@ func TestAttachIsRefusedWhenTheTerminalIs(t *testing.T) {
 
 func TestSandboxRoutesDecodeStrictlyAndGainReaddir(t *testing.T) {
 	b := startBridge(t, bridge.Config{SandboxDir: t.TempDir()}, nil)
-	resp := workspaceCall(t, b, bridge.SandboxListEndpoint, `{"user":"u"}`)
+	resp := workspaceCall(t, b, protocol.SandboxListEndpoint, `{"user":"u"}`)
 	wantFailure(t, resp, protocol.CodeInvalidPayload)
 	if !strings.Contains(resp.Message, `"user"`) {
 		t.Fatalf("message %q does not name the field", resp.Message)
 	}
-	if !slices.Contains(b.Router().Routes(), bridge.SandboxWorkspacesEndpoint+"/:workspace_id/readdir") {
+	if !slices.Contains(b.Router().Routes(), protocol.SandboxWorkspacesEndpoint+"/:workspace_id/readdir") {
 		t.Fatal("the sandbox readdir route is not mounted")
 	}
-	wantFailure(t, workspaceCall(t, b, bridge.SandboxWorkspacesEndpoint+"/ws-none/readdir", `{"path":"."}`), protocol.CodeWorkspaceNotFound)
+	wantFailure(t, workspaceCall(t, b, protocol.SandboxWorkspacesEndpoint+"/ws-none/readdir", `{"path":"."}`), protocol.CodeWorkspaceNotFound)
 }
 
 // FuzzWorkspacePayload sends arbitrary payloads to the workspace routes:
@@ -283,8 +283,8 @@ func FuzzWorkspacePayload(f *testing.F) {
 		f.Fatal(err)
 	}
 	b := startBridge(f, bridge.Config{Root: root, ReadOnly: true}, nil)
-	endpoints := []string{bridge.WorkspaceReadFileEndpoint, bridge.WorkspaceStatEndpoint, bridge.WorkspaceListDirEndpoint,
-		bridge.WorkspaceSearchEndpoint, bridge.WorkspaceReaddirEndpoint, bridge.WorkspaceWriteFileEndpoint}
+	endpoints := []string{protocol.WorkspaceReadFileEndpoint, protocol.WorkspaceStatEndpoint, protocol.WorkspaceListDirEndpoint,
+		protocol.WorkspaceSearchEndpoint, protocol.WorkspaceReaddirEndpoint, protocol.WorkspaceWriteFileEndpoint}
 	for _, seed := range []string{
 		`{"path":"f.txt","line_numbers":true}`, `{"path":"out/secret"}`, `{"path":"../secret"}`, `{"path":"f.txt","start_line":2,"end_line":1}`,
 		`{"pattern":"TOP","path":"out"}`, `{"path":"a\u0000b"}`, `{}`, `null`, `{"path":"f.txt","x":1}`, `{"path":"f.txt"}{}`, ``,

@@ -23,7 +23,7 @@ func TestEveryRouteRefusesAnUnknownPayloadField(t *testing.T) {
 		t.Fatalf("only %d routes mounted: %v", len(routes), routes)
 	}
 	for _, route := range routes {
-		if route == bridge.PingEndpoint {
+		if route == protocol.PingEndpoint {
 			continue
 		}
 		t.Run(route, func(t *testing.T) {
@@ -44,17 +44,17 @@ func TestRoutePayloadErrorsNameTheFieldAndWhatItProbablyMeant(t *testing.T) {
 	}{
 		// The issue's two: a typo used to answer "command is empty", and
 		// flat breakpoints used to set none and let the program run.
-		{bridge.TerminalExecuteEndpoint, `{"comand":"ls"}`, `unknown field "comand" (did you mean "command"?)`},
-		{bridge.DebugStartEndpoint, `{"language":"c","program":"p","breakpoints":[{"path":"p.c","line":3}]}`,
+		{protocol.TerminalExecuteEndpoint, `{"comand":"ls"}`, `unknown field "comand" (did you mean "command"?)`},
+		{protocol.DebugStartEndpoint, `{"language":"c","program":"p","breakpoints":[{"path":"p.c","line":3}]}`,
 			`unknown field "breakpoints[0].line" (did you mean "breakpoints[0].breakpoints[].line"?)`},
-		{bridge.DebugBreakpointsEndpoint, `{"session_id":"s","path":"p.c","line":3}`,
+		{protocol.DebugBreakpointsEndpoint, `{"session_id":"s","path":"p.c","line":3}`,
 			`unknown field "line" (did you mean "breakpoints[].line"?)`},
-		{bridge.DebugBreakpointsEndpoint, `{"session_id":"s","path":"p.c","breakpoints":[{"line":"3"}]}`,
+		{protocol.DebugBreakpointsEndpoint, `{"session_id":"s","path":"p.c","breakpoints":[{"line":"3"}]}`,
 			`field "breakpoints[0].line": expected an integer, got a string`},
-		{bridge.DebugSnapshotEndpoint, `{"sessionId":"s"}`, `unknown field "sessionId" (did you mean "session_id"?)`},
-		{bridge.TerminalExecuteEndpoint, `{"command":"ls","timeout":"5"}`, `field "timeout": expected a number, got a string`},
-		{bridge.TerminalExecuteEndpoint, `{"command":"ls","env":{"A":1}}`, `field "env.A": expected a string, got the number 1`},
-		{bridge.WorkspaceStrReplaceEndpoint, `{"path":"f","old_str":"a","new":"b"}`, `unknown field "old_str" (did you mean "old"?)`},
+		{protocol.DebugSnapshotEndpoint, `{"sessionId":"s"}`, `unknown field "sessionId" (did you mean "session_id"?)`},
+		{protocol.TerminalExecuteEndpoint, `{"command":"ls","timeout":"5"}`, `field "timeout": expected a number, got a string`},
+		{protocol.TerminalExecuteEndpoint, `{"command":"ls","env":{"A":1}}`, `field "env.A": expected a string, got the number 1`},
+		{protocol.WorkspaceStrReplaceEndpoint, `{"path":"f","old_str":"a","new":"b"}`, `unknown field "old_str" (did you mean "old"?)`},
 	} {
 		resp := b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "c", Endpoint: tc.endpoint, Payload: []byte(tc.payload), Timeout: 10})
 		wantFailure(t, resp, protocol.CodeInvalidPayload)
@@ -68,12 +68,12 @@ func TestFreeFormPayloadPartsTakeAnyMembers(t *testing.T) {
 	b := startBridge(t, bridge.Config{}, nil)
 	// A launch configuration is the adapter's to read: its members are
 	// passed on, and this one fails only because no adapter has its type.
-	resp := b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "c", Endpoint: bridge.DebugStartEndpoint,
+	resp := b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "c", Endpoint: protocol.DebugStartEndpoint,
 		Payload: []byte(`{"config":{"type":"no-such-adapter","request":"launch","program":"p","anyAdapterOption":{"x":[1]}}}`), Timeout: 10})
 	if resp.Error == protocol.CodeInvalidPayload && strings.Contains(resp.Message, "unknown field") {
 		t.Fatalf("a launch configuration's member was refused: %+v", resp)
 	}
-	resp = b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "c", Endpoint: bridge.TerminalExecuteEndpoint,
+	resp = b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "c", Endpoint: protocol.TerminalExecuteEndpoint,
 		Payload: []byte(`{"command":"echo $ANY_NAME","env":{"ANY_NAME":"ok"},"hidden":true}`), Timeout: 10})
 	if !resp.Success || !strings.Contains(string(resp.Result), `"output":"ok\n"`) {
 		t.Fatalf("env: %+v", resp)

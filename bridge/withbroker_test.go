@@ -103,7 +103,7 @@ func TestWithBrokerPingRoundTrip(t *testing.T) {
 	if err := b.WaitConnected(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := r.call(t, context.Background(), "ws-rt", bridge.PingEndpoint, `{"hello":"broker"}`, 5)
+	resp, err := r.call(t, context.Background(), "ws-rt", protocol.PingEndpoint, `{"hello":"broker"}`, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestWithBrokerReplacedBridgeBacksOffThenTakesOver(t *testing.T) {
 	if err := first.WaitConnected(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := r.call(t, context.Background(), "ws-dup", bridge.PingEndpoint, `{}`, 5)
+	resp, err := r.call(t, context.Background(), "ws-dup", protocol.PingEndpoint, `{}`, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/protocol"
 )
 
 // The tools listed reflect what the workspace serves: at every tools/list
@@ -50,12 +50,12 @@ func samePattern(a, b string) bool {
 // capabilities asks the workspace what it serves; nil when it cannot tell
 // (the route is not served, or answers no routes).
 // It remembers the workspace's root for stop views (root).
-func (s *Server) capabilities(ctx context.Context) *bridge.CapabilitiesResult {
+func (s *Server) capabilities(ctx context.Context) *protocol.CapabilitiesResult {
 	ctx, cancel := context.WithTimeout(ctx, capabilitiesWait)
 	defer cancel()
 	tc := &toolCall{s: s, name: "capabilities"}
-	var caps bridge.CapabilitiesResult
-	if err := tc.call(ctx, bridge.WorkspaceCapabilitiesEndpoint, struct{}{}, capabilitiesWait, &caps); err != nil {
+	var caps protocol.CapabilitiesResult
+	if err := tc.call(ctx, protocol.WorkspaceCapabilitiesEndpoint, struct{}{}, capabilitiesWait, &caps); err != nil {
 		s.opts.Logger.Debug().Str("workspace_id", s.opts.Workspace).Err(err).Msg("mcp: workspace capabilities unknown")
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -148,7 +149,7 @@ func TestUnreadableResultIsAnErrorNotAProtocolFailure(t *testing.T) {
 func blocking() (*fakeWorkspace, <-chan error) {
 	ended := make(chan error, 16)
 	return &fakeWorkspace{answer: func(ctx context.Context, req caller.Request) protocol.ToolResponse {
-		if req.Endpoint == bridge.WorkspaceCapabilitiesEndpoint {
+		if req.Endpoint == protocol.WorkspaceCapabilitiesEndpoint {
 			return protocol.Failure("c", protocol.CodeUnknownRoute, "no route")
 		}
 		<-ctx.Done()
@@ -166,7 +167,7 @@ func TestClientCancelCancelsTheTetherCall(t *testing.T) {
 		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "terminal_run", Arguments: map[string]any{"command": "sleep 100", "timeout_s": 100}})
 		errc <- err
 	}()
-	waitCalls(t, ws, 1)
+	testwait.Until(t, 5*time.Second, func() bool { return len(ws.called()) >= 1 }, "the tether call")
 	cancel()
 	select {
 	case err := <-ended:
@@ -196,17 +197,6 @@ func TestToolCallEndsByItsDeadline(t *testing.T) {
 	}
 	if reqs := ws.called(); len(reqs) != 1 || reqs[0].Timeout > 3*time.Second {
 		t.Errorf("calls %+v: want one, bounded by timeout_s plus a little", reqs)
-	}
-}
-
-func waitCalls(t *testing.T, ws *fakeWorkspace, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(ws.called()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tether calls, want %d", len(ws.called()), n)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -248,6 +238,8 @@ func TestProgressIsNotifiedWhileWaiting(t *testing.T) {
 
 func TestNoProgressWithoutAToken(t *testing.T) {
 	ws := &fakeWorkspace{answer: func(ctx context.Context, req caller.Request) protocol.ToolResponse {
+		// The call outlasting progressInterval (1s) is the subject: a
+		// client with a token would be told of progress by now.
 		time.Sleep(1500 * time.Millisecond)
 		return success(terminal.ExecResult{Success: true})
 	}}

@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
@@ -60,7 +59,7 @@ func (tc *toolCall) view(ctx context.Context, id string, wait time.Duration, o v
 	var snap dap.Snapshot
 	req := dap.SnapshotRequest{SessionID: id, WaitTimeoutMS: max(int(wait/time.Millisecond), 1), Expressions: o.expressions, MaxFrames: o.maxFrames, VariableDepth: o.depth}
 	tc.wait("waiting for the session to stop")
-	err := tc.call(ctx, bridge.DebugSnapshotEndpoint, req, wait+syncSlack, &snap)
+	err := tc.call(ctx, protocol.DebugSnapshotEndpoint, req, wait+syncSlack, &snap)
 	var te *toolError
 	switch {
 	case err == nil:
@@ -88,7 +87,7 @@ func (tc *toolCall) ended(ctx context.Context, id string, exit *int) (StopView, 
 	v := StopView{SessionID: id, State: dap.StateEnded, ExitCode: exit}
 	if exit == nil {
 		var list dap.SessionList
-		if tc.call(ctx, bridge.DebugListEndpoint, struct{}{}, quickCall, &list) == nil {
+		if tc.call(ctx, protocol.DebugListEndpoint, struct{}{}, quickCall, &list) == nil {
 			for _, s := range list.Sessions {
 				if s.SessionID == id {
 					v.ExitCode = s.ExitCode
@@ -98,7 +97,7 @@ func (tc *toolCall) ended(ctx context.Context, id string, exit *int) (StopView, 
 		}
 	}
 	var out dap.OutputResult
-	if tc.call(ctx, bridge.DebugOutputEndpoint, dap.OutputRequest{SessionID: id}, quickCall, &out) == nil {
+	if tc.call(ctx, protocol.DebugOutputEndpoint, dap.OutputRequest{SessionID: id}, quickCall, &out) == nil {
 		v.Output = tailRunes(out.Output, endedOutput)
 	}
 	return v, nil
@@ -113,7 +112,7 @@ const endedOutput = 4000
 func (tc *toolCall) source(ctx context.Context, file string, at int) *Source {
 	var r sandbox.ReadFileResult
 	req := sandbox.ReadFileRequest{Path: file, StartLine: max(at-sourceContext, 1), EndLine: at + sourceContext}
-	if err := tc.call(ctx, bridge.WorkspaceReadFileEndpoint, req, quickCall, &r); err != nil || r.Encoding != "" || r.StartLine == 0 {
+	if err := tc.call(ctx, protocol.WorkspaceReadFileEndpoint, req, quickCall, &r); err != nil || r.Encoding != "" || r.StartLine == 0 {
 		return nil
 	}
 	lines := strings.Split(strings.TrimSuffix(r.Content, "\n"), "\n")

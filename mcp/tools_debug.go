@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -126,11 +125,11 @@ func addDebugTools(s *Server) {
 		title: "What can be debugged here",
 		description: "List the debug adapters that really run on the workspace's machine, the launch configurations of .vscode/launch.json, and build and test commands inferred from its files. " +
 			"Call it before debug_start.",
-		routes: []string{bridge.DebugContextEndpoint}, readOnly: true, idempotent: true,
+		routes: []string{protocol.DebugContextEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in contextArgs) (dap.DebugContext, string, error) {
 		var out dap.DebugContext
 		tc.wait("probing the debug adapters")
-		err := tc.call(ctx, bridge.DebugContextEndpoint, dap.ContextRequest{File: in.File}, defaultTimeout, &out)
+		err := tc.call(ctx, protocol.DebugContextEndpoint, dap.ContextRequest{File: in.File}, defaultTimeout, &out)
 		return out, renderContext(out), err
 	})
 	add(s, spec{
@@ -138,49 +137,49 @@ func addDebugTools(s *Server) {
 		title: "Start debugging",
 		description: "Start a debug session: from a launch configuration (config), its name in launch.json (config_name), or language and program; with breakpoints by line or by the line's text (line_content). " +
 			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it.",
-		routes: []string{bridge.DebugStartEndpoint}, destructive: true,
+		routes: []string{protocol.DebugStartEndpoint}, destructive: true,
 	}, startSession)
 	add(s, spec{
 		name:        "debug_set_breakpoints",
 		title:       "Set a file's breakpoints",
 		description: "Replace the breakpoints of one file in a session (by line, or by the line's text with line_content; conditions, hit counts, log messages). Returns each breakpoint's line and whether the adapter verified it.",
-		routes:      []string{bridge.DebugBreakpointsEndpoint}, idempotent: true,
+		routes:      []string{protocol.DebugBreakpointsEndpoint}, idempotent: true,
 	}, setBreakpoints)
 	add(s, spec{
 		name:  "debug_continue",
 		title: "Continue to the next stop",
 		description: "Resume the program and wait (up to timeout_s) for the next stop: returns where and why it stopped, the stack, the locals and the source around the line, or the exit code if the program ended. " +
 			"Right after debug_start it waits for the first stop.",
-		routes: []string{bridge.DebugContinueEndpoint},
+		routes: []string{protocol.DebugContinueEndpoint},
 	}, continueSession)
 	add(s, spec{
 		name:        "debug_step",
 		title:       "Step",
 		description: "Step over the current line, into the call on it, or out to the caller, and return the new location with the locals and source (or the exit code).",
-		routes:      []string{bridge.DebugStepOverEndpoint},
+		routes:      []string{protocol.DebugStepOverEndpoint},
 	}, step)
 	add(s, spec{
 		name:  "debug_run_to",
 		title: "Run to a line",
 		description: "Run until a line (by number, or by its text with line_content) and show the stop there: a temporary breakpoint, continue, then the file's breakpoints as they were. " +
 			"If another breakpoint or the end comes first, that is what it returns.",
-		routes: []string{bridge.DebugContinueEndpoint},
+		routes: []string{protocol.DebugContinueEndpoint},
 	}, runTo)
 	add(s, spec{
 		name:        "debug_pause",
 		title:       "Pause",
 		description: "Pause a running program and show where it is: stack, locals and source.",
-		routes:      []string{bridge.DebugPauseEndpoint},
+		routes:      []string{protocol.DebugPauseEndpoint},
 	}, func(ctx context.Context, tc *toolCall, in waitArgs) (StopView, string, error) {
 		tc.s.debug.takeFirstStop(in.SessionID)
-		v, err := control(ctx, tc, bridge.DebugPauseEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
+		v, err := control(ctx, tc, protocol.DebugPauseEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
 		return v, renderView(v, stoppedNext), err
 	})
 	add(s, spec{
 		name:        "debug_snapshot",
 		title:       "Show the stopped state",
 		description: "Show a stopped session's state: where and why it stopped, the stack, the locals (expanded to variable_depth) and expressions. A running session is waited for, up to timeout_s.",
-		routes:      []string{bridge.DebugSnapshotEndpoint}, readOnly: true, idempotent: true,
+		routes:      []string{protocol.DebugSnapshotEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in snapshotArgs) (StopView, string, error) {
 		tc.s.debug.takeFirstStop(in.SessionID)
 		v, err := tc.view(ctx, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions, maxFrames: in.MaxFrames, depth: in.VariableDepth})
@@ -190,10 +189,10 @@ func addDebugTools(s *Server) {
 		name:        "debug_evaluate",
 		title:       "Evaluate an expression",
 		description: "Evaluate an expression in a stopped session (the top frame, or frame_id), e.g. a variable, a field, a call. Returns its value and type.",
-		routes:      []string{bridge.DebugEvaluateEndpoint},
+		routes:      []string{protocol.DebugEvaluateEndpoint},
 	}, func(ctx context.Context, tc *toolCall, in evaluateArgs) (dap.EvalResult, string, error) {
 		var out dap.EvalResult
-		err := tc.call(ctx, bridge.DebugEvaluateEndpoint, dap.EvaluateRequest{SessionID: in.SessionID, Expression: in.Expression, FrameID: in.FrameID, Context: in.Context}, quickCall, &out)
+		err := tc.call(ctx, protocol.DebugEvaluateEndpoint, dap.EvaluateRequest{SessionID: in.SessionID, Expression: in.Expression, FrameID: in.FrameID, Context: in.Context}, quickCall, &out)
 		text := fmt.Sprintf("%s = %s", line(in.Expression, maxValue), line(out.Result, maxOutput/4))
 		if out.Type != "" {
 			text += " (" + line(out.Type, maxValue) + ")"
@@ -207,10 +206,10 @@ func addDebugTools(s *Server) {
 		name:        "debug_output",
 		title:       "Read the program's output",
 		description: "Read what the debugged program printed (stdout, stderr, log breakpoints) from a byte offset on; pass next_offset to the next read.",
-		routes:      []string{bridge.DebugOutputEndpoint}, readOnly: true, idempotent: true,
+		routes:      []string{protocol.DebugOutputEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in debugOutputArgs) (dap.OutputResult, string, error) {
 		var out dap.OutputResult
-		err := tc.call(ctx, bridge.DebugOutputEndpoint, dap.OutputRequest{SessionID: in.SessionID, Offset: in.Offset}, quickCall, &out)
+		err := tc.call(ctx, protocol.DebugOutputEndpoint, dap.OutputRequest{SessionID: in.SessionID, Offset: in.Offset}, quickCall, &out)
 		text := "(no output)"
 		if out.Output != "" {
 			text = block(out.Output, maxOutput)
@@ -221,20 +220,20 @@ func addDebugTools(s *Server) {
 		name:        "debug_sessions",
 		title:       "List debug sessions",
 		description: "List the workspace's debug sessions with their state (running, stopped, ended) and exit codes.",
-		routes:      []string{bridge.DebugListEndpoint}, readOnly: true, idempotent: true,
+		routes:      []string{protocol.DebugListEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, _ noArgs) (dap.SessionList, string, error) {
 		var out dap.SessionList
-		err := tc.call(ctx, bridge.DebugListEndpoint, struct{}{}, quickCall, &out)
+		err := tc.call(ctx, protocol.DebugListEndpoint, struct{}{}, quickCall, &out)
 		return out, renderSessions(out), err
 	})
 	add(s, spec{
 		name:        "debug_stop",
 		title:       "Stop debugging",
 		description: "End a debug session: the launched program is ended (an attached one detached), the adapter stopped.",
-		routes:      []string{bridge.DebugStopEndpoint}, destructive: true, idempotent: true,
+		routes:      []string{protocol.DebugStopEndpoint}, destructive: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in stopArgs) (dap.StopResult, string, error) {
 		var out dap.StopResult
-		err := tc.call(ctx, bridge.DebugStopEndpoint, dap.StopRequest{SessionID: in.SessionID, TerminateDebuggee: in.Terminate}, defaultTimeout, &out)
+		err := tc.call(ctx, protocol.DebugStopEndpoint, dap.StopRequest{SessionID: in.SessionID, TerminateDebuggee: in.Terminate}, defaultTimeout, &out)
 		if err == nil {
 			tc.s.debug.forget(in.SessionID)
 		}
@@ -286,7 +285,7 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 		payload["breakpoints"] = sets
 	}
 	tc.wait("starting the debug adapter")
-	if err := tc.call(ctx, bridge.DebugStartEndpoint, payload, in.timeout(), &out); err != nil {
+	if err := tc.call(ctx, protocol.DebugStartEndpoint, payload, in.timeout(), &out); err != nil {
 		return out, "", err
 	}
 	// The first stop is still to be shown unless the session stands at
@@ -324,7 +323,7 @@ func flatten(order []string, files map[string][]lineBreakpoint) []fileBreakpoint
 func setBreakpoints(ctx context.Context, tc *toolCall, in setBreakpointsArgs) (dap.SetBreakpointsResult, string, error) {
 	var out dap.SetBreakpointsResult
 	payload := map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(in.Breakpoints)}
-	if err := tc.call(ctx, bridge.DebugBreakpointsEndpoint, payload, quickCall, &out); err != nil {
+	if err := tc.call(ctx, protocol.DebugBreakpointsEndpoint, payload, quickCall, &out); err != nil {
 		return out, "", err
 	}
 	tc.s.debug.setBreakpoints(in.SessionID, in.Path, in.Breakpoints)
@@ -376,11 +375,11 @@ func continueSession(ctx context.Context, tc *toolCall, in continueArgs) (StopVi
 	}
 	if !in.Wait {
 		var res dap.ControlResult
-		err := tc.call(ctx, bridge.DebugContinueEndpoint, map[string]any{"session_id": in.SessionID, "wait": false}, quickCall, &res)
+		err := tc.call(ctx, protocol.DebugContinueEndpoint, map[string]any{"session_id": in.SessionID, "wait": false}, quickCall, &res)
 		v := StopView{SessionID: in.SessionID, State: res.State, ExitCode: res.ExitCode}
 		return v, renderView(v, stoppedNext), err
 	}
-	v, err := control(ctx, tc, bridge.DebugContinueEndpoint, in.SessionID, in.timeout(), opts)
+	v, err := control(ctx, tc, protocol.DebugContinueEndpoint, in.SessionID, in.timeout(), opts)
 	return v, renderView(v, stoppedNext), err
 }
 
@@ -409,9 +408,9 @@ func control(ctx context.Context, tc *toolCall, endpoint, id string, wait time.D
 
 func step(ctx context.Context, tc *toolCall, in stepArgs) (StopView, string, error) {
 	tc.s.debug.takeFirstStop(in.SessionID)
-	endpoint := map[string]string{"over": bridge.DebugStepOverEndpoint, "into": bridge.DebugStepIntoEndpoint, "out": bridge.DebugStepOutEndpoint}[in.Kind]
+	endpoint := map[string]string{"over": protocol.DebugStepOverEndpoint, "into": protocol.DebugStepIntoEndpoint, "out": protocol.DebugStepOutEndpoint}[in.Kind]
 	if endpoint == "" {
-		endpoint = bridge.DebugStepOverEndpoint
+		endpoint = protocol.DebugStepOverEndpoint
 	}
 	v, err := control(ctx, tc, endpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
 	return v, renderView(v, stoppedNext), err
@@ -429,21 +428,21 @@ func runTo(ctx context.Context, tc *toolCall, in runToArgs) (StopView, string, e
 	set := append(slices.Clone(kept), target)
 	var placed dap.SetBreakpointsResult
 	payload := map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": set}
-	if err := tc.call(ctx, bridge.DebugBreakpointsEndpoint, payload, quickCall, &placed); err != nil {
+	if err := tc.call(ctx, protocol.DebugBreakpointsEndpoint, payload, quickCall, &placed); err != nil {
 		return StopView{SessionID: in.SessionID}, "", err
 	}
 	at := 0
 	if n := len(placed.Breakpoints); n == len(set) {
 		at = placed.Breakpoints[n-1].Line
 	}
-	v, err := control(ctx, tc, bridge.DebugContinueEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
+	v, err := control(ctx, tc, protocol.DebugContinueEndpoint, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions})
 	// Put the set back even when the client gave up meanwhile: a
 	// temporary breakpoint left behind would stop the program later. It
 	// is one quick request; restoreWait bounds how far past the tool's
 	// deadline it may take.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreWait)
 	defer cancel()
-	restore := tc.call(rctx, bridge.DebugBreakpointsEndpoint, map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(kept)}, restoreWait, nil)
+	restore := tc.call(rctx, protocol.DebugBreakpointsEndpoint, map[string]any{"session_id": in.SessionID, "path": in.Path, "breakpoints": breakpointsPayload(kept)}, restoreWait, nil)
 	if err != nil {
 		return v, "", err
 	}

@@ -6,18 +6,14 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 )
 
 // File, search and git tools act on the bridge's root (the workspace
-// routes, bridge.Workspace…Endpoint) or, given sandbox_id, on a sandbox
+// routes, protocol.Workspace…Endpoint) or, given sandbox_id, on a sandbox
 // workspace: the same operations, with the same payloads (both run
 // sandbox.Tree), under /api/sandbox/workspaces/{id}/.
-
-// workspacePrefix is what a root route's path adds to its operation's
-// name; under a sandbox workspace the same name follows its id.
-const workspacePrefix = "/api/workspace/"
 
 // fileRoute is the route of the root's endpoint, or of the same operation
 // on sandbox workspace id when it is set.
@@ -25,22 +21,22 @@ func fileRoute(id, endpoint string) string {
 	if id == "" {
 		return endpoint
 	}
-	return sandboxRoute(id, strings.TrimPrefix(endpoint, workspacePrefix))
+	return sandboxRoute(id, protocol.WorkspaceOp(endpoint))
 }
 
 // fileRoutes are the route patterns of a file tool: on the root, and in
 // sandboxes.
 func fileRoutes(endpoint string) []string {
-	return []string{endpoint, sandboxPattern(strings.TrimPrefix(endpoint, workspacePrefix))}
+	return []string{endpoint, sandboxPattern(protocol.WorkspaceOp(endpoint))}
 }
 
 func sandboxRoute(id, op string) string {
-	return bridge.SandboxWorkspacesEndpoint + "/" + url.PathEscape(id) + "/" + op
+	return protocol.SandboxWorkspacesEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
 
 // sandboxPattern is the route pattern of sandboxRoute, as capabilities
 // lists it.
-func sandboxPattern(op string) string { return bridge.SandboxWorkspacesEndpoint + "/:id/" + op }
+func sandboxPattern(op string) string { return protocol.SandboxWorkspacesEndpoint + "/:id/" + op }
 
 type readArgs struct {
 	Path      string `json:"path" jsonschema:"file path relative to the workspace root"`
@@ -109,22 +105,22 @@ func addFileTools(s *Server) {
 		name:        "file_read",
 		title:       "Read a file",
 		description: "Read a text file, or a range of its lines, and return it with line numbers (for file_str_replace, leave the numbers out). Large files are cut: read them by line range.",
-		routes:      fileRoutes(bridge.WorkspaceReadFileEndpoint), readOnly: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceReadFileEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in readArgs) (sandbox.ReadFileResult, string, error) {
 		var out sandbox.ReadFileResult
 		req := sandbox.ReadFileRequest{Path: in.Path, StartLine: in.StartLine, EndLine: in.EndLine, MaxBytes: in.MaxBytes}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceReadFileEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceReadFileEndpoint), req, quickCall, &out)
 		return out, renderRead(out), err
 	})
 	add(s, spec{
 		name:        "file_write",
 		title:       "Write a file",
 		description: "Create a file or replace its whole content. To change part of a file, use file_str_replace. Returns the bytes written.",
-		routes:      fileRoutes(bridge.WorkspaceWriteFileEndpoint), destructive: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceWriteFileEndpoint), destructive: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in writeArgs) (sandbox.WriteFileResult, string, error) {
 		var out sandbox.WriteFileResult
 		req := sandbox.WriteFileRequest{Path: in.Path, Content: in.Content, CreateDirs: in.CreateDirs}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceWriteFileEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceWriteFileEndpoint), req, quickCall, &out)
 		how := "Wrote"
 		if out.Created {
 			how = "Created"
@@ -136,11 +132,11 @@ func addFileTools(s *Server) {
 		title: "Replace text in a file",
 		description: "Replace an exact piece of a file with new text. old must occur exactly once (or expected_count times); otherwise nothing changes and the error says how often it occurs. " +
 			"Returns the line where the replacement starts.",
-		routes: fileRoutes(bridge.WorkspaceStrReplaceEndpoint), destructive: true,
+		routes: fileRoutes(protocol.WorkspaceStrReplaceEndpoint), destructive: true,
 	}, func(ctx context.Context, tc *toolCall, in replaceArgs) (sandbox.StrReplaceResult, string, error) {
 		var out sandbox.StrReplaceResult
 		req := sandbox.StrReplaceRequest{Path: in.Path, Old: in.Old, New: in.New, ExpectedCount: in.ExpectedCount}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceStrReplaceEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceStrReplaceEndpoint), req, quickCall, &out)
 		n := out.Replacements
 		return out, fmt.Sprintf("Replaced %d occurrence%s in %s, the first at line %d.", n, plural(n), line(in.Path, maxValue), out.Line), err
 	})
@@ -148,54 +144,54 @@ func addFileTools(s *Server) {
 		name:        "file_list",
 		title:       "List a directory",
 		description: "List a directory's files and subdirectories (with sizes), to the given depth; .git is left out.",
-		routes:      fileRoutes(bridge.WorkspaceListDirEndpoint), readOnly: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceListDirEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in listArgs) (sandbox.ListDirResult, string, error) {
 		var out sandbox.ListDirResult
 		req := sandbox.ListDirRequest{Path: in.Path, Depth: in.Depth}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceListDirEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceListDirEndpoint), req, quickCall, &out)
 		return out, renderList(in.Path, out), err
 	})
 	add(s, spec{
 		name:        "file_search",
 		title:       "Search the files",
 		description: "Search the workspace's files for a regular expression or plain text (ripgrep); returns the matching lines as path:line: text.",
-		routes:      fileRoutes(bridge.WorkspaceSearchEndpoint), readOnly: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceSearchEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in searchArgs) (sandbox.SearchResult, string, error) {
 		var out sandbox.SearchResult
 		req := sandbox.SearchRequest{Pattern: in.Pattern, Path: in.Path, Fixed: in.Fixed, Glob: in.Glob,
 			CaseInsensitive: in.CaseInsensitive, Context: in.Context, MaxResults: in.MaxResults}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceSearchEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceSearchEndpoint), req, quickCall, &out)
 		return out, renderSearch(in.Pattern, out), err
 	})
 	add(s, spec{
 		name:        "git_status",
 		title:       "Git status",
 		description: "Show the git branch, HEAD commit and the changed and untracked files of the workspace.",
-		routes:      fileRoutes(bridge.WorkspaceGitStatusEndpoint), readOnly: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceGitStatusEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in statusArgs) (sandbox.GitStatus, string, error) {
 		var out sandbox.GitStatus
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceGitStatusEndpoint), sandbox.StatusRequest{Path: in.Path}, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceGitStatusEndpoint), sandbox.StatusRequest{Path: in.Path}, quickCall, &out)
 		return out, renderStatus(out), err
 	})
 	add(s, spec{
 		name:        "git_diff",
 		title:       "Git diff",
 		description: "Show the uncommitted changes as a unified diff (against HEAD, or ref), and list the untracked files.",
-		routes:      fileRoutes(bridge.WorkspaceGitDiffEndpoint), readOnly: true, idempotent: true,
+		routes:      fileRoutes(protocol.WorkspaceGitDiffEndpoint), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in diffArgs) (sandbox.GitDiff, string, error) {
 		var out sandbox.GitDiff
 		req := sandbox.DiffRequest{Ref: in.Ref, Staged: in.Staged, Path: in.Path}
-		err := tc.call(ctx, fileRoute(in.SandboxID, bridge.WorkspaceGitDiffEndpoint), req, quickCall, &out)
+		err := tc.call(ctx, fileRoute(in.SandboxID, protocol.WorkspaceGitDiffEndpoint), req, quickCall, &out)
 		return out, renderDiff(out), err
 	})
 	add(s, spec{
 		name:        "git_commit",
 		title:       "Commit a sandbox's changes",
 		description: "Commit every change in a sandbox workspace (added, modified, deleted, untracked) on its branch. Returns the commit.",
-		routes:      []string{sandboxPattern("git/commit")},
+		routes:      []string{sandboxPattern(protocol.SandboxGitCommitOp)},
 	}, func(ctx context.Context, tc *toolCall, in commitArgs) (sandbox.GitCommit, string, error) {
 		var out sandbox.GitCommit
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "git/commit"), sandbox.CommitRequest{Message: in.Message}, quickCall, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxGitCommitOp), sandbox.CommitRequest{Message: in.Message}, quickCall, &out)
 		text := fmt.Sprintf("Committed %s on %s.", line(out.Commit, maxValue), line(out.Branch, maxValue))
 		if !out.Committed {
 			text = fmt.Sprintf("Nothing to commit: %s is at %s.", line(out.Branch, maxValue), line(out.Commit, maxValue))
@@ -206,11 +202,11 @@ func addFileTools(s *Server) {
 		name:        "git_push",
 		title:       "Push a sandbox's branch",
 		description: "Push a sandbox workspace's branch to its remote (origin by default).",
-		routes:      []string{sandboxPattern("git/push")},
+		routes:      []string{sandboxPattern(protocol.SandboxGitPushOp)},
 	}, func(ctx context.Context, tc *toolCall, in pushArgs) (sandbox.GitPush, string, error) {
 		var out sandbox.GitPush
 		tc.wait("pushing")
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "git/push"), sandbox.PushRequest{Remote: in.Remote}, defaultTimeout, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxGitPushOp), sandbox.PushRequest{Remote: in.Remote}, defaultTimeout, &out)
 		return out, fmt.Sprintf("Pushed %s (%s) to %s.", line(out.Branch, maxValue), line(out.Commit, maxValue), line(out.Remote, maxValue)), err
 	})
 }

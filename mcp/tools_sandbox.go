@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 )
 
@@ -33,16 +33,16 @@ func addSandboxTools(s *Server) {
 		title: "Get a sandbox workspace",
 		description: "Get an isolated git worktree of a repository on the workspace's machine: a fresh one, or the one this key already has (with its uncommitted edits). " +
 			"Returns its sandbox_id: pass it to file_read, file_write, file_str_replace, file_list, file_search, git_status, git_diff, git_commit, git_push and terminal_run to act there instead of on the bridge's root.",
-		routes: []string{bridge.SandboxWorkspacesEndpoint}, idempotent: true,
+		routes: []string{protocol.SandboxWorkspacesEndpoint}, idempotent: true,
 	}, acquire)
 	add(s, spec{
 		name:        "sandbox_release",
 		title:       "Release a sandbox workspace",
 		description: "Stop a sandbox workspace's commands. Its files and branch stay, and sandbox_acquire with the same key gets it back.",
-		routes:      []string{sandboxPattern("release")}, idempotent: true,
-	}, func(ctx context.Context, tc *toolCall, in sandboxArgs) (bridge.OKResult, string, error) {
-		var out bridge.OKResult
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "release"), struct{}{}, quickCall, &out)
+		routes:      []string{sandboxPattern(protocol.SandboxReleaseOp)}, idempotent: true,
+	}, func(ctx context.Context, tc *toolCall, in sandboxArgs) (protocol.OKResult, string, error) {
+		var out protocol.OKResult
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxReleaseOp), struct{}{}, quickCall, &out)
 		return out, fmt.Sprintf("Released sandbox %s; its files stay.", line(in.SandboxID, maxValue)), err
 	})
 }
@@ -61,7 +61,7 @@ func acquire(ctx context.Context, tc *toolCall, in acquireArgs) (sandbox.Acquire
 		req.TaskID = in.Key
 	}
 	tc.wait("preparing the sandbox")
-	err := tc.call(ctx, bridge.SandboxWorkspacesEndpoint, req, acquireWait, &out)
+	err := tc.call(ctx, protocol.SandboxWorkspacesEndpoint, req, acquireWait, &out)
 	if err != nil {
 		// The route names the field the key went to.
 		if te, ok := err.(*toolError); ok {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -61,27 +60,27 @@ func addTerminalTools(s *Server) {
 		description: "Run a shell command in the workspace (the bridge's root, or a sandbox given sandbox_id) and return its exit code and output. " +
 			"The person at the machine sees it in the bridge's terminal. A sync command (the default) returns when it ends or after timeout_s, stopped, with the output so far. " +
 			"With async true it returns at once with a session_id: read its output with terminal_output, type into it with terminal_input, stop it with terminal_signal.",
-		routes: []string{bridge.TerminalExecuteEndpoint, sandboxPattern("exec")}, destructive: true,
+		routes: []string{protocol.TerminalExecuteEndpoint, sandboxPattern(protocol.SandboxExecOp)}, destructive: true,
 	}, runCommand)
 	add(s, spec{
 		name:  "terminal_output",
 		title: "Read an async command's output",
 		description: "Read what an async command (terminal_run with async) wrote from a byte offset on, and whether it still runs or its exit code. " +
 			"Start at offset 0 and pass the next_offset of each read to the next one.",
-		routes: []string{sessionPattern("output")}, readOnly: true, idempotent: true,
+		routes: []string{sessionPattern(protocol.SessionOutputOp)}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in outputArgs) (terminal.OutputResult, string, error) {
 		var out terminal.OutputResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, "output"), terminal.OutputRequest{Offset: in.Offset}, quickCall, &out)
+		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionOutputOp), terminal.OutputRequest{Offset: in.Offset}, quickCall, &out)
 		return out, renderOutput(in.SessionID, in.Offset, out), err
 	})
 	add(s, spec{
 		name:        "terminal_input",
 		title:       "Type into an async command",
 		description: "Write text to the standard input of an async command (terminal_run with async), for a prompt or a REPL; eof closes its input. Returns the bytes written.",
-		routes:      []string{sessionPattern("input")}, destructive: true,
-	}, func(ctx context.Context, tc *toolCall, in inputArgs) (bridge.InputResult, string, error) {
-		var out bridge.InputResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, "input"), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
+		routes:      []string{sessionPattern(protocol.SessionInputOp)}, destructive: true,
+	}, func(ctx context.Context, tc *toolCall, in inputArgs) (protocol.InputResult, string, error) {
+		var out protocol.InputResult
+		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionInputOp), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
 		text := fmt.Sprintf("Wrote %d bytes to session %s", out.Bytes, line(in.SessionID, maxValue))
 		if out.EOF {
 			text += " and closed its input"
@@ -92,21 +91,21 @@ func addTerminalTools(s *Server) {
 		name:        "terminal_signal",
 		title:       "Signal an async command",
 		description: "Send a signal to an async command (terminal_run with async) and its children: SIGINT to interrupt it like Ctrl-C, SIGTERM or SIGKILL to end it.",
-		routes:      []string{sessionPattern("signal")}, destructive: true,
-	}, func(ctx context.Context, tc *toolCall, in signalArgs) (bridge.SignalResult, string, error) {
-		var out bridge.SignalResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, "signal"), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
+		routes:      []string{sessionPattern(protocol.SessionSignalOp)}, destructive: true,
+	}, func(ctx context.Context, tc *toolCall, in signalArgs) (protocol.SignalResult, string, error) {
+		var out protocol.SignalResult
+		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionSignalOp), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
 		return out, fmt.Sprintf("Sent %s to session %s. Next: terminal_output to see how it ended.", line(out.Signal, maxValue), line(in.SessionID, maxValue)), err
 	})
 }
 
 func sessionRoute(id, op string) string {
-	return bridge.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
+	return protocol.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
 
 // sessionPattern is the route pattern of sessionRoute, as capabilities
 // lists it.
-func sessionPattern(op string) string { return bridge.TerminalSessionsEndpoint + "/:id/" + op }
+func sessionPattern(op string) string { return protocol.TerminalSessionsEndpoint + "/:id/" + op }
 
 func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecResult, string, error) {
 	var out terminal.ExecResult
@@ -117,7 +116,7 @@ func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecRes
 			return out, "", failf(protocol.CodeInvalidRequest, "leave out async: sandbox commands run to the end, bounded by timeout_s.", "async commands run on the bridge's root only, not in a sandbox")
 		}
 		payload := map[string]any{"command": in.Command, "cwd": in.Cwd, "env": in.Env, "stdin": in.Stdin, "timeout": timeout.Seconds()}
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, "exec"), omitEmpty(payload), timeout+syncSlack, &out)
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxExecOp), omitEmpty(payload), timeout+syncSlack, &out)
 		return out, renderExec(out), err
 	}
 	req := terminal.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env}
@@ -131,7 +130,7 @@ func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecRes
 		req.Timeout = timeout.Seconds()
 		callTimeout = timeout + syncSlack
 	}
-	err := tc.call(ctx, bridge.TerminalExecuteEndpoint, req, callTimeout, &out)
+	err := tc.call(ctx, protocol.TerminalExecuteEndpoint, req, callTimeout, &out)
 	return out, renderExec(out), err
 }
 

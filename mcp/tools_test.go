@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -50,39 +50,27 @@ func TestTerminalAsyncSessionInputOutputSignal(t *testing.T) {
 	ok(t, cs, "terminal_input", map[string]any{"session_id": id, "data": "one\n"}, nil)
 	var out terminal.OutputResult
 	var seen strings.Builder
-	poll(t, "the echo", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
 		seen.WriteString(out.Output)
 		return strings.Contains(seen.String(), "one")
-	})
+	}, "the echo")
 	if !out.Running || !strings.Contains(txt, "is running") {
 		t.Fatalf("session ended: %q", txt)
 	}
-	var sig bridge.SignalResult
+	var sig protocol.SignalResult
 	ok(t, cs, "terminal_signal", map[string]any{"session_id": id, "signal": "SIGINT"}, &sig)
 	if sig.Signal != "SIGINT" {
 		t.Errorf("signal %+v", sig)
 	}
-	poll(t, "the session to end", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "offset": out.NextOffset}, &out)
 		return !out.Running
-	})
+	}, "the session to end")
 	if !strings.Contains(txt, "exited with code 130") {
 		t.Errorf("final text %q", txt)
 	}
 	fails(t, cs, "terminal_output", map[string]any{"session_id": "no-such"}, protocol.CodeSessionNotFound)
-}
-
-// poll calls f until it reports true, for up to 10 s.
-func poll(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestSandboxCommandCannotBeAsync(t *testing.T) {
@@ -102,7 +90,7 @@ func TestFileToolsRouteToTheRootOrTheSandbox(t *testing.T) {
 	txt := ok(t, cs, "file_read", map[string]any{"path": "a.txt"}, nil)
 	ok(t, cs, "file_read", map[string]any{"path": "a.txt", "sandbox_id": "ws-abc/../x"}, nil)
 	calls := ws.called()
-	if calls[0].Endpoint != bridge.WorkspaceReadFileEndpoint || calls[1].Endpoint != "/api/sandbox/workspaces/ws-abc%2F..%2Fx/read-file" {
+	if calls[0].Endpoint != protocol.WorkspaceReadFileEndpoint || calls[1].Endpoint != "/api/sandbox/workspaces/ws-abc%2F..%2Fx/read-file" {
 		t.Fatalf("endpoints %q, %q", calls[0].Endpoint, calls[1].Endpoint)
 	}
 	var payload map[string]any
@@ -131,27 +119,27 @@ func (d *debugScript) answer(_ context.Context, req caller.Request) protocol.Too
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, req.Endpoint)
 	switch req.Endpoint {
-	case bridge.WorkspaceCapabilitiesEndpoint:
-		return success(bridge.CapabilitiesResult{Root: "/w"})
-	case bridge.DebugStartEndpoint:
+	case protocol.WorkspaceCapabilitiesEndpoint:
+		return success(protocol.CapabilitiesResult{Root: "/w"})
+	case protocol.DebugStartEndpoint:
 		if d.startStop != "" {
 			return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateStopped, Stop: &dap.StopInfo{Reason: d.startStop, ThreadID: 1}})
 		}
 		return success(dap.StartResult{SessionID: "dbg-1", Adapter: "lldb-dap", State: dap.StateRunning})
-	case bridge.DebugContinueEndpoint:
+	case protocol.DebugContinueEndpoint:
 		if d.running {
 			// The bridge answers at once for a session that already runs.
 			return success(dap.ControlResult{SessionID: "dbg-1", State: dap.StateRunning})
 		}
 		return success(dap.ControlResult{SessionID: "dbg-1", State: dap.StateStopped, Stop: &dap.StopInfo{Reason: "breakpoint", ThreadID: 1}})
-	case bridge.DebugSnapshotEndpoint:
+	case protocol.DebugSnapshotEndpoint:
 		d.running = false
 		return success(dap.Snapshot{SessionID: "dbg-1", State: dap.StateStopped, ThreadID: 1,
 			Stop:   &dap.StopInfo{Reason: "breakpoint", ThreadID: 1},
 			Frames: []dap.Frame{{ID: 1, Name: "add_numbers", Path: "/w/add_numbers.c", Line: 4}, {ID: 2, Name: "main", Path: "/w/add_numbers.c", Line: 8}},
 			Locals: []dap.Variable{{Name: "a", Value: "2", Type: "int"}, {Name: "b", Value: "3", Type: "int"}, {Name: "sum", Value: "5", Type: "int"}, {Name: "evil", Value: "\x1b[2J\nfake"}},
 		})
-	case bridge.WorkspaceReadFileEndpoint:
+	case protocol.WorkspaceReadFileEndpoint:
 		return success(map[string]any{"path": "add_numbers.c", "start_line": 1, "end_line": 5, "content": "#include <stdio.h>\nint add_numbers(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n"})
 	}
 	return protocol.Failure("c", protocol.CodeUnknownRoute, "no route "+req.Endpoint)
@@ -168,7 +156,7 @@ func TestContinueWaitsForARunningSessionAndShowsTheStop(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, txt)
 		}
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugContinueEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+	if got := strings.Join(d.calls, " "); got != protocol.DebugContinueEndpoint+" "+protocol.DebugSnapshotEndpoint+" "+protocol.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s", got)
 	}
 }
@@ -182,13 +170,13 @@ func TestContinueRightAfterStartShowsTheFirstStopEvenIfAlreadyReached(t *testing
 	if !strings.Contains(txt, "sum = 5") {
 		t.Errorf("text:\n%s", txt)
 	}
-	if got := strings.Join(d.calls, " "); got != bridge.DebugStartEndpoint+" "+bridge.DebugSnapshotEndpoint+" "+bridge.WorkspaceReadFileEndpoint {
+	if got := strings.Join(d.calls, " "); got != protocol.DebugStartEndpoint+" "+protocol.DebugSnapshotEndpoint+" "+protocol.WorkspaceReadFileEndpoint {
 		t.Errorf("calls %s: want no continue before the first stop was shown", got)
 	}
 	// The next continue resumes.
 	d.calls = nil
 	ok(t, cs, "debug_continue", map[string]any{"session_id": "dbg-1"}, nil)
-	if len(d.calls) == 0 || d.calls[0] != bridge.DebugContinueEndpoint {
+	if len(d.calls) == 0 || d.calls[0] != protocol.DebugContinueEndpoint {
 		t.Errorf("second continue made %v", d.calls)
 	}
 }
@@ -209,7 +197,7 @@ func TestContinueAfterAStartThatStoppedAtABreakpointShowsThatStop(t *testing.T) 
 		if !strings.Contains(txt, "sum = 5") {
 			t.Errorf("%s: text:\n%s", reason, txt)
 		}
-		continued := slices.Contains(d.calls, bridge.DebugContinueEndpoint)
+		continued := slices.Contains(d.calls, protocol.DebugContinueEndpoint)
 		if continued != wantContinue {
 			t.Errorf("stopped at %s when the start answered: calls %v, want a continue: %v", reason, d.calls, wantContinue)
 		}

@@ -176,5 +176,3 @@ func must[T any](t *testing.T) func(T, error) T {
 		return v
 	}
 }
-
-func sleepBriefly() { time.Sleep(10 * time.Millisecond) }

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 )
@@ -141,7 +143,12 @@ func TestReleaseStopsRuntimeKeepsWorkspace(t *testing.T) {
 		r, _ := e.svc.Exec(ctx, id, sandbox.ExecRequest{Command: "touch started && sleep 30"})
 		done <- r
 	}()
-	waitFile(t, filepath.Join(ws.Path, "started"))
+	// The command makes the file once it runs; nothing signals when.
+	started := filepath.Join(ws.Path, "started")
+	testwait.Until(t, 5*time.Second, func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	}, "%s to appear", started)
 	// A re-acquire does not wait for the running command.
 	if again := e.acquire(editReq(origin, "rel")); again.WorkspaceID != id {
 		t.Fatal("re-acquire changed the workspace")
@@ -159,16 +166,4 @@ func TestReleaseStopsRuntimeKeepsWorkspace(t *testing.T) {
 	if r := must[sandbox.ExecResult](t)(e.svc.Exec(ctx, id, sandbox.ExecRequest{Command: "echo again"})); r.Output != "again\n" {
 		t.Fatalf("exec after release: %+v", r)
 	}
-}
-
-// waitFile waits until path exists.
-func waitFile(t *testing.T, path string) {
-	t.Helper()
-	for range 500 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		sleepBriefly()
-	}
-	t.Fatalf("%s did not appear", path)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -85,8 +86,8 @@ func TestWriteTerminalTypesIntoTheVisibleShell(t *testing.T) {
 	// The typed line is echoed into the transcript, then its output.
 	readUntil(t, live, "echo typed-by-$((6*7))\r\n", "typed-by-42\r\n")
 	// Once the person's line is done the agent gets the terminal back.
-	poll(t, 2*time.Second, "the terminal to be free", func() bool {
+	testwait.Until(t, 2*time.Second, func() bool {
 		r, _ := run(t, m, terminal.ExecRequest{Command: "true"})
 		return r.Terminal == terminal.TerminalVisible
-	})
+	}, "the terminal to be free")
 }

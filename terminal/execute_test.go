@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -189,14 +190,14 @@ func TestCancelKillsTheCommandAndReturnsItsOutput(t *testing.T) {
 		if !r.TimedOut || !strings.Contains(r.Output, "started") || time.Since(start) > 2*time.Second {
 			t.Errorf("result %+v after %v, want timed_out with the output so far", r, time.Since(start))
 		}
-		poll(t, 2*time.Second, "the sleep to be killed", func() bool {
+		testwait.Until(t, 2*time.Second, func() bool {
 			for _, p := range childProcesses() {
 				if p.comm == "sleep" {
 					return false
 				}
 			}
 			return true
-		})
+		}, "the sleep to be killed")
 	})
 }
 
@@ -351,14 +352,14 @@ func TestCloseEndsSyncCallsInFlight(t *testing.T) {
 			r, _ := m.Execute(context.Background(), terminal.ExecRequest{Command: "sleep 100", Hidden: hidden})
 			done <- r
 		}()
-		poll(t, 2*time.Second, "sleep to start", func() bool {
+		testwait.Until(t, 2*time.Second, func() bool {
 			for _, p := range childProcesses() {
 				if p.comm == "sleep" {
 					return true
 				}
 			}
 			return false
-		})
+		}, "sleep to start")
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -41,22 +42,20 @@ func TestMain(m *testing.M) {
 // leakedGoroutines waits up to d for goroutines running terminal code to
 // end and returns the stacks of those that did not.
 func leakedGoroutines(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
+	var leaked []string
+	testwait.Within(d, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
+		leaked = leaked[:0]
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			if strings.Contains(g, "tether/terminal.") && !strings.Contains(g, "terminal_test.TestMain") &&
 				!strings.Contains(g, "terminal_test.leakedGoroutines") {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(20 * time.Millisecond) // polling for goroutines to exit
-	}
+		return len(leaked) == 0
+	})
+	return strings.Join(leaked, "\n\n")
 }
 
 type proc struct {
@@ -214,18 +213,3 @@ func wantCode(t *testing.T, err error, code string, mention ...string) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// poll calls f every 10 ms until it returns true or d passes.
-func poll(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !f() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -91,7 +92,7 @@ func TestNoCommandOutlivesAKilledHost(t *testing.T) {
 		_ = host.Wait()
 		t.Fatalf("the host said %q", line)
 	}
-	poll(t, 5*time.Second, "both sleeps to run", func() bool {
+	testwait.Until(t, 5*time.Second, func() bool {
 		n := 0
 		for _, p := range tagged(tag, host.Process.Pid) {
 			if p.comm == "sleep" {
@@ -99,15 +100,15 @@ func TestNoCommandOutlivesAKilledHost(t *testing.T) {
 			}
 		}
 		return n == 2
-	})
+	}, "both sleeps to run")
 	if err := host.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = host.Wait()
 	start := time.Now()
-	poll(t, 2*time.Second, "every process the host started to end", func() bool {
+	testwait.Until(t, 2*time.Second, func() bool {
 		return len(tagged(tag, 0)) == 0
-	})
+	}, "every process the host started to end")
 	t.Logf("nothing left %v after the host was killed", time.Since(start).Round(time.Millisecond))
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -32,7 +33,7 @@ func readAll(t *testing.T, m *terminal.Manager, id string) (string, terminal.Out
 	var out strings.Builder
 	var last terminal.OutputResult
 	var offset int64
-	poll(t, 10*time.Second, "session "+id+" to end", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		r, err := m.Output(id, offset)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +47,7 @@ func readAll(t *testing.T, m *terminal.Manager, id string) (string, terminal.Out
 		out.WriteString(r.Output)
 		offset, last = r.NextOffset, r
 		return !r.Running && !r.More
-	})
+	}, "session %s to end", id)
 	return out.String(), last
 }
 
@@ -54,13 +55,13 @@ func readAll(t *testing.T, m *terminal.Manager, id string) (string, terminal.Out
 func waitEnded(t *testing.T, m *terminal.Manager, id string) terminal.OutputResult {
 	t.Helper()
 	var r terminal.OutputResult
-	poll(t, 10*time.Second, "session "+id+" to end", func() bool {
+	testwait.Until(t, 10*time.Second, func() bool {
 		var err error
 		if r, err = m.Output(id, 0); err != nil {
 			t.Fatal(err)
 		}
 		return !r.Running
-	})
+	}, "session %s to end", id)
 	return r
 }
 
@@ -108,14 +109,14 @@ func TestSigintEndsAsyncSleep(t *testing.T) {
 		a := startAsync(t, m, terminal.ExecRequest{Command: "sleep 100", Hidden: hidden})
 		// The signal goes to the process group of the running job; wait
 		// until sleep is in it.
-		poll(t, 2*time.Second, "sleep to start", func() bool {
+		testwait.Until(t, 2*time.Second, func() bool {
 			for _, p := range childProcesses() {
 				if p.comm == "sleep" {
 					return true
 				}
 			}
 			return false
-		})
+		}, "sleep to start")
 		start := time.Now()
 		if err := m.Signal(a.SessionID, "SIGINT"); err != nil {
 			t.Fatal(err)
@@ -250,7 +251,7 @@ func TestCloseKillsEveryProcessGroup(t *testing.T) {
 	startAsync(t, m, terminal.ExecRequest{Command: "sleep 100; echo", Hidden: true})
 	startAsync(t, m, terminal.ExecRequest{Command: "trap '' TERM; sleep 100 & sleep 100", Hidden: true})
 	startAsync(t, m, terminal.ExecRequest{Command: "sleep 100"})
-	poll(t, 2*time.Second, "four sleeps", func() bool {
+	testwait.Until(t, 2*time.Second, func() bool {
 		n := 0
 		for _, p := range childProcesses() {
 			if p.comm == "sleep" {
@@ -258,7 +259,7 @@ func TestCloseKillsEveryProcessGroup(t *testing.T) {
 			}
 		}
 		return n == 4
-	})
+	}, "four sleeps")
 	start := time.Now()
 	if err := m.Close(); err != nil {
 		t.Fatal(err)

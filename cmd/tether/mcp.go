@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/mcp"
 	"github.com/tetherdev/tether/protocol"
@@ -68,7 +67,7 @@ const startCheckWait = 3 * time.Second
 // not at the first tool call. An offline workspace is fine: its bridge may
 // come later.
 func checkCaller(ctx context.Context, c *caller.HTTP, workspace string, log zerolog.Logger) error {
-	resp := c.Call(ctx, caller.Request{WorkspaceID: workspace, Endpoint: bridge.PingEndpoint, Payload: []byte(`{}`), Timeout: startCheckWait})
+	resp := c.Call(ctx, caller.Request{WorkspaceID: workspace, Endpoint: protocol.PingEndpoint, Payload: []byte(`{}`), Timeout: startCheckWait})
 	switch resp.Error {
 	case protocol.CodeBrokerUnreachable:
 		return fmt.Errorf("cannot reach the broker at %s: %s", c.BaseURL, resp.Message)

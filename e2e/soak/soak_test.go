@@ -28,6 +28,7 @@ import (
 	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/internal/testproc"
 	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/protocol"
 )
 
 // TestMain stops every process the soak started on Ctrl-C, and fails the
@@ -459,7 +460,7 @@ func (s *soak) trickle(stop <-chan struct{}) {
 		payload := fmt.Appendf(nil, `{"nonce":"%d-%d"}`, seq, rand.Int64())
 		wg.Go(func() {
 			s.sent.Add(1)
-			resp := h.Call(context.Background(), caller.Request{WorkspaceID: ws, Endpoint: bridge.PingEndpoint, Payload: payload, Timeout: 10 * time.Second})
+			resp := h.Call(context.Background(), caller.Request{WorkspaceID: ws, Endpoint: protocol.PingEndpoint, Payload: payload, Timeout: 10 * time.Second})
 			if !resp.Success || !bytes.Equal(bytes.TrimSpace(resp.Result), payload) {
 				s.failed.Add(1)
 				s.firstFailure.CompareAndSwap(nil, fmt.Sprintf("%s: %s %s %.200s", ws, resp.Error, resp.Message, resp.Result))

@@ -115,7 +115,7 @@ func TestStepJustPastTheDelayHandsOverOnce(t *testing.T) {
 	for i := range 300 {
 		lp.steps <- func() {
 			if i%3 == 0 {
-				time.Sleep(after) // lands on either side of the timer
+				time.Sleep(after) // the subject: a step as long as the delay lands on either side of the timer
 			}
 			mu.Lock()
 			got = append(got, i)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/leakcheck"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(leakcheck.Main(m)) }
@@ -32,13 +33,8 @@ func TestCheckFindsAndKillsAProcessThatLeftItsParent(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(pid)+" (sleep)") {
 		t.Fatalf("Check = %v, want the orphaned sleep %d reported", err, pid)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the reported sleep %d was not killed", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil || zombie(pid) },
+		"the reported sleep %d to be killed", pid)
 	if err := b.Check(time.Second); err != nil {
 		t.Fatalf("Check after the kill = %v, want nothing left", err)
 	}

@@ -8,18 +8,15 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/procpace"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // waitProcs waits until the pacer has set GOMAXPROCS as ok wants, or fails
 // after 10 s.
 func waitProcs(t *testing.T, p *procpace.Pacer, ok func(int) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok(p.Procs()) || !ok(runtime.GOMAXPROCS(0)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOMAXPROCS %d (pacer: %d) after 10s, want %s", runtime.GOMAXPROCS(0), p.Procs(), what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Within(10*time.Second, func() bool { return ok(p.Procs()) && ok(runtime.GOMAXPROCS(0)) }) {
+		t.Fatalf("GOMAXPROCS %d (pacer: %d) after 10s, want %s", runtime.GOMAXPROCS(0), p.Procs(), what)
 	}
 }
 

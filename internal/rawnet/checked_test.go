@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // checkedPair dials a listener with DialCheckedForTest and returns the
@@ -65,16 +66,12 @@ func healthCheck(t *testing.T, c net.Conn) error {
 // sends them).
 func awaitCheck(t *testing.T, c net.Conn, want error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := healthCheck(t, c)
-		if errors.Is(err, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health check: %v, want %v", err, want)
-		}
-		time.Sleep(time.Millisecond)
+	var err error
+	if !testwait.Within(5*time.Second, func() bool {
+		err = healthCheck(t, c)
+		return errors.Is(err, want)
+	}) {
+		t.Fatalf("health check: %v, want %v", err, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // acceptPair returns a connection accepted through rawnet.Listener and the
@@ -61,7 +62,8 @@ func TestListenerConnReadsWritesAndEndsAsATCPConn(t *testing.T) {
 		t.Fatalf("accepted %T has no SyscallConn: a WebSocket could not be hijacked into a sock", server)
 	}
 
-	// Read what the client sent, waiting for it.
+	// Read what the client sent, waiting for it. The delay is the subject:
+	// the bytes come while Read waits, and nothing tells that it waits.
 	go func() {
 		time.Sleep(20 * time.Millisecond)
 		_, _ = client.Write([]byte("hello"))
@@ -112,16 +114,10 @@ func TestListenerConnReadsWritesAndEndsAsATCPConn(t *testing.T) {
 	if _, err := server.Read(buf); err != io.EOF {
 		t.Fatalf("Read after the client closed = %v, want io.EOF", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := server.Write([]byte("x")); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writes to a closed peer kept succeeding")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool {
+		_, err := server.Write([]byte("x"))
+		return err != nil
+	}, "a write to the closed peer to fail")
 }
 
 func TestListenerServesHTTPKeepAlive(t *testing.T) {

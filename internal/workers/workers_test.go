@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -36,43 +37,51 @@ func TestGoRunsOnAnIdleWorkerAndNeverWaits(t *testing.T) {
 }
 
 func TestIdleWorkersEndAfterTheirTimeout(t *testing.T) {
-	p := &workers.Pool{IdleTimeout: 20 * time.Millisecond}
-	done := make(chan struct{})
-	p.Go(func() { close(done) })
-	<-done
-	ended := make(chan struct{})
-	go func() { p.Wait(); close(ended) }()
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an idle worker outlived its timeout")
-	}
+	// Time is the subject: in the bubble the idle timeout passes at once.
+	synctest.Test(t, func(t *testing.T) {
+		p := &workers.Pool{IdleTimeout: 20 * time.Millisecond}
+		done := make(chan struct{})
+		p.Go(func() { close(done) })
+		<-done
+		ended := make(chan struct{})
+		go func() { p.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatal("an idle worker outlived its timeout")
+		}
+	})
 }
 
 func TestCloseEndsIdleWorkersAndBusyOnesAfterTheirFunction(t *testing.T) {
-	p := &workers.Pool{IdleTimeout: time.Hour}
-	idle := make(chan struct{})
-	p.Go(func() { close(idle) })
-	<-idle
-	release := make(chan struct{})
-	busy := make(chan struct{})
-	p.Go(func() { close(busy); <-release })
-	<-busy
-	p.Close()
-	ran := make(chan struct{})
-	p.Go(func() { close(ran) }) // after Close: still run, on a goroutine of its own
-	<-ran
-	waited := make(chan struct{})
-	go func() { p.Wait(); close(waited) }()
-	select {
-	case <-waited:
-		t.Fatal("Wait returned while a worker was busy")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case <-waited:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Wait did not return once the busy worker was done")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &workers.Pool{IdleTimeout: time.Hour}
+		idle := make(chan struct{})
+		p.Go(func() { close(idle) })
+		<-idle
+		release := make(chan struct{})
+		busy := make(chan struct{})
+		p.Go(func() { close(busy); <-release })
+		<-busy
+		p.Close()
+		ran := make(chan struct{})
+		p.Go(func() { close(ran) }) // after Close: still run, on a goroutine of its own
+		<-ran
+		waited := make(chan struct{})
+		go func() { p.Wait(); close(waited) }()
+		// Every goroutine in the bubble is blocked now: Wait has returned
+		// or waits for good.
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("Wait returned while a worker was busy")
+		default:
+		}
+		close(release)
+		select {
+		case <-waited:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Wait did not return once the busy worker was done")
+		}
+	})
 }
