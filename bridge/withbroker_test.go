@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 

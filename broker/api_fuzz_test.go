@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )

@@ -13,16 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-	"github.com/tetherdev/tether/protocol"
-
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/protocol"
 )
 
 // The in-process benchmarks run a broker on an httptest server and a real

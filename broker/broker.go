@@ -12,15 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetherdev/tether/broker/api"
-	"github.com/tetherdev/tether/broker/auth"
-	"github.com/tetherdev/tether/broker/eio"
-
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/api"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )

@@ -6,11 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherdev/tether/broker/caller"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/protocol"
 )
 

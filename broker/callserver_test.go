@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/eio"
-
 	"github.com/tetherdev/tether/protocol"
 )
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/tetherdev/tether/protocol"
 )
 

@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/internal/testwait"
-
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 

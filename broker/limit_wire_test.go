@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/coder/websocket"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 // The connection limits seen from a client: HTTP 429 with an Engine.IO

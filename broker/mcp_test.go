@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/mcp"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/tetherdev/tether/protocol"
 )
 

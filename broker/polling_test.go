@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 

@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker/api"
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/api"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 

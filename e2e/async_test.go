@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/internal/testwait"
@@ -142,7 +142,7 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		b := startBroker(t)
 		startBridge(t, b, "ws-async")
-		tok := token(t, broker.RoleCaller, "ws-async")
+		tok := token(t, auth.RoleCaller, "ws-async")
 		rec := b.submit("ws-async", tok, `{"endpoint":"/api/ping","payload":{"n":1},"timeout":10,"async":true}`)
 		// The broker holds the workspace itself: the call is delivered at once.
 		if rec.Status != store.Delivered || rec.DeliveredAt == nil || rec.WorkspaceID != "ws-async" || rec.Endpoint != "/api/ping" {
@@ -181,7 +181,7 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 		a := e.broker("a")
 		b := e.broker("b")
 		startBridge(t, b, "ws-async")
-		tok := token(t, broker.RoleCaller, "ws-async")
+		tok := token(t, auth.RoleCaller, "ws-async")
 		rec := a.submit("ws-async", tok, `{"endpoint":"/api/ping","payload":{"n":2},"timeout":10}`, "Prefer", "respond-async")
 		wantSucceeded(t, a.record(rec.CorrelationID, tok, 10), `{"n":2}`)
 		fromB := b.record(rec.CorrelationID, tok, 0)
@@ -195,7 +195,7 @@ func TestAsyncSubmitThenWaitSucceeds(t *testing.T) {
 		a := e.broker("a")
 		b := e.broker("b")
 		startBridge(t, b, "ws-async")
-		tok := token(t, broker.RoleCaller, "ws-async")
+		tok := token(t, auth.RoleCaller, "ws-async")
 		rec := a.submit("ws-async", tok, `{"endpoint":"/api/ping","payload":{"n":3},"timeout":10,"async":true}`)
 		wantSucceeded(t, a.record(rec.CorrelationID, tok, 10), `{"n":3}`)
 		b.waitLine(5*time.Second, "async call claimed", rec.CorrelationID)
@@ -210,7 +210,7 @@ func TestAsyncGoCallersSubmitWaitAndCancel(t *testing.T) {
 	a := e.broker("a")
 	b := e.broker("b")
 	startBridge(t, b, "ws-go-async")
-	overHTTP := &caller.HTTP{BaseURL: a.url, Token: token(t, broker.RoleCaller, "*")}
+	overHTTP := &caller.HTTP{BaseURL: a.url, Token: token(t, auth.RoleCaller, "*")}
 	overRedis := e.asyncCaller()
 	ctx := context.Background()
 	for name, c := range map[string]caller.Async{"http": overHTTP, "redis": overRedis} {
@@ -266,7 +266,7 @@ func TestAsyncQueuedCallIsDeliveredByTheInstanceTheWorkspaceConnectsTo(t *testin
 	e := newRedisEnv(t)
 	a := e.broker("a")
 	b := e.broker("b")
-	tok := token(t, broker.RoleCaller, "ws-later")
+	tok := token(t, auth.RoleCaller, "ws-later")
 	rec := a.submit("ws-later", tok, `{"endpoint":"/api/ping","payload":"queued","timeout":30,"async":true,"wait_for_workspace_ms":20000}`)
 	if rec.Status != store.Queued {
 		t.Fatalf("submitted %+v", rec)
@@ -291,7 +291,7 @@ func TestAsyncEntryBrokerKilledOtherInstanceServesTheOutcome(t *testing.T) {
 	a := e.broker("a")
 	b := e.broker("b")
 	startBridge(t, b, "ws-entry")
-	tok := token(t, broker.RoleCaller, "ws-entry")
+	tok := token(t, auth.RoleCaller, "ws-entry")
 	rec := a.submit("ws-entry", tok, `{"endpoint":"/api/terminal/execute","payload":{"command":"sleep 1; echo survived","hidden":true},"timeout":20,"async":true}`)
 	a.stop(syscall.SIGKILL, 5*time.Second)
 	if got := b.record(rec.CorrelationID, tok, 0); got.Status != store.Queued && got.Status != store.Delivered {
@@ -313,7 +313,7 @@ func TestAsyncOwnerKilledCallEndsTimeoutAtDeadlinePlusGrace(t *testing.T) {
 	a := e.broker("a")
 	b := e.broker("b")
 	startBridge(t, b, "ws-owner")
-	tok := token(t, broker.RoleCaller, "ws-owner")
+	tok := token(t, auth.RoleCaller, "ws-owner")
 	rec := a.submit("ws-owner", tok, `{"endpoint":"/api/terminal/execute","payload":{"command":"sleep 30","hidden":true},"timeout":2,"async":true}`)
 	b.waitLine(5*time.Second, "call delivered to socket", rec.CorrelationID)
 	b.stop(syscall.SIGKILL, 5*time.Second)
@@ -364,7 +364,7 @@ func TestAsyncQueuedCallPastItsDeadlineFailsAndIsNeverDelivered(t *testing.T) {
 	e := newRedisEnv(t)
 	a := e.broker("a")
 	b := e.broker("b")
-	tok := token(t, broker.RoleCaller, "ws-expired")
+	tok := token(t, auth.RoleCaller, "ws-expired")
 	rec := a.submit("ws-expired", tok, `{"endpoint":"/api/ping","timeout":1,"async":true,"wait_for_workspace_ms":60000}`)
 	got := b.record(rec.CorrelationID, tok, 10)
 	if got.Status != store.Failed || got.Response.Error != protocol.CodeTimeout || got.DeliveredAt != nil {
@@ -418,7 +418,7 @@ func TestAsyncIdempotentRetryRunsTheCommandOnce(t *testing.T) {
 func TestAsyncSubmitWithRedisDownIsBusUnavailable(t *testing.T) {
 	e := newRedisEnv(t)
 	a := e.broker("a")
-	tok := token(t, broker.RoleCaller, "ws-down")
+	tok := token(t, auth.RoleCaller, "ws-down")
 	e.srv.Stop()
 	start := time.Now()
 	got := a.asyncRequest(http.MethodPost, "/api/v1/workspaces/ws-down/calls", tok, `{"endpoint":"/api/ping","async":true}`)
@@ -444,7 +444,7 @@ func TestAsyncThousandCallsOverTwoInstancesWithRandomCancels(t *testing.T) {
 	e := newRedisEnv(t)
 	brokers := []*brokerProc{e.broker("a", "--call-retention", retention.String()), e.broker("b", "--call-retention", retention.String())}
 	workspaces := []string{"ws-k1", "ws-k2"}
-	tok := token(t, broker.RoleCaller, workspaces...)
+	tok := token(t, auth.RoleCaller, workspaces...)
 
 	// Each client holds its calls and answers each after 0-30 ms, unless
 	// tool_cancel came first; what it saw is counted.
@@ -675,7 +675,7 @@ func TestAsyncPythonExampleSubmitsWaitsAndCancels(t *testing.T) {
 	a := e.broker("a")
 	b := e.broker("b")
 	startBridge(t, b, "ws-py-async")
-	tok := token(t, broker.RoleCaller, "ws-py-async")
+	tok := token(t, auth.RoleCaller, "ws-py-async")
 	run := func(via *brokerProc, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(py, append([]string{script, "--broker", via.url, "--token", tok}, args...)...)

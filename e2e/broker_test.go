@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -25,7 +25,7 @@ import (
 func TestTetherCallPingThroughBrokerAndBridge(t *testing.T) {
 	b := startBroker(t)
 	startBridge(t, b, "ws-ping")
-	out, err := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, broker.RoleCaller, "ws-ping"),
+	out, err := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, auth.RoleCaller, "ws-ping"),
 		"--workspace", "ws-ping", "--timeout", "5", "/api/ping", `{"hello":"tether"}`).Output()
 	if err != nil {
 		t.Fatalf("tether call: %v\n%s", err, out)
@@ -40,7 +40,7 @@ func TestTetherCallPingThroughBrokerAndBridge(t *testing.T) {
 		t.Fatalf("got %+v (result %s)", resp, resp.Result)
 	}
 	// A failed call exits 1 and still prints the response.
-	cmd := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, broker.RoleCaller, "ws-ping"),
+	cmd := exec.Command(tetherBin, "call", "--broker", b.url, "--token", token(t, auth.RoleCaller, "ws-ping"),
 		"--workspace", "ws-ping", "/api/no-such-route")
 	out, err = cmd.Output()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
@@ -54,7 +54,7 @@ func TestTetherCallPingThroughBrokerAndBridge(t *testing.T) {
 func TestSocketIOClientAnswersByAck(t *testing.T) {
 	b := startBroker(t)
 	ide := connectIDE(t, b, "ws-ack", "ack")
-	r := b.call("ws-ack", token(t, broker.RoleCaller, "ws-ack"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
+	r := b.call("ws-ack", token(t, auth.RoleCaller, "ws-ack"), `{"endpoint":"/api/ping","payload":{"n":1},"timeout":5}`)
 	if r.status != 200 || !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"ack"`) || !strings.Contains(string(r.resp.Result), `"n":1`) {
 		t.Fatalf("got %d %+v", r.status, r.resp)
 	}
@@ -67,7 +67,7 @@ func TestSocketIOClientAnswersByAck(t *testing.T) {
 func TestSocketIOClientAnswersByToolResponseEvent(t *testing.T) {
 	b := startBroker(t)
 	connectIDE(t, b, "ws-ev", "event")
-	r := b.call("ws-ev", token(t, broker.RoleCaller, "ws-ev"), `{"endpoint":"/api/ping","payload":{"n":2},"timeout":5}`)
+	r := b.call("ws-ev", token(t, auth.RoleCaller, "ws-ev"), `{"endpoint":"/api/ping","payload":{"n":2},"timeout":5}`)
 	if r.status != 200 || !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
 		t.Fatalf("got %d %+v", r.status, r.resp)
 	}
@@ -76,7 +76,7 @@ func TestSocketIOClientAnswersByToolResponseEvent(t *testing.T) {
 func TestEmptyAckThenEventAnswersOnce(t *testing.T) {
 	b := startBroker(t)
 	connectIDE(t, b, "ws-empty", "empty-ack-then-event")
-	r := b.call("ws-empty", token(t, broker.RoleCaller, "ws-empty"), `{"endpoint":"/api/ping","timeout":5}`)
+	r := b.call("ws-empty", token(t, auth.RoleCaller, "ws-empty"), `{"endpoint":"/api/ping","timeout":5}`)
 	if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
 		t.Fatalf("an empty ack answered the call: %+v", r.resp)
 	}
@@ -85,7 +85,7 @@ func TestEmptyAckThenEventAnswersOnce(t *testing.T) {
 func TestDuplicateAnswersDroppedAndCounted(t *testing.T) {
 	b := startBroker(t)
 	connectIDE(t, b, "ws-dup", "both") // answers by event, then by ack
-	tok := token(t, broker.RoleCaller, "ws-dup")
+	tok := token(t, auth.RoleCaller, "ws-dup")
 	for range 5 {
 		r := b.call("ws-dup", tok, `{"endpoint":"/api/ping","timeout":5}`)
 		if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"event"`) {
@@ -97,7 +97,7 @@ func TestDuplicateAnswersDroppedAndCounted(t *testing.T) {
 
 func TestOfflineWorkspaceAnsweredUnder100ms(t *testing.T) {
 	b := startBroker(t)
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	b.call("warmup", tok, `{"endpoint":"/x"}`) // first request pays for the TCP connect
 	r := b.call("ws-nobody", tok, `{"endpoint":"/api/ping","timeout":30}`)
 	if r.resp.Error != protocol.CodeWorkspaceOffline || r.status != 200 {
@@ -111,7 +111,7 @@ func TestOfflineWorkspaceAnsweredUnder100ms(t *testing.T) {
 func TestDisconnectAnsweredUnder500ms(t *testing.T) {
 	b := startBroker(t)
 	ide := connectIDE(t, b, "ws-drop", "none")
-	tok := token(t, broker.RoleCaller, "ws-drop")
+	tok := token(t, auth.RoleCaller, "ws-drop")
 	var pending []<-chan callResult
 	for range 3 {
 		pending = append(pending, b.goCall("ws-drop", tok, `{"endpoint":"/api/ping","timeout":30}`))
@@ -133,7 +133,7 @@ func TestDisconnectAnsweredUnder500ms(t *testing.T) {
 func TestTimeoutAnsweredWithinTimeoutPlus250msAndCancelSent(t *testing.T) {
 	b := startBroker(t)
 	ide := connectIDE(t, b, "ws-slow", "none")
-	r := b.call("ws-slow", token(t, broker.RoleCaller, "ws-slow"), `{"endpoint":"/api/ping","timeout":0.5}`)
+	r := b.call("ws-slow", token(t, auth.RoleCaller, "ws-slow"), `{"endpoint":"/api/ping","timeout":0.5}`)
 	if r.resp.Error != protocol.CodeTimeout {
 		t.Fatalf("got %+v", r.resp)
 	}
@@ -150,7 +150,7 @@ func TestTimeoutAnsweredWithinTimeoutPlus250msAndCancelSent(t *testing.T) {
 func TestOverloadedAboveInFlightBound(t *testing.T) {
 	b := startBroker(t, "--max-in-flight", "3")
 	ide := connectIDE(t, b, "ws-busy", "none")
-	tok := token(t, broker.RoleCaller, "ws-busy")
+	tok := token(t, auth.RoleCaller, "ws-busy")
 	for range 3 {
 		b.goCall("ws-busy", tok, `{"endpoint":"/api/ping","timeout":2}`)
 		ide.await("tool_call", 5*time.Second)
@@ -164,7 +164,7 @@ func TestOverloadedAboveInFlightBound(t *testing.T) {
 func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
 	b := startBroker(t, "--drain", "500ms")
 	ide := connectIDE(t, b, "ws-term", "none")
-	tok := token(t, broker.RoleCaller, "ws-term")
+	tok := token(t, auth.RoleCaller, "ws-term")
 	drained := b.goCall("ws-term", tok, `{"endpoint":"/api/ping","timeout":30}`)
 	first := ide.await("tool_call", 5*time.Second)
 	stuck := b.goCall("ws-term", tok, `{"endpoint":"/api/ping","timeout":30}`)
@@ -198,7 +198,7 @@ func TestShutdownDrainsThenAnswersBrokerShutdown(t *testing.T) {
 func TestEveryCallAnsweredExactlyOnce(t *testing.T) {
 	b := startBroker(t, "--log-level", "info")
 	connectIDE(t, b, "ws-many", "alternate")
-	tok := token(t, broker.RoleCaller, "ws-many")
+	tok := token(t, auth.RoleCaller, "ws-many")
 	const n = 300
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -234,7 +234,7 @@ func TestReplacedConnectionIsDisconnected(t *testing.T) {
 	if ev["reason"] != "io server disconnect" {
 		t.Fatalf("old client disconnected with %v", ev)
 	}
-	r := b.call("ws-swap", token(t, broker.RoleCaller, "ws-swap"), `{"endpoint":"/api/ping","timeout":5}`)
+	r := b.call("ws-swap", token(t, auth.RoleCaller, "ws-swap"), `{"endpoint":"/api/ping","timeout":5}`)
 	if !strings.Contains(string(r.resp.Result), `"via":"event"`) {
 		t.Fatalf("call not served by the newer connection: %+v", r.resp)
 	}
@@ -243,7 +243,7 @@ func TestReplacedConnectionIsDisconnected(t *testing.T) {
 func TestMalformedPacketClosesOnlyThatConnection(t *testing.T) {
 	b := startBroker(t)
 	connectIDE(t, b, "ws-good", "ack")
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	for _, frame := range []string{"x", "4", `42{"not":"an array"}`, `43abc`, "40garbage"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ws, _, err := websocket.Dial(ctx, strings.Replace(b.url, "http", "ws", 1)+"/socket.io/?EIO=4&transport=websocket", nil)
@@ -253,7 +253,7 @@ func TestMalformedPacketClosesOnlyThatConnection(t *testing.T) {
 		}
 		_, _, _ = ws.Read(ctx) // open packet
 		if frame != "40garbage" {
-			_ = ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, broker.RoleBridge, "ws-bad")+`","workspace_id":"ws-bad"}`))
+			_ = ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, auth.RoleBridge, "ws-bad")+`","workspace_id":"ws-bad"}`))
 			_, _, _ = ws.Read(ctx)
 		}
 		_ = ws.Write(ctx, websocket.MessageText, []byte(frame))
@@ -276,7 +276,7 @@ func TestMalformedPacketClosesOnlyThatConnection(t *testing.T) {
 func TestPayloadOverMaxPayloadRefused(t *testing.T) {
 	b := startBroker(t, "--max-payload", "10000")
 	connectIDE(t, b, "ws-big", "ack")
-	tok := token(t, broker.RoleCaller, "ws-big")
+	tok := token(t, auth.RoleCaller, "ws-big")
 	r := b.call("ws-big", tok, `{"endpoint":"/api/ping","payload":"`+strings.Repeat("x", 20000)+`"}`)
 	if r.status != http.StatusRequestEntityTooLarge || r.resp.Error != protocol.CodePayloadTooLarge {
 		t.Fatalf("got %d %+v", r.status, r.resp)
@@ -288,7 +288,7 @@ func TestPayloadOverMaxPayloadRefused(t *testing.T) {
 
 func TestBadRequestsGetClearErrors(t *testing.T) {
 	b := startBroker(t)
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	for name, body := range map[string]string{
 		"invalid json":      `{"endpoint":`,
 		"missing endpoint":  `{"payload":{}}`,
@@ -310,7 +310,7 @@ func TestBrokenClientDoesNotAffectOtherWorkspaces(t *testing.T) {
 	b := startBroker(t)
 	connectIDE(t, b, "ws-steady", "ack")
 	flaky := connectIDE(t, b, "ws-flaky", "none")
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	pending := b.goCall("ws-flaky", tok, `{"endpoint":"/api/ping","timeout":30}`)
 	flaky.await("tool_call", 5*time.Second)
 	_ = flaky.proc.Process.Kill()
@@ -331,7 +331,7 @@ func TestBridgeReconnectsAfterBrokerRestart(t *testing.T) {
 	b.stop(syscall.SIGKILL, 5*time.Second)
 	b2 := startBrokerOn(t, addr)
 	testwait.Until(t, 15*time.Second, func() bool { return b2.holds("ws-phoenix") }, "%s holding ws-phoenix", b2.name)
-	if r := b2.call("ws-phoenix", token(t, broker.RoleCaller, "ws-phoenix"), `{"endpoint":"/api/ping","payload":{"back":true}}`); !r.resp.Success {
+	if r := b2.call("ws-phoenix", token(t, auth.RoleCaller, "ws-phoenix"), `{"endpoint":"/api/ping","payload":{"back":true}}`); !r.resp.Success {
 		t.Fatalf("after the restart got %+v", r.resp)
 	}
 }
@@ -367,7 +367,7 @@ func TestUpPrintsACallThatWorks(t *testing.T) {
 
 func TestSocketIOClientWithDefaultTransportsPollsThenUpgrades(t *testing.T) {
 	b := startBroker(t)
-	ide, first := startIDE(t, b, "ws-default", token(t, broker.RoleBridge, "ws-default"), "alternate", "--transports", "default")
+	ide, first := startIDE(t, b, "ws-default", token(t, auth.RoleBridge, "ws-default"), "alternate", "--transports", "default")
 	// The session opens over polling and upgrades at once, in either order
 	// with the Socket.IO connect.
 	seen := map[any]map[string]any{first["event"]: first}
@@ -378,7 +378,7 @@ func TestSocketIOClientWithDefaultTransportsPollsThenUpgrades(t *testing.T) {
 	if seen["upgrade"]["transport"] != "websocket" {
 		t.Fatalf("upgrade event %v", seen["upgrade"])
 	}
-	tok := token(t, broker.RoleCaller, "ws-default")
+	tok := token(t, auth.RoleCaller, "ws-default")
 	for i := range 4 {
 		if r := b.call("ws-default", tok, `{"endpoint":"/api/ping","timeout":5,"payload":{"i":`+fmt.Sprint(i)+`}}`); !r.resp.Success {
 			t.Fatalf("call %d after the upgrade: %+v", i, r.resp)
@@ -388,11 +388,11 @@ func TestSocketIOClientWithDefaultTransportsPollsThenUpgrades(t *testing.T) {
 
 func TestSocketIOClientOnPollingOnly(t *testing.T) {
 	b := startBroker(t, "--ping-interval", "300ms", "--ping-timeout", "300ms")
-	ide, first := startIDE(t, b, "ws-poll", token(t, broker.RoleBridge, "ws-poll"), "ack", "--transports", "polling")
+	ide, first := startIDE(t, b, "ws-poll", token(t, auth.RoleBridge, "ws-poll"), "ack", "--transports", "polling")
 	if first["event"] != "connected" || first["transport"] != "polling" {
 		t.Fatalf("got %v", first)
 	}
-	tok := token(t, broker.RoleCaller, "ws-poll")
+	tok := token(t, auth.RoleCaller, "ws-poll")
 	for i := range 5 {
 		if r := b.call("ws-poll", tok, `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
 			t.Fatalf("call %d over polling: %+v", i, r.resp)
@@ -423,7 +423,7 @@ func TestPythonSocketIOClientWithDefaultTransportsAnswers(t *testing.T) {
 		t.Skip("python3-socketio is not installed; run make deps")
 	}
 	b := startBroker(t)
-	cmd := exec.Command("/usr/bin/python3", "ide_client.py", b.url, token(t, broker.RoleBridge, "ws-py"), "ws-py")
+	cmd := exec.Command("/usr/bin/python3", "ide_client.py", b.url, token(t, auth.RoleBridge, "ws-py"), "ws-py")
 	cmd.Dir = clientsDir(t)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -436,7 +436,7 @@ func TestPythonSocketIOClientWithDefaultTransportsAnswers(t *testing.T) {
 	if !lines.Scan() || !strings.Contains(lines.Text(), `"connected"`) {
 		t.Fatalf("python-socketio did not connect: %q", lines.Text())
 	}
-	r := b.call("ws-py", token(t, broker.RoleCaller, "ws-py"), `{"endpoint":"/api/ping","payload":{"from":"go"},"timeout":5}`)
+	r := b.call("ws-py", token(t, auth.RoleCaller, "ws-py"), `{"endpoint":"/api/ping","payload":{"from":"go"},"timeout":5}`)
 	if !r.resp.Success || !strings.Contains(string(r.resp.Result), `"via":"python-socketio"`) || !strings.Contains(string(r.resp.Result), `"from":"go"`) {
 		t.Fatalf("got %+v", r.resp)
 	}

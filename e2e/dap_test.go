@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -97,12 +97,12 @@ func startDebugWorkspace(t *testing.T, files map[string]string, env []string) *d
 	writeFiles(t, root, files)
 	b := startBroker(t)
 	ws := "dbg-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	args := []string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", root, "--log-level", "debug"}
+	args := []string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, auth.RoleBridge, ws), "--root", root, "--log-level", "debug"}
 	cmd := exec.Command(tetherBin, args...)
 	cmd.Env = env
 	p := start(t, "bridge "+ws, cmd)
 	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
-	d := &debugWorkspace{t: t, b: b, bridge: p, ws: ws, tok: token(t, broker.RoleCaller, ws), root: root}
+	d := &debugWorkspace{t: t, b: b, bridge: p, ws: ws, tok: token(t, auth.RoleCaller, ws), root: root}
 	// Registered after start's cleanup, so it runs first: with the bridge
 	// still up, then again after it stopped.
 	t.Cleanup(d.checkNoProcessesLeft)

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -75,7 +75,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 
 func token(t *testing.T, role string, ws ...string) string {
 	t.Helper()
-	tok, err := broker.IssueToken([]byte(secret), role, ws, time.Hour)
+	tok, err := auth.IssueToken([]byte(secret), role, ws, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func runBroker(t *testing.T, name, addr string, env []string, extra ...string) *
 // startBridge runs `tether bridge` for ws and waits until the broker lists it.
 func startBridge(t *testing.T, b *brokerProc, ws string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", t.TempDir(), "--log-level", "debug"}, extra...)
+	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, auth.RoleBridge, ws), "--root", t.TempDir(), "--log-level", "debug"}, extra...)
 	p := start(t, "bridge "+ws, exec.Command(tetherBin, args...))
 	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
 	return p
@@ -273,14 +273,14 @@ func startBridge(t *testing.T, b *brokerProc, ws string, extra ...string) *proc 
 func (b *brokerProc) holds(ws string) bool {
 	b.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
-	req.Header.Set("Authorization", "Bearer "+token(b.t, broker.RoleCaller, "*"))
+	req.Header.Set("Authorization", "Bearer "+token(b.t, auth.RoleCaller, "*"))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false
 	}
 	defer res.Body.Close()
 	var list struct {
-		Workspaces []broker.Workspace `json:"workspaces"`
+		Workspaces []protocol.Workspace `json:"workspaces"`
 	}
 	_ = json.NewDecoder(res.Body).Decode(&list)
 	for _, w := range list.Workspaces {
@@ -478,7 +478,7 @@ func (c *ideClient) send(cmd any) {
 // connectIDE starts a client that must connect.
 func connectIDE(t *testing.T, b *brokerProc, ws, mode string) *ideClient {
 	t.Helper()
-	c, first := startIDE(t, b, ws, token(t, broker.RoleBridge, ws), mode)
+	c, first := startIDE(t, b, ws, token(t, auth.RoleBridge, ws), mode)
 	if first["event"] != "connected" {
 		t.Fatalf("socket.io-client did not connect: %v", first)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 )
 
@@ -328,10 +328,10 @@ func startMCPWorkspace(t *testing.T, files map[string]string, extra ...string) *
 	if len(ws) > 60 {
 		ws = ws[:60]
 	}
-	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, broker.RoleBridge, ws), "--root", root, "--log-level", "debug"}, extra...)
+	args := append([]string{"bridge", "--broker", b.url, "--workspace", ws, "--token", token(t, auth.RoleBridge, ws), "--root", root, "--log-level", "debug"}, extra...)
 	p := start(t, "bridge "+ws, exec.Command(tetherBin, args...))
 	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
-	return &mcpWorkspace{b: b, bridge: p, ws: ws, tok: token(t, broker.RoleCaller, ws), root: root}
+	return &mcpWorkspace{b: b, bridge: p, ws: ws, tok: token(t, auth.RoleCaller, ws), root: root}
 }
 
 // git runs git in dir.

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -320,7 +320,7 @@ func TestMCPSandboxAcquireEditCommitPush(t *testing.T) {
 func TestMCPOfflineWorkspaceAnswersWorkspaceOfflineUnder1s(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-nobody"
-	overMCP(t, b, ws, token(t, broker.RoleCaller, ws), func(t *testing.T, c *mcpClient) {
+	overMCP(t, b, ws, token(t, auth.RoleCaller, ws), func(t *testing.T, c *mcpClient) {
 		r := c.fails("terminal_run", map[string]any{"command": "true"}, protocol.CodeWorkspaceOffline)
 		within(t, "workspace_offline", r.Elapsed, time.Second)
 		if !strings.Contains(r.Text, "Next:") {
@@ -384,7 +384,7 @@ func TestMCPLongCommandSendsProgress(t *testing.T) {
 
 func TestMCPBadTokensRefused(t *testing.T) {
 	b := startBroker(t)
-	for name, tok := range map[string]string{"invalid": "not-a-token", "other workspace": token(t, broker.RoleCaller, "ws-other")} {
+	for name, tok := range map[string]string{"invalid": "not-a-token", "other workspace": token(t, auth.RoleCaller, "ws-other")} {
 		start := time.Now()
 		out, err := exec.Command(tetherBin, "mcp", "--broker", b.url, "--workspace", "ws-mine", "--token", tok).CombinedOutput()
 		var exit *exec.ExitError
@@ -406,7 +406,7 @@ func TestMCPBadTokensRefused(t *testing.T) {
 // when it exits: a blocking pipe blocking, a non-blocking one non-blocking.
 func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 	b := startBroker(t)
-	tok := token(t, broker.RoleCaller, "ws-pipes")
+	tok := token(t, auth.RoleCaller, "ws-pipes")
 	nonblock := func(fd int) bool {
 		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -21,12 +21,12 @@ import (
 func TestLateAckAfterReconnectAnswersNoCallOfTheNewConnection(t *testing.T) {
 	b := startBroker(t)
 	const ws = "ws-late-ack"
-	c, first := startIDE(t, b, ws, token(t, broker.RoleBridge, ws), "none", "--reconnect")
+	c, first := startIDE(t, b, ws, token(t, auth.RoleBridge, ws), "none", "--reconnect")
 	if first["event"] != "connected" {
 		t.Fatalf("socket.io-client did not connect: %v", first)
 	}
 	testwait.Until(t, 5*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
-	tok := token(t, broker.RoleCaller, ws)
+	tok := token(t, auth.RoleCaller, ws)
 	body := func(nonce string) string {
 		return `{"endpoint":"/api/ping","payload":{"nonce":"` + nonce + `"},"timeout":30}`
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/internal/testwait"
@@ -47,7 +47,7 @@ func TestRedisCallOnOneInstanceAnsweredByTheOwnerOnAnother(t *testing.T) {
 	b := e.broker("b")
 	c := startNamedBroker(t, "broker c", []string{"TETHER_REDIS=" + e.srv.URL(), "TETHER_REDIS_PREFIX=" + e.prefix}, "--instance-id", "c")
 	startBridge(t, b, "ws-cross")
-	tok := token(t, broker.RoleCaller, "ws-cross")
+	tok := token(t, auth.RoleCaller, "ws-cross")
 	for i, via := range []*brokerProc{a, c, b} {
 		r := via.call("ws-cross", tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"n":%d},"timeout":5}`, i))
 		if r.err != nil || r.status != 200 || !r.resp.Success || compactJSON(t, r.resp.Result) != fmt.Sprintf(`{"n":%d}`, i) {
@@ -71,7 +71,7 @@ func TestRedisOfflineWorkspaceAnsweredUnder100ms(t *testing.T) {
 	b := e.broker("b")
 	e.broker("c")
 	startBridge(t, b, "ws-elsewhere") // some workspace is online, just not this one
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	a.call("warmup", tok, `{"endpoint":"/x"}`) // opens the keep-alive connection
 	for range 5 {
 		r := a.call("ws-nobody", tok, `{"endpoint":"/api/ping","timeout":30}`)
@@ -93,7 +93,7 @@ func TestRedisSocketDroppedOnOwnerAnswersPendingCallsUnder500ms(t *testing.T) {
 	b := e.broker("b")
 	c := e.broker("c")
 	ide := connectIDE(t, b, "ws-drop", "none")
-	tok := token(t, broker.RoleCaller, "ws-drop")
+	tok := token(t, auth.RoleCaller, "ws-drop")
 	var pending []<-chan callResult
 	for i := range 4 {
 		pending = append(pending, []*brokerProc{a, c}[i%2].goCall("ws-drop", tok, `{"endpoint":"/api/ping","timeout":30}`))
@@ -124,7 +124,7 @@ func TestRedisTakeoverOnAnotherInstanceDeliversEachCallOnce(t *testing.T) {
 	b := e.broker("b", "--log-level", "info")
 	c := e.broker("c", "--log-level", "info")
 	old := connectIDE(t, b, "ws-move", "ack")
-	tok := token(t, broker.RoleCaller, "ws-move")
+	tok := token(t, auth.RoleCaller, "ws-move")
 
 	const callTimeout = 2 * time.Second
 	var (
@@ -244,7 +244,7 @@ func TestRedisOwnerKilledCallersAnsweredByDeadlinePlusGrace(t *testing.T) {
 	b := e.broker("b", "--log-level", "info")
 	c := e.broker("c", "--log-level", "info")
 	ide := connectIDE(t, b, "ws-doomed", "none")
-	tok := token(t, broker.RoleCaller, "ws-doomed")
+	tok := token(t, auth.RoleCaller, "ws-doomed")
 	const n = 50
 	const callTimeout = 2 * time.Second
 	var pending []<-chan callResult
@@ -281,7 +281,7 @@ func TestRedisRestartBrokersResubscribeAndReadyzTracksOutage(t *testing.T) {
 	c := e.broker("c", "--log-level", "info")
 	all := []*brokerProc{a, b, c}
 	startBridge(t, b, "ws-phoenix")
-	tok := token(t, broker.RoleCaller, "ws-phoenix")
+	tok := token(t, auth.RoleCaller, "ws-phoenix")
 	ping := `{"endpoint":"/api/ping","payload":{"p":1},"timeout":5}`
 	if r := a.call("ws-phoenix", tok, ping); !r.resp.Success {
 		t.Fatalf("before the outage: %+v", r.resp)
@@ -335,7 +335,7 @@ func TestRedisGoCallersGetAnswers(t *testing.T) {
 	c := e.broker("c")
 	startBridge(t, b, "ws-go")
 	overRedis := e.busCaller()
-	overHTTP := &caller.HTTP{BaseURL: a.url, Token: token(t, broker.RoleCaller, "*")}
+	overHTTP := &caller.HTTP{BaseURL: a.url, Token: token(t, auth.RoleCaller, "*")}
 	ctx := context.Background()
 	for name, cl := range map[string]caller.Caller{"redis": overRedis, "http": overHTTP} {
 		resp := cl.Call(ctx, caller.Request{WorkspaceID: "ws-go", Endpoint: "/api/ping", Payload: json.RawMessage(`{"from":"` + name + `"}`), Timeout: 5 * time.Second})
@@ -404,7 +404,7 @@ func TestRedisClusterCallAcrossInstances(t *testing.T) {
 	a := e.broker("a")
 	b := e.broker("b")
 	startBridge(t, b, "ws-shard")
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	for i := range 5 {
 		r := a.call("ws-shard", tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"i":%d},"timeout":5}`, i))
 		if !r.resp.Success || compactJSON(t, r.resp.Result) != fmt.Sprintf(`{"i":%d}`, i) {
@@ -547,7 +547,7 @@ func TestRedisOwnerDecidedOutcomesReachTheCallerOnAnotherInstance(t *testing.T) 
 	a := e.broker("a")
 	b := e.broker("b", "--max-in-flight", "2", "--drain", "300ms")
 	ide := connectIDE(t, b, "ws-owner", "none")
-	tok := token(t, broker.RoleCaller, "ws-owner")
+	tok := token(t, auth.RoleCaller, "ws-owner")
 
 	// Timeout: decided by B at the deadline, well before A's own grace.
 	r := a.call("ws-owner", tok, `{"endpoint":"/api/ping","timeout":0.5}`)
@@ -631,7 +631,7 @@ func TestRedisHolderThatMissedATakeoverYieldsAfterResubscribing(t *testing.T) {
 	b := startNamedBroker(t, "broker b", nil, "--instance-id", "b", "--redis", proxy.URL(), "--redis-prefix", e.prefix)
 	c := e.broker("c")
 	old := connectIDE(t, b, "ws-split", "ack")
-	tok := token(t, broker.RoleCaller, "ws-split")
+	tok := token(t, auth.RoleCaller, "ws-split")
 	if r := a.call("ws-split", tok, `{"endpoint":"/api/ping","timeout":5}`); !strings.Contains(string(r.resp.Result), `"via":"ack"`) {
 		t.Fatalf("before: %+v", r.resp)
 	}
@@ -666,7 +666,7 @@ func TestRedisHolderThatMissedATakeoverYieldsAfterResubscribing(t *testing.T) {
 }
 
 // listWorkspaces is GET /api/v1/workspaces on b with tok.
-func listWorkspaces(t *testing.T, b *brokerProc, tok string) (list []broker.Workspace, unanswered int, took time.Duration) {
+func listWorkspaces(t *testing.T, b *brokerProc, tok string) (list []protocol.Workspace, unanswered int, took time.Duration) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -678,8 +678,8 @@ func listWorkspaces(t *testing.T, b *brokerProc, tok string) (list []broker.Work
 	defer res.Body.Close()
 	took = time.Since(start)
 	var body struct {
-		Workspaces []broker.Workspace `json:"workspaces"`
-		Unanswered int                `json:"unanswered_instances"`
+		Workspaces []protocol.Workspace `json:"workspaces"`
+		Unanswered int                  `json:"unanswered_instances"`
 	}
 	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&body) != nil {
 		t.Fatalf("listing workspaces on %s: HTTP %d", b.name, res.StatusCode)
@@ -698,18 +698,18 @@ func TestRedisListShowsEveryInstancesWorkspaces(t *testing.T) {
 	c := e.broker("c")
 	startBridge(t, a, "ws-list-a")
 	startBridge(t, c, "ws-list-c")
-	held := func(list []broker.Workspace) map[string]string {
+	held := func(list []protocol.Workspace) map[string]string {
 		m := map[string]string{}
 		for _, w := range list {
 			m[w.WorkspaceID] = w.Instance
 		}
 		return m
 	}
-	list, unanswered, _ := listWorkspaces(t, b, token(t, broker.RoleCaller, "*"))
+	list, unanswered, _ := listWorkspaces(t, b, token(t, auth.RoleCaller, "*"))
 	if got := held(list); len(got) != 2 || got["ws-list-a"] != "a" || got["ws-list-c"] != "c" || unanswered != 0 {
 		t.Fatalf("list on b = %v (unanswered %d); want ws-list-a on a and ws-list-c on c", got, unanswered)
 	}
-	list, _, _ = listWorkspaces(t, b, token(t, broker.RoleCaller, "ws-list-c"))
+	list, _, _ = listWorkspaces(t, b, token(t, auth.RoleCaller, "ws-list-c"))
 	if got := held(list); len(got) != 1 || got["ws-list-c"] != "c" {
 		t.Fatalf("list with a token for ws-list-c = %v; want only ws-list-c", got)
 	}
@@ -717,7 +717,7 @@ func TestRedisListShowsEveryInstancesWorkspaces(t *testing.T) {
 	// c hangs: Redis still counts its subscription, it never answers.
 	resume := c.pause()
 	defer resume()
-	list, unanswered, took := listWorkspaces(t, b, token(t, broker.RoleCaller, "*"))
+	list, unanswered, took := listWorkspaces(t, b, token(t, auth.RoleCaller, "*"))
 	if got := held(list); len(got) != 1 || got["ws-list-a"] != "a" || unanswered != 1 {
 		t.Fatalf("list with c stopped = %v (unanswered %d); want ws-list-a and 1 unanswered", got, unanswered)
 	}
@@ -749,7 +749,7 @@ func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
 	if _, _, err := ws.Read(ctx); err != nil { // open packet
 		t.Fatal(err)
 	}
-	if err := ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, broker.RoleBridge, "ws-stalled")+`","workspace_id":"ws-stalled"}`)); err != nil {
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, auth.RoleBridge, "ws-stalled")+`","workspace_id":"ws-stalled"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, msg, err := ws.Read(ctx); err != nil || !strings.HasPrefix(string(msg), "40") {
@@ -758,7 +758,7 @@ func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
 	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-stalled") }, "%s holding ws-stalled", b.name)
 
 	// 48 calls of 900 kB: far more than the socket buffers hold.
-	tok := token(t, broker.RoleCaller, "*")
+	tok := token(t, auth.RoleCaller, "*")
 	big := `{"endpoint":"/api/ping","timeout":20,"payload":"` + strings.Repeat("x", 900_000) + `"}`
 	var stalled []<-chan callResult
 	for range 48 {

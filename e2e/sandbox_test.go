@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -84,7 +84,7 @@ func TestSandboxThroughBrokerAndBridge(t *testing.T) {
 	sandboxDir := t.TempDir()
 	ws := "ws-sandbox"
 	bridge := startBridge(t, b, ws, "--sandbox-dir", sandboxDir)
-	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, auth.RoleCaller, ws)}
 	origin := sandboxOrigin(t)
 
 	acq := map[string]any{"repo": origin, "mode": "edit", "user_id": "u", "project_id": "p", "conversation_id": "conv1", "auth_token": secretTok}
@@ -205,7 +205,7 @@ func TestSandboxIsolatedRuntimeThroughBridge(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-sandbox-iso"
 	startBridge(t, b, ws, "--sandbox-dir", t.TempDir())
-	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, auth.RoleCaller, ws)}
 	var a acquired
 	c.ok("/api/sandbox/workspaces", map[string]any{"repo": sandboxOrigin(t), "mode": "task", "user_id": "u", "project_id": "p", "task_id": "t1", "runtime": "bwrap", "network": "none"}, &a)
 	if !a.Capabilities.Isolated || a.Capabilities.Network || a.Branch != "agent/task-t1" {

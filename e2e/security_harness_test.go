@@ -15,7 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -41,7 +41,7 @@ type steady struct {
 func startSteady(t *testing.T, b *brokerProc, ws string) *steady {
 	t.Helper()
 	s := &steady{stop: make(chan struct{}), done: make(chan struct{})}
-	tok := token(t, broker.RoleCaller, ws)
+	tok := token(t, auth.RoleCaller, ws)
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -174,7 +174,7 @@ func dialFrom(t *testing.T, brokerURL, local string) (int, string, string) {
 func connectedWire(t *testing.T, b *brokerProc, ws string) *wireConn {
 	t.Helper()
 	c := dialWire(t, b.url, "", nil)
-	if f := c.connect(token(t, broker.RoleBridge, ws), ws); !strings.HasPrefix(f, `40{"sid"`) {
+	if f := c.connect(token(t, auth.RoleBridge, ws), ws); !strings.HasPrefix(f, `40{"sid"`) {
 		t.Fatalf("CONNECT for %s answered %q", ws, f)
 	}
 	return c

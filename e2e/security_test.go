@@ -18,7 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -90,8 +90,8 @@ func badTokens(t *testing.T, role, other, ws string) map[string]struct{ tok, cod
 
 func TestSecurityTokensOnConnect(t *testing.T) {
 	b := startBroker(t)
-	cases := badTokens(t, broker.RoleBridge, "ws-other", "ws-auth")
-	cases["caller token as a bridge"] = struct{ tok, code string }{token(t, broker.RoleCaller, "ws-auth"), protocol.CodeForbidden}
+	cases := badTokens(t, auth.RoleBridge, "ws-other", "ws-auth")
+	cases["caller token as a bridge"] = struct{ tok, code string }{token(t, auth.RoleCaller, "ws-auth"), protocol.CodeForbidden}
 	cases["bridge token for every workspace"] = struct{ tok, code string }{signedToken(t, jwt.SigningMethodHS256, []byte(secret),
 		jwt.MapClaims{"role": "bridge", "workspaces": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix()}), protocol.CodeForbidden}
 	for name, tc := range cases {
@@ -110,7 +110,7 @@ func TestSecurityTokensOnConnect(t *testing.T) {
 			t.Fatalf("CONNECT answered %q", f)
 		}
 	})
-	if r := b.call("ws-auth", token(t, broker.RoleCaller, "ws-auth"), `{"endpoint":"/api/ping","timeout":1}`); r.resp.Error != protocol.CodeWorkspaceOffline {
+	if r := b.call("ws-auth", token(t, auth.RoleCaller, "ws-auth"), `{"endpoint":"/api/ping","timeout":1}`); r.resp.Error != protocol.CodeWorkspaceOffline {
 		t.Fatalf("a refused client holds the workspace: %+v", r.resp)
 	}
 }
@@ -119,8 +119,8 @@ func TestSecurityTokensOnTheCallerAPI(t *testing.T) {
 	b := startBroker(t)
 	startBridge(t, b, "ws-api")
 	status := map[string]int{protocol.CodeUnauthorized: http.StatusUnauthorized, protocol.CodeForbidden: http.StatusForbidden}
-	cases := badTokens(t, broker.RoleCaller, "ws-other", "ws-api")
-	cases["bridge token as a caller"] = struct{ tok, code string }{token(t, broker.RoleBridge, "ws-api"), protocol.CodeForbidden}
+	cases := badTokens(t, auth.RoleCaller, "ws-other", "ws-api")
+	cases["bridge token as a caller"] = struct{ tok, code string }{token(t, auth.RoleBridge, "ws-api"), protocol.CodeForbidden}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := b.call("ws-api", tc.tok, `{"endpoint":"/api/ping","payload":{"x":1},"timeout":5}`)
@@ -147,7 +147,7 @@ func TestSecurityTokensOnTheCallerAPI(t *testing.T) {
 			}
 		})
 	}
-	if r := b.call("ws-api", token(t, broker.RoleCaller, "ws-api"), `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
+	if r := b.call("ws-api", token(t, auth.RoleCaller, "ws-api"), `{"endpoint":"/api/ping","timeout":5}`); !r.resp.Success {
 		t.Fatalf("the good token: %+v", r.resp)
 	}
 }
@@ -155,14 +155,14 @@ func TestSecurityTokensOnTheCallerAPI(t *testing.T) {
 func TestSecurityABridgeCannotTouchAnotherWorkspacesCalls(t *testing.T) {
 	b := startBroker(t)
 	victim := dialWire(t, b.url, "", nil)
-	if f := victim.connect(token(t, broker.RoleBridge, "ws-victim"), "ws-victim"); !strings.HasPrefix(f, `40{"sid"`) {
+	if f := victim.connect(token(t, auth.RoleBridge, "ws-victim"), "ws-victim"); !strings.HasPrefix(f, `40{"sid"`) {
 		t.Fatalf("victim CONNECT: %q", f)
 	}
 	forger := dialWire(t, b.url, "", nil)
-	if f := forger.connect(token(t, broker.RoleBridge, "ws-forger"), "ws-forger"); !strings.HasPrefix(f, `40{"sid"`) {
+	if f := forger.connect(token(t, auth.RoleBridge, "ws-forger"), "ws-forger"); !strings.HasPrefix(f, `40{"sid"`) {
 		t.Fatalf("forger CONNECT: %q", f)
 	}
-	tok := token(t, broker.RoleCaller, "ws-victim")
+	tok := token(t, auth.RoleCaller, "ws-victim")
 	pending := b.goCall("ws-victim", tok, `{"endpoint":"/api/ping","payload":{"secret":"victim-data"},"timeout":5,"correlation_id":"victim-call-1"}`)
 	frame := victim.nextMatching(5*time.Second, `"victim-call-1"`)
 	ack := strings.TrimPrefix(strings.SplitN(frame, "[", 2)[0], "42")
@@ -187,12 +187,12 @@ func TestSecurityABridgeCannotTouchAnotherWorkspacesCalls(t *testing.T) {
 	}
 	// Nor can it take the workspace over: its token is for ws-forger.
 	thief := dialWire(t, b.url, "", nil)
-	if f := thief.connect(token(t, broker.RoleBridge, "ws-forger"), "ws-victim"); !strings.Contains(f, protocol.CodeForbidden) {
+	if f := thief.connect(token(t, auth.RoleBridge, "ws-forger"), "ws-victim"); !strings.Contains(f, protocol.CodeForbidden) {
 		t.Fatalf("CONNECT as ws-victim with ws-forger's token: %q", f)
 	}
 	// Over the caller API with its own token, the forger's workspace is
 	// all it can name.
-	if r := b.call("ws-victim", token(t, broker.RoleCaller, "ws-forger"), `{"endpoint":"/api/ping","timeout":1}`); r.status != http.StatusForbidden {
+	if r := b.call("ws-victim", token(t, auth.RoleCaller, "ws-forger"), `{"endpoint":"/api/ping","timeout":1}`); r.status != http.StatusForbidden {
 		t.Fatalf("a caller token for ws-forger calling ws-victim: %d %+v", r.status, r.resp)
 	}
 	if n := b.metric("tether_unmatched_answers_total"); n < 2 {
@@ -209,14 +209,14 @@ func TestSecurityABridgeCannotTouchAnotherWorkspacesCalls(t *testing.T) {
 func TestSecurityABridgeCannotTouchAnotherWorkspacesAsyncCalls(t *testing.T) {
 	b := startBroker(t)
 	victim := dialWire(t, b.url, "", nil)
-	if f := victim.connect(token(t, broker.RoleBridge, "ws-victim"), "ws-victim"); !strings.HasPrefix(f, `40{"sid"`) {
+	if f := victim.connect(token(t, auth.RoleBridge, "ws-victim"), "ws-victim"); !strings.HasPrefix(f, `40{"sid"`) {
 		t.Fatalf("victim CONNECT: %q", f)
 	}
 	forger := dialWire(t, b.url, "", nil)
-	if f := forger.connect(token(t, broker.RoleBridge, "ws-forger"), "ws-forger"); !strings.HasPrefix(f, `40{"sid"`) {
+	if f := forger.connect(token(t, auth.RoleBridge, "ws-forger"), "ws-forger"); !strings.HasPrefix(f, `40{"sid"`) {
 		t.Fatalf("forger CONNECT: %q", f)
 	}
-	tok := token(t, broker.RoleCaller, "ws-victim")
+	tok := token(t, auth.RoleCaller, "ws-victim")
 	rec := b.submit("ws-victim", tok, `{"endpoint":"/api/ping","payload":{"secret":"victim-data"},"timeout":10,"async":true,"correlation_id":"victim-async-1"}`)
 	cid := rec.CorrelationID
 	frame := victim.nextMatching(5*time.Second, `"`+cid+`"`)
@@ -228,8 +228,8 @@ func TestSecurityABridgeCannotTouchAnotherWorkspacesAsyncCalls(t *testing.T) {
 
 	// Over the API: the forger's bridge token and its caller token.
 	for _, c := range []struct{ name, tok string }{
-		{"the forger's bridge token", token(t, broker.RoleBridge, "ws-forger")},
-		{"a caller token for ws-forger", token(t, broker.RoleCaller, "ws-forger")},
+		{"the forger's bridge token", token(t, auth.RoleBridge, "ws-forger")},
+		{"a caller token for ws-forger", token(t, auth.RoleCaller, "ws-forger")},
 	} {
 		for _, req := range []struct{ method, path string }{
 			{http.MethodGet, "/api/v1/calls/" + cid},
@@ -278,14 +278,14 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 			c.waitClosed(t, 5*time.Second)
 		}},
 		{"100k-deep JSON in a caller's HTTP body", func(t *testing.T) {
-			r := b.call("ws-steady", token(t, broker.RoleCaller, "ws-steady"), `{"endpoint":"/api/ping","payload":`+deep(100_000)+`}`)
+			r := b.call("ws-steady", token(t, auth.RoleCaller, "ws-steady"), `{"endpoint":"/api/ping","payload":`+deep(100_000)+`}`)
 			if r.status != http.StatusBadRequest || r.resp.Error != protocol.CodeInvalidRequest {
 				t.Fatalf("got %d %+v, want 400 invalid_request", r.status, r.resp)
 			}
 		}},
 		{"100k-deep JSON in a polling POST", func(t *testing.T) {
 			sid := pollOpen(t, b.url)
-			status, _ := pollPost(t, b.url, sid, `40{"token":"`+token(t, broker.RoleBridge, "ws-poll-deep")+`"}`+"\x1e"+`42["tool_response",`+deep(100_000)+`]`)
+			status, _ := pollPost(t, b.url, sid, `40{"token":"`+token(t, auth.RoleBridge, "ws-poll-deep")+`"}`+"\x1e"+`42["tool_response",`+deep(100_000)+`]`)
 			if status != http.StatusOK {
 				t.Fatalf("POST answered %d", status)
 			}
@@ -301,7 +301,7 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 				}
 			}
 			// Still served afterwards: the frames were legal, only useless.
-			pending := b.goCall("ws-chatty", token(t, broker.RoleCaller, "ws-chatty"), `{"endpoint":"/x","timeout":10,"correlation_id":"after-noise"}`)
+			pending := b.goCall("ws-chatty", token(t, auth.RoleCaller, "ws-chatty"), `{"endpoint":"/x","timeout":10,"correlation_id":"after-noise"}`)
 			f := c.nextMatching(10*time.Second, `"after-noise"`)
 			c.send(`43` + strings.TrimPrefix(strings.SplitN(f, "[", 2)[0], "42") + `[{"correlation_id":"after-noise","success":true,"result":1}]`)
 			if r := await(t, pending, 10*time.Second); !r.resp.Success {
@@ -319,7 +319,7 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 		}},
 		{"invalid UTF-8 in a frame", func(t *testing.T) {
 			c := connectedWire(t, b, "ws-utf8")
-			pending := b.goCall("ws-utf8", token(t, broker.RoleCaller, "ws-utf8"), `{"endpoint":"/x","timeout":10,"correlation_id":"u1"}`)
+			pending := b.goCall("ws-utf8", token(t, auth.RoleCaller, "ws-utf8"), `{"endpoint":"/x","timeout":10,"correlation_id":"u1"}`)
 			f := c.nextMatching(5*time.Second, `"u1"`)
 			c.send(`43` + strings.TrimPrefix(strings.SplitN(f, "[", 2)[0], "42") + "[{\"correlation_id\":\"u1\",\"success\":true,\"result\":\"\xff\xfe\"}]")
 			c.waitClosed(t, 5*time.Second)
@@ -333,7 +333,7 @@ func TestSecurityBadInputHarmsNoOtherConnection(t *testing.T) {
 			c.waitClosed(t, 5*time.Second)
 		}},
 		{"invalid UTF-8 in a caller's payload", func(t *testing.T) {
-			r := b.call("ws-steady", token(t, broker.RoleCaller, "ws-steady"), "{\"endpoint\":\"/api/ping\",\"payload\":\"\xed\xa0\x80\"}")
+			r := b.call("ws-steady", token(t, auth.RoleCaller, "ws-steady"), "{\"endpoint\":\"/api/ping\",\"payload\":\"\xed\xa0\x80\"}")
 			if r.status != http.StatusBadRequest || r.resp.Error != protocol.CodeInvalidRequest || !strings.Contains(r.resp.Message, "UTF-8") {
 				t.Fatalf("got %d %+v, want 400 invalid_request about UTF-8", r.status, r.resp)
 			}
@@ -410,7 +410,7 @@ func TestSecurityPathTraversal(t *testing.T) {
 	}
 	b := startBroker(t)
 	startBridge(t, b, "ws-paths", "--root", root, "--sandbox-dir", t.TempDir())
-	c := &routeCaller{t: t, b: b, ws: "ws-paths", tok: token(t, broker.RoleCaller, "ws-paths")}
+	c := &routeCaller{t: t, b: b, ws: "ws-paths", tok: token(t, auth.RoleCaller, "ws-paths")}
 	var acq acquired
 	c.ok("/api/sandbox/workspaces", map[string]any{"repo": sandboxOrigin(t), "mode": "edit", "user_id": "u", "project_id": "p", "conversation_id": "paths"}, &acq)
 	sbx := "/api/sandbox/workspaces/" + acq.WorkspaceID + "/"
@@ -514,11 +514,11 @@ func TestSecurityNoSecretOrTokenInLogs(t *testing.T) {
 	}
 	_ = rc.Close()
 	b := runBroker(t, "broker", "127.0.0.1:0", nil, "--redis", strings.Replace(r.srv.URL(), "redis://", "redis://:"+redisPassword+"@", 1), "--redis-prefix", r.prefix)
-	bridgeTok := token(t, broker.RoleBridge, "ws-logs")
+	bridgeTok := token(t, auth.RoleBridge, "ws-logs")
 	root := t.TempDir()
 	br := start(t, "bridge ws-logs", bridgeCmd(b, "ws-logs", bridgeTok, root, "--sandbox-dir", t.TempDir()))
 	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-logs") }, "%s holding ws-logs", b.name)
-	callerTok := token(t, broker.RoleCaller, "ws-logs")
+	callerTok := token(t, auth.RoleCaller, "ws-logs")
 	used := []string{bridgeTok, callerTok}
 
 	// Good calls, refused calls, a sandbox acquire carrying a token, bad
@@ -528,13 +528,13 @@ func TestSecurityNoSecretOrTokenInLogs(t *testing.T) {
 	c.ok("/api/terminal/execute", map[string]any{"command": "true", "hidden": true}, nil)
 	c.call("/api/sandbox/workspaces", map[string]any{"repo": sandboxOrigin(t), "mode": "edit", "user_id": "u", "project_id": "p", "auth_token": sandboxToken})
 	c.call("/api/terminal/execute", map[string]any{"comand": "true"})
-	for name, tc := range badTokens(t, broker.RoleCaller, "ws-other", "ws-logs") {
+	for name, tc := range badTokens(t, auth.RoleCaller, "ws-other", "ws-logs") {
 		used = append(used, tc.tok)
 		if r := b.call("ws-logs", tc.tok, `{"endpoint":"/api/ping"}`); r.resp.Success {
 			t.Fatalf("%s: accepted", name)
 		}
 	}
-	for name, tc := range badTokens(t, broker.RoleBridge, "ws-other", "ws-logs2") {
+	for name, tc := range badTokens(t, auth.RoleBridge, "ws-other", "ws-logs2") {
 		used = append(used, tc.tok)
 		w := dialWire(t, b.url, "", nil)
 		if f := w.connect(tc.tok, "ws-logs2"); !strings.HasPrefix(f, "44") {

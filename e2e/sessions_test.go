@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/bridge"
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testproc"
 	"github.com/tetherdev/tether/internal/testwait"
@@ -132,8 +132,8 @@ type twinBridge struct{ *termBridge }
 func startTwinBridge(t *testing.T, e *termBridge) twinBridge {
 	t.Helper()
 	tw := &termBridge{t: t, b: e.b, ws: "ws-twin", root: e.root, tag: e.tag + "-twin"}
-	tw.tok = token(t, broker.RoleCaller, tw.ws)
-	cmd := exec.Command(tetherBin, "bridge", "--broker", e.b.url, "--workspace", tw.ws, "--token", token(t, broker.RoleBridge, tw.ws),
+	tw.tok = token(t, auth.RoleCaller, tw.ws)
+	cmd := exec.Command(tetherBin, "bridge", "--broker", e.b.url, "--workspace", tw.ws, "--token", token(t, auth.RoleBridge, tw.ws),
 		"--root", tw.root, "--log-level", "info")
 	cmd.Env = append(os.Environ(), tagEnv+"="+tw.tag)
 	tw.bridge = start(t, "twin bridge", cmd)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
@@ -59,8 +59,8 @@ func startTermBridgeOn(t *testing.T, b *brokerProc, ws string, extra ...string) 
 		t.Fatal(err)
 	}
 	e := &termBridge{t: t, b: b, ws: ws, root: root, tag: "e2e-" + rand.Text()}
-	e.tok = token(t, broker.RoleCaller, e.ws)
-	args := append([]string{"bridge", "--broker", b.url, "--workspace", e.ws, "--token", token(t, broker.RoleBridge, e.ws),
+	e.tok = token(t, auth.RoleCaller, e.ws)
+	args := append([]string{"bridge", "--broker", b.url, "--workspace", e.ws, "--token", token(t, auth.RoleBridge, e.ws),
 		"--root", root, "--http", "127.0.0.1:0", "--log-level", "debug"}, extra...)
 	cmd := exec.Command(tetherBin, args...)
 	cmd.Env = append(os.Environ(), tagEnv+"="+e.tag)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -41,7 +41,7 @@ func TestWorkspaceFilesThroughBrokerAndBridge(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-files"
 	startBridge(t, b, ws, "--root", root)
-	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, auth.RoleCaller, ws)}
 
 	var caps struct {
 		Root     string   `json:"root"`
@@ -142,7 +142,7 @@ func TestWorkspaceReadOnlyBridgeRefusesWritesAndCommands(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-readonly"
 	startBridge(t, b, ws, "--root", root, "--read-only")
-	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, auth.RoleCaller, ws)}
 
 	refused(t, "write-file", c.call("/api/workspace/write-file", map[string]any{"path": "new.txt", "content": "x"}), protocol.CodeForbidden, "--read-only")
 	refused(t, "str-replace", c.call("/api/workspace/str-replace", map[string]any{"path": "main.go", "old": "42", "new": "43"}), protocol.CodeForbidden, "--read-only")
@@ -175,7 +175,7 @@ func TestWorkspaceDisabledGroupIsRefused(t *testing.T) {
 	b := startBroker(t)
 	ws := "ws-disabled"
 	startBridge(t, b, ws, "--root", root, "--disable", "git,debug")
-	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, broker.RoleCaller, ws)}
+	c := &routeCaller{t: t, b: b, ws: ws, tok: token(t, auth.RoleCaller, ws)}
 
 	refused(t, "git diff", c.call("/api/workspace/git/diff", nil), protocol.CodeForbidden, "--disable git")
 	refused(t, "debug", c.call("/api/debug/list-sessions", nil), protocol.CodeForbidden, "--disable debug")

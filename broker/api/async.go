@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"

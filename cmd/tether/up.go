@@ -15,10 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherdev/tether/broker/auth"
-
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 var nonIDChars = regexp.MustCompile(`[^a-z0-9_.-]+`)

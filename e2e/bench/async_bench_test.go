@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/store"
 )
@@ -95,7 +95,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 	red, redSecret := startBroker(b, bin, onRedis("async")...)
 	redBridge := startBridge(b, bin, red, redSecret, "bench-async-redis")
 	red2 := startBrokerWithSecret(b, bin, redSecret, onRedis("async-2")...)
-	redToken := mintToken(b, redSecret, broker.RoleCaller, "bench-async-redis")
+	redToken := mintToken(b, redSecret, auth.RoleCaller, "bench-async-redis")
 	crossTgt := target{url: red2.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken}
 	// Every process of a setup, its broker first: their CPU is the
 	// machine's per call. The second broker on Redis takes no calls here;
@@ -107,7 +107,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 		procs     []int
 		procNames []string // the load generator's and procs'
 	}{
-		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-async-mem")},
+		{"memory", mem, target{url: mem.url + "/api/v1/workspaces/bench-async-mem/calls", token: mintToken(b, memSecret, auth.RoleCaller, "bench-async-mem")},
 			[]int{mem.pid(), memBridge.pid()}, []string{"load generator", "broker", "bridge"}},
 		{"redis", red, target{url: red.url + "/api/v1/workspaces/bench-async-redis/calls", token: redToken},
 			[]int{red.pid(), redBridge.pid(), srv.Pid(), red2.pid()}, []string{"load generator", "broker", "bridge", "Redis", "other broker"}},

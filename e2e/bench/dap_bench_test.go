@@ -26,7 +26,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	godap "github.com/google/go-dap"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap/node"
 	"github.com/tetherdev/tether/internal/testwait"
 )
@@ -107,7 +107,7 @@ func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
 	tc := &tetherDebugClient{
 		client: controlClient(b),
 		url:    brk.url + "/api/v1/workspaces/" + ws + "/calls",
-		token:  mintToken(b, secret, broker.RoleCaller, ws),
+		token:  mintToken(b, secret, auth.RoleCaller, ws),
 	}
 	tc.client.Timeout = 60 * time.Second
 	return tc
@@ -118,8 +118,8 @@ func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
 func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws, root string) *proc {
 	tb.Helper()
 	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
-		"--token", mintToken(tb, secret, broker.RoleBridge, ws), "--root", root, "--log-level", "warn"})
-	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
+		"--token", mintToken(tb, secret, auth.RoleBridge, ws), "--root", root, "--log-level", "warn"})
+	caller := mintToken(tb, secret, auth.RoleCaller, auth.AnyWorkspace)
 	client := controlClient(tb)
 	if !testwait.Within(15*time.Second, func() bool {
 		if p.exited() {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 // targetIdleKB is the bound on broker memory per idle connection.
@@ -64,7 +64,7 @@ func BenchmarkIdleConnections(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	list, err := listWorkspaces(control, brk.url, mintToken(b, secret, broker.RoleCaller, broker.AnyWorkspace))
+	list, err := listWorkspaces(control, brk.url, mintToken(b, secret, auth.RoleCaller, auth.AnyWorkspace))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -188,7 +188,7 @@ type idleClients struct {
 func dialIdleClients(b *testing.B, brokerURL string, secret []byte, n int) *idleClients {
 	tokens := make([]string, n)
 	for i := range n {
-		tokens[i] = mintToken(b, secret, broker.RoleBridge, fmt.Sprintf("ws-%d", i))
+		tokens[i] = mintToken(b, secret, auth.RoleBridge, fmt.Sprintf("ws-%d", i))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &idleClients{

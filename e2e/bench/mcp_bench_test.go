@@ -15,7 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 // targetMCPOverP50 is the target: an MCP tool call adds at most this
@@ -45,7 +45,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	cfg := loadConfigFromEnv(b)
 	brk, secret := startBroker(b, bin)
 	bridge := startBridge(b, bin, brk, secret, "bench")
-	tok := mintToken(b, secret, broker.RoleCaller, "bench")
+	tok := mintToken(b, secret, auth.RoleCaller, "bench")
 	client := controlClient(b)
 	url := brk.url + "/api/v1/workspaces/bench/calls"
 	// The payload terminal_run sends for {"command":"true"} (timeout_s 30).

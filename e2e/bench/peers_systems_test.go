@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/internal/testwait"
 )
@@ -152,7 +152,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 	}
 	callerToken := ""
 	if system == sysTether || system == sysBridge {
-		callerToken = mintToken(b, e.secret, broker.RoleCaller, broker.AnyWorkspace)
+		callerToken = mintToken(b, e.secret, auth.RoleCaller, auth.AnyWorkspace)
 	}
 	ws := func(i int) string { return fmt.Sprintf("ws-%d", i) }
 	switch system {
@@ -165,7 +165,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 		for i := range conns {
 			conns[i] = echoConn{URL: d.brokers[i%instances].url, Workspace: ws(i)}
 			if system == sysTether {
-				conns[i].Token = mintToken(b, e.secret, broker.RoleBridge, ws(i))
+				conns[i].Token = mintToken(b, e.secret, auth.RoleBridge, ws(i))
 			}
 		}
 		d.echo = startEchoClients(b, e, system, conns)
@@ -388,7 +388,7 @@ func (e *peersEnvironment) measureIdle(b *testing.B, system string, n int) peers
 	for i := range conns {
 		conns[i] = echoConn{URL: srv.url, Workspace: fmt.Sprintf("idle-%d", i)}
 		if system == sysTether {
-			conns[i].Token = mintToken(b, e.secret, broker.RoleBridge, conns[i].Workspace)
+			conns[i].Token = mintToken(b, e.secret, auth.RoleBridge, conns[i].Workspace)
 		}
 	}
 	start := time.Now()
@@ -402,7 +402,7 @@ func (e *peersEnvironment) measureIdle(b *testing.B, system string, n int) peers
 		idle.ClientRSSMB = float64(crss) / 1024
 	}
 	// The server must really hold them all.
-	held, err := heldConnections(control, srv.url, system, mintToken(b, e.secret, broker.RoleCaller, broker.AnyWorkspace))
+	held, err := heldConnections(control, srv.url, system, mintToken(b, e.secret, auth.RoleCaller, auth.AnyWorkspace))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testproc"
 	"github.com/tetherdev/tether/internal/testwait"
 )
@@ -194,10 +194,10 @@ func startEcho(tb testing.TB) *server {
 // broker lists it.
 func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws string) *proc {
 	tb.Helper()
-	tok := mintToken(tb, secret, broker.RoleBridge, ws)
+	tok := mintToken(tb, secret, auth.RoleBridge, ws)
 	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
 		"--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"})
-	caller := mintToken(tb, secret, broker.RoleCaller, broker.AnyWorkspace)
+	caller := mintToken(tb, secret, auth.RoleCaller, auth.AnyWorkspace)
 	client := controlClient(tb)
 	var err error
 	if !testwait.Within(15*time.Second, func() bool {
@@ -215,7 +215,7 @@ func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws strin
 
 func mintToken(tb testing.TB, secret []byte, role, ws string) string {
 	tb.Helper()
-	tok, err := broker.IssueToken(secret, role, []string{ws}, time.Hour)
+	tok, err := auth.IssueToken(secret, role, []string{ws}, time.Hour)
 	if err != nil {
 		tb.Fatalf("minting %s token: %v", role, err)
 	}

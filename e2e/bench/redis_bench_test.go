@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 )
 
@@ -81,9 +81,9 @@ func BenchmarkRedisRelay(b *testing.B) {
 	ownerBridge := startBridge(b, bin, owner, ownerSecret, "bench-redis")
 	entry, entrySecret := startBroker(b, bin, append(onRedis, "--instance-id", "entry")...)
 	targets := map[string]target{
-		"memory": {url: mem.url + "/api/v1/workspaces/bench-mem/calls", token: mintToken(b, memSecret, broker.RoleCaller, "bench-mem")},
-		"redis":  {url: owner.url + "/api/v1/workspaces/bench-redis/calls", token: mintToken(b, ownerSecret, broker.RoleCaller, "bench-redis")},
-		"cross":  {url: entry.url + "/api/v1/workspaces/bench-redis/calls", token: mintToken(b, entrySecret, broker.RoleCaller, "bench-redis")},
+		"memory": {url: mem.url + "/api/v1/workspaces/bench-mem/calls", token: mintToken(b, memSecret, auth.RoleCaller, "bench-mem")},
+		"redis":  {url: owner.url + "/api/v1/workspaces/bench-redis/calls", token: mintToken(b, ownerSecret, auth.RoleCaller, "bench-redis")},
+		"cross":  {url: entry.url + "/api/v1/workspaces/bench-redis/calls", token: mintToken(b, entrySecret, auth.RoleCaller, "bench-redis")},
 	}
 	raw := newRawRoundTrip(b, srv.URL(), prefix+"raw:")
 

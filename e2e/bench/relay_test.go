@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 // relayConcurrencies are the load levels of the issue.
@@ -45,7 +45,7 @@ func BenchmarkRelay(b *testing.B) {
 	brk, secret := startBroker(b, bin)
 	bridge := startBridge(b, bin, brk, secret, "bench")
 	echo := startEcho(b)
-	tether := target{url: brk.url + "/api/v1/workspaces/bench/calls", token: mintToken(b, secret, broker.RoleCaller, "bench")}
+	tether := target{url: brk.url + "/api/v1/workspaces/bench/calls", token: mintToken(b, secret, auth.RoleCaller, "bench")}
 	baseline := target{url: echo.url + echoCallPath}
 
 	fmt.Printf("\nrelay: %d×(%v warm-up + %v measured) per concurrency and target; CPUs: %d\n", cfg.runs, cfg.warmup, cfg.measure, runtime.NumCPU())

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 )
 
 // targetTerminalOverP50 is the issue's target: `true` through the whole
@@ -41,7 +41,7 @@ func BenchmarkTerminalExecute(b *testing.B) {
 	brk, secret := startBroker(b, bin)
 	bridge := startBridge(b, bin, brk, secret, "bench")
 	url := brk.url + "/api/v1/workspaces/bench/calls"
-	tok := mintToken(b, secret, broker.RoleCaller, "bench")
+	tok := mintToken(b, secret, auth.RoleCaller, "bench")
 	client := controlClient(b)
 
 	run := map[string]func() error{

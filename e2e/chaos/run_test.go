@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/protocol"
@@ -286,7 +286,7 @@ func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, 
 		control: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}},
 	}
 	var err error
-	if t.caller, err = broker.IssueToken([]byte(t.secret), broker.RoleCaller, []string{broker.AnyWorkspace}, 24*time.Hour); err != nil {
+	if t.caller, err = auth.IssueToken([]byte(t.secret), auth.RoleCaller, []string{auth.AnyWorkspace}, 24*time.Hour); err != nil {
 		return nil, err
 	}
 	for i := range cfg.brokers {
@@ -320,7 +320,7 @@ func newTopology(cfg config, bin, dir, clientsDir string, redisSrv redisServer, 
 		} else {
 			w.id = fmt.Sprintf("nc-%02d", i-cfg.bridges)
 		}
-		if w.token, err = broker.IssueToken([]byte(t.secret), broker.RoleBridge, []string{w.id}, 24*time.Hour); err != nil {
+		if w.token, err = auth.IssueToken([]byte(t.secret), auth.RoleBridge, []string{w.id}, 24*time.Hour); err != nil {
 			return t, err
 		}
 		t.spaces = append(t.spaces, w)

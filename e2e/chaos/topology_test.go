@@ -17,10 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testproc"
 	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/protocol"
 )
 
 // The processes of a run and how to start, crash and restart them. Every
@@ -201,7 +201,7 @@ func (t *topology) held(b *brokerNode) (map[string]time.Time, error) {
 		return nil, fmt.Errorf("listing workspaces on %s: HTTP %d", b.name, res.StatusCode)
 	}
 	var list struct {
-		Workspaces []broker.Workspace `json:"workspaces"`
+		Workspaces []protocol.Workspace `json:"workspaces"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&list); err != nil {
 		return nil, fmt.Errorf("listing workspaces on %s: %w", b.name, err)

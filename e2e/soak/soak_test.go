@@ -23,7 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/bridge"
-	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/internal/testproc"
@@ -225,7 +225,7 @@ type soak struct {
 }
 
 func (s *soak) token(role, ws string) string {
-	tok, err := broker.IssueToken([]byte(s.secret), role, []string{ws}, 24*time.Hour)
+	tok, err := auth.IssueToken([]byte(s.secret), role, []string{ws}, 24*time.Hour)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func (s *soak) startBroker(bin string) {
 		}
 	})
 	s.url = "http://" + addr
-	s.caller = s.token(broker.RoleCaller, broker.AnyWorkspace)
+	s.caller = s.token(auth.RoleCaller, auth.AnyWorkspace)
 	healthy := false
 	testwait.Within(20*time.Second, func() bool {
 		if res, err := s.control.Get(s.url + "/healthz"); err == nil {
@@ -277,7 +277,7 @@ func (s *soak) connect(bin, clientsDir string) {
 		for i := first; i < first+n; i++ {
 			ws := fmt.Sprintf("idle-%05d", i)
 			s.workspaces = append(s.workspaces, ws)
-			conns = append(conns, map[string]string{"url": s.url, "workspace": ws, "token": s.token(broker.RoleBridge, ws)})
+			conns = append(conns, map[string]string{"url": s.url, "workspace": ws, "token": s.token(auth.RoleBridge, ws)})
 		}
 		s.nodes = append(s.nodes, s.startEchoNode(clientsDir, fmt.Sprintf("clients-%d", first/clientsPerNode), conns))
 	}
@@ -291,7 +291,7 @@ func (s *soak) connect(bin, clientsDir string) {
 	for i := range s.cfg.bridgeProcs {
 		ws := fmt.Sprintf("bridge-%04d", i)
 		s.workspaces = append(s.workspaces, ws)
-		cmd := exec.Command(bin, "bridge", "--broker", s.url, "--workspace", ws, "--token", s.token(broker.RoleBridge, ws), "--root", root, "--log-level", "warn")
+		cmd := exec.Command(bin, "bridge", "--broker", s.url, "--workspace", ws, "--token", s.token(auth.RoleBridge, ws), "--root", root, "--log-level", "warn")
 		p, err := testproc.Start("bridge "+ws, cmd, filepath.Join(s.dir, "bridges.log"))
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +310,7 @@ func (s *soak) connect(bin, clientsDir string) {
 	for i := s.cfg.bridgeProcs; i < s.cfg.bridges; i++ {
 		ws := fmt.Sprintf("bridge-%04d", i)
 		s.workspaces = append(s.workspaces, ws)
-		b, err := bridge.New(bridge.Config{BrokerURL: s.url, WorkspaceID: ws, Token: s.token(broker.RoleBridge, ws), Root: root,
+		b, err := bridge.New(bridge.Config{BrokerURL: s.url, WorkspaceID: ws, Token: s.token(auth.RoleBridge, ws), Root: root,
 			Logger: log, HTTPClient: &http.Client{Transport: s.bridgeTr}})
 		if err != nil {
 			t.Fatal(err)
