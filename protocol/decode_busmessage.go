@@ -4,6 +4,10 @@ package protocol
 // would, like DecodeToolCall. Payload aliases b.
 func DecodeBusMessage(b []byte, m *BusMessage) error {
 	saved := *m
+	if !fast {
+		saved.Payload = cloneRaw(saved.Payload)
+		return plainDecode(b, m, saved)
+	}
 	d, err := openObject(b)
 	for err == nil {
 		var key []byte

@@ -63,6 +63,15 @@ func DecodeCallRequest(b []byte, c *ToolCall) error { return decodeToolCall(b, c
 
 func decodeToolCall(b []byte, c *ToolCall, caller bool) error {
 	saved := *c
+	if !fast {
+		saved.Payload = cloneRaw(saved.Payload)
+		if caller {
+			if err := onlyCallerFields(b); err != nil {
+				return err
+			}
+		}
+		return plainDecode(b, c, saved)
+	}
 	d, err := openObject(b)
 	for err == nil {
 		var key []byte

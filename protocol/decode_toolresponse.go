@@ -5,6 +5,10 @@ package protocol
 // of what counts as an answer.
 func DecodeToolResponse(b []byte, r *ToolResponse) error {
 	saved := *r
+	if !fast {
+		saved.Result = cloneRaw(saved.Result)
+		return plainDecode(b, r, saved)
+	}
 	d, err := openObject(b)
 	for err == nil {
 		var key []byte

@@ -7,6 +7,9 @@ import "strconv"
 // Result is copied, not checked: it must be valid JSON (it is when it came
 // from DecodeToolResponse or DecodeResponse); whitespace in it stays.
 func AppendToolResponse(dst []byte, r *ToolResponse) []byte {
+	if !fast {
+		return plainAppend(dst, r)
+	}
 	dst = append(dst, `{"correlation_id":`...)
 	dst = appendString(dst, r.CorrelationID)
 	if r.Success {
@@ -36,6 +39,9 @@ func AppendToolResponse(dst []byte, r *ToolResponse) []byte {
 // is written as null (as JavaScript's JSON.stringify does); Validate rejects
 // such a call before it is sent.
 func AppendToolCall(dst []byte, c *ToolCall) []byte {
+	if !fast {
+		return plainAppend(dst, c)
+	}
 	dst = append(dst, '{')
 	dst = appendToolCallFields(dst, c)
 	return append(dst, '}')
@@ -45,6 +51,9 @@ func AppendToolCall(dst []byte, c *ToolCall) []byte {
 // order (type, the ToolCall's fields, reason, holder, since), under the
 // conditions of AppendToolCall.
 func AppendBusMessage(dst []byte, m *BusMessage) []byte {
+	if !fast {
+		return plainAppend(dst, m)
+	}
 	dst = append(dst, '{')
 	if m.Type != "" {
 		dst = append(dst, `"type":`...)

@@ -47,6 +47,9 @@ func quoteByte(c byte) string { return strconv.Quote(string([]byte{c})) }
 // Valid reports whether b is one JSON value with optional surrounding
 // whitespace. It answers exactly as json.Valid does, nesting limit included.
 func Valid(b []byte) bool {
+	if !fast {
+		return json.Valid(b)
+	}
 	i := skipSpace(b, 0)
 	end, err := scanValue(b, i, 0)
 	return err == nil && skipSpace(b, end) == len(b)
@@ -59,6 +62,9 @@ func Valid(b []byte) bool {
 // at their end so that appending to one cannot overwrite b. An empty array
 // gives an empty, non-nil slice.
 func SplitArray(b []byte) ([]json.RawMessage, error) {
+	if !fast {
+		return plainSplitArray(b)
+	}
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return nil, errAt(b, i, "looking for beginning of array")

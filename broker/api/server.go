@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/internal/tuning"
 	"github.com/tetherdev/tether/internal/workers"
 )
 
@@ -78,7 +79,8 @@ func NewServer(a *API, hs *http.Server) *Server {
 
 // Serve accepts connections on ln until Shutdown, and returns
 // http.ErrServerClosed then (or the listener's error). Connections are
-// read and written with rawnet (rawnet.Listener).
+// read and written with rawnet (rawnet.Listener). With the call server
+// off (TETHER_TUNING=no-callserver) net/http serves every connection.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing || s.ln != nil {
@@ -88,6 +90,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.declined = newConnQueue(ln.Addr())
 	s.mu.Unlock()
+	if !tuning.On(tuning.CallServer) {
+		defer close(s.httpEnd)
+		return s.hs.Serve(rawnet.Listener(ln))
+	}
 	go func() {
 		defer close(s.httpEnd)
 		_ = s.hs.Serve(s.declined)

@@ -26,6 +26,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // Config configures a Server. Zero values are not defaulted here: the
@@ -74,9 +76,11 @@ func NewServer(cfg Config, accept func(*Session) Handler) *Server {
 	srv := &Server{cfg: cfg, log: cfg.Logger, accept: accept}
 	srv.limits = newConnLimiter(&cfg, cfg.Logger, cfg.OnRefused)
 	srv.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
-	var err error
-	if srv.poller, err = newPoller(); err != nil {
-		srv.log.Info().Err(err).Msg("idle connections keep a goroutine each")
+	if tuning.On(tuning.Sock) && tuning.On(tuning.Poller) {
+		var err error
+		if srv.poller, err = newPoller(); err != nil {
+			srv.log.Info().Err(err).Msg("idle connections keep a goroutine each")
+		}
 	}
 	return srv
 }
@@ -112,7 +116,11 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hj := &socketHijacker{ResponseWriter: w, writeTimeout: srv.cfg.WriteTimeout, poller: srv.poller}
-	ws, err := websocket.Accept(hj, r, acceptOptions)
+	var rw http.ResponseWriter = hj
+	if !tuning.On(tuning.Sock) {
+		rw = w // net/http's hijacked buffers; hj.sock stays nil
+	}
+	ws, err := websocket.Accept(rw, r, acceptOptions)
 	if err != nil {
 		hs.release()
 		srv.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")

@@ -21,6 +21,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/tuning"
 	"github.com/tetherdev/tether/mcp"
 )
 
@@ -245,7 +246,11 @@ func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zer
 	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Msg("broker listening")
+	e := log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled())
+	if off := tuning.Off(); len(off) > 0 {
+		e = e.Strs("tuning_off", off) // TETHER_TUNING: the plain ways, for a comparison
+	}
+	e.Msg("broker listening")
 	var serveErr error
 	select {
 	case <-ctx.Done():

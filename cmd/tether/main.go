@@ -19,6 +19,7 @@ import (
 
 	"github.com/tetherdev/tether/internal/gcpace"
 	"github.com/tetherdev/tether/internal/procpace"
+	"github.com/tetherdev/tether/internal/tuning"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -61,7 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
-	if _, set := os.LookupEnv("GOGC"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
+	server := cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp"
+	if err := tuning.Check(); err != nil && server {
+		fmt.Fprintf(stderr, "tether %s: %v\n", cmd, err)
+		return 2
+	}
+	if _, set := os.LookupEnv("GOGC"); !set && server && tuning.On(tuning.GCPace) {
 		// Relaying allocates many short-lived buffers; collecting 4x less
 		// often cuts CPU per call by a sixth for a few MB of heap, but
 		// over the heap of many idle connections 4x is tens of MB of
@@ -69,11 +75,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// environment overrides it.
 		(&gcpace.Pacer{Headroom: 16 << 20, MinPercent: 25, MaxPercent: 400}).Start()
 	}
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set && (cmd == "broker" || cmd == "bridge" || cmd == "up" || cmd == "mcp") {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && server && tuning.On(tuning.ProcPace) {
 		// At low load a second P costs CPU in thread wake-ups and does no
-		// work: one P until the process needs more than half a core, the
-		// runtime's default from then on (procpace). GOMAXPROCS in the
-		// environment overrides it.
+		// work: one P until the process needs more than 0.85 of a core
+		// (procpace.Pacer's default Up), the runtime's default from then
+		// on. GOMAXPROCS in the environment overrides it.
 		// Quiet again after a busy spell (a burst of reconnects, say):
 		// the garbage of the spell goes back to the OS at once, as V8's
 		// memory reducer does for node, rather than being held as RSS.

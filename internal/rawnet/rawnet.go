@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // Listener wraps ln so that each TCP connection it accepts is a Conn: the
@@ -42,13 +44,13 @@ func (l rawListener) Accept() (net.Conn, error) {
 
 // Conn returns c read and written with Read and Write when it is a
 // *net.TCPConn, else c itself (and always c in a race build, see
-// raceEnabled).
+// raceEnabled, or with the piece off: TETHER_TUNING=no-rawnet).
 func Conn(c net.Conn) net.Conn { return wrap(c, false) }
 
 // wrap is Conn; always wraps in a race build too (the package's tests).
 func wrap(c net.Conn, always bool) net.Conn {
 	tc, ok := c.(*net.TCPConn)
-	if !ok || (raceEnabled && !always) {
+	if !ok || ((raceEnabled || !on) && !always) {
 		return c
 	}
 	return wrapTCP(tc)
@@ -180,3 +182,8 @@ func TryWrite(c net.Conn, p []byte) (n int, ok bool, err error) {
 func (c *rawTCPConn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
+
+// on is whether the package reads and writes raw (tuning.RawNet): off,
+// Conn, Listener, Dial and DialChecked leave connections as net makes
+// them, and Read and Write tell the runtime of their system calls.
+var on = tuning.On(tuning.RawNet)

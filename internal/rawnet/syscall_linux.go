@@ -16,10 +16,21 @@ import (
 // A broker answering one call at a time goes idle between every read and
 // the next: perf showed sysmon at 23% of its CPU, and the futex wakes for
 // it at another 10%. A non-blocking socket's read or write never waits, so
-// the runtime has nothing to hand off while it runs.
-func Read(fd int, p []byte) (int, error) { return rawIO(unix.SYS_READ, fd, p) }
+// the runtime has nothing to hand off while it runs. With the piece off
+// (TETHER_TUNING=no-rawnet) they are unix.Read and unix.Write.
+func Read(fd int, p []byte) (int, error) {
+	if !on {
+		return unix.Read(fd, p)
+	}
+	return rawIO(unix.SYS_READ, fd, p)
+}
 
-func Write(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
+func Write(fd int, p []byte) (int, error) {
+	if !on {
+		return unix.Write(fd, p)
+	}
+	return rawIO(unix.SYS_WRITE, fd, p)
+}
 
 // rawIO is the system call trap (read or write) on fd and p.
 func rawIO(trap uintptr, fd int, p []byte) (int, error) {

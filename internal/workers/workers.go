@@ -11,6 +11,8 @@ package workers
 import (
 	"sync"
 	"time"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // Pool hands functions to its idle workers, or to a new worker when none
@@ -41,21 +43,27 @@ func (p *Pool) init() {
 	})
 }
 
-// Go runs f on a worker. It never waits for one to be free. After Close
-// it runs f on a goroutine of its own, still counted by Wait.
+// Go runs f on a worker. It never waits for one to be free. After Close,
+// or with the piece off (TETHER_TUNING=no-workers), it runs f on a
+// goroutine of its own, still counted by Wait.
 func (p *Pool) Go(f func()) {
 	p.init()
-	select {
-	case p.work <- f:
-		return
-	default:
+	if on {
+		select {
+		case p.work <- f:
+			return
+		default:
+		}
 	}
 	p.mu.Lock()
 	p.wg.Add(1)
-	ended := p.ended
+	ended := p.ended || !on
 	p.mu.Unlock()
 	go p.worker(f, ended)
 }
+
+// on is whether workers are kept (tuning.Workers).
+var on = tuning.On(tuning.Workers)
 
 // worker runs f, then the functions handed to it, until it waits for
 // work longer than IdleTimeout or the pool closes.
