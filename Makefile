@@ -44,7 +44,7 @@ BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 help:
 	@echo 'make deps       install Debian packages, e2e node clients, staticcheck and delve (idempotent)'
 	@echo 'make build      build bin/tether'
-	@echo 'make test       deps + build, go test -race ./..., then every fuzz target for $$FUZZTIME (10s)'
+	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s)'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
 	@echo 'make fmt        gofmt -w the Go files'
 	@echo 'make lint       gofmt -l, go mod tidy -diff, go vet, staticcheck'

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make test's runner: the whole suite under -race, then every fuzz target for a
-# short time, then a recap that ends the output with go test's package lines
+# make test's runner: the whole suite under -race, the broker's packages
+# without -race, the e2e suite with every hand-tuned piece off, then every
+# fuzz target for a short time, then a recap that ends the output with go test's package lines
 # and one "summary: N passed, N failed" line, so a long run's result is the
 # last thing on screen (and in CI's log). Exits non-zero if anything failed.
 set -uo pipefail
@@ -19,6 +20,25 @@ if [ "$status" -ne 0 ]; then
   echo "--- output of failing tests:"
   grep -B40 -A5 -E '^[[:space:]]*--- FAIL|^panic:' "$log/test" | tail -400
 fi
+# Two more passes over what the -race run cannot show. The broker's packages
+# without -race: a race build leaves connections as net makes them
+# (internal/rawnet), so only this pass runs the broker's raw system calls
+# in its own tests. The e2e suite with every hand-tuned piece off
+# (TETHER_TUNING=off, internal/tuning): the plain ways stay working.
+echo "=== go test -count=1 -v ./broker/... (no -race: the raw-syscall path)"
+$go test -count=1 -timeout 20m -v ./broker/... >"$log/test-norace" 2>&1 || status=1
+grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test-norace" || true
+echo "=== TETHER_TUNING=off go test -count=1 -v ./e2e/... (every hand-tuned piece off)"
+TETHER_TUNING=off $go test -count=1 -timeout 30m -v ./e2e/... >"$log/test-plain" 2>&1 || status=1
+grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test-plain" || true
+for pass in test-norace test-plain; do
+  if grep -qE '^[[:space:]]*--- FAIL|^panic:|^FAIL' "$log/$pass"; then
+    echo "--- output of failing tests ($pass):"
+    grep -B40 -A5 -E '^[[:space:]]*--- FAIL|^panic:' "$log/$pass" | tail -300
+  fi
+done
+cat "$log/test-norace" "$log/test-plain" >>"$log/test"
+
 echo
 "$(dirname "$0")/fuzz.sh" 2>&1 | tee "$log/fuzz" || status=1
 

@@ -294,6 +294,27 @@ func (r *peersRun) summarize() {
 		}
 	}
 
+	// A variant of tether (BENCH_PEERS_TUNING) against tether with every
+	// piece on, round by round: what the pieces it turns off earn.
+	for _, k := range keys {
+		base, tune := splitVariant(k.system)
+		if tune == "" {
+			continue
+		}
+		other := byRound[cellKey{base, k.topology, k.conc}]
+		for _, m := range cellMetrics {
+			var samples []float64
+			for _, round := range sortedRounds(byRound[k]) {
+				if o, ok := other[round]; ok && m.get(o) > 0 && m.get(byRound[k][round]) > 0 {
+					samples = append(samples, m.get(byRound[k][round])/m.get(o))
+				}
+			}
+			if len(samples) > 0 {
+				r.Figures = append(r.Figures, newFigure(k.system+"/"+base, k.topology, k.conc, m.name, samples))
+			}
+		}
+	}
+
 	idle := map[string]map[int]peersIdle{}
 	var systems []string
 	for _, i := range r.Idle {
@@ -327,6 +348,21 @@ func (r *peersRun) summarize() {
 		}
 		if len(samples) > 0 {
 			r.Figures = append(r.Figures, newFigure(sysTether+"/"+peer, topoIdle, 0, metricIdleKB, samples))
+		}
+	}
+	for _, sys := range systems {
+		base, tune := splitVariant(sys)
+		if tune == "" {
+			continue
+		}
+		var samples []float64
+		for _, round := range sortedRounds(idle[sys]) {
+			if o, ok := idle[base][round]; ok && o.KBPerConn > 0 {
+				samples = append(samples, idle[sys][round].KBPerConn/o.KBPerConn)
+			}
+		}
+		if len(samples) > 0 {
+			r.Figures = append(r.Figures, newFigure(sys+"/"+base, topoIdle, 0, metricIdleKB, samples))
 		}
 	}
 }

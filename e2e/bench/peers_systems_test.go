@@ -18,6 +18,7 @@ import (
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // The systems and topologies of BenchmarkPeers.
@@ -137,6 +138,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 		instances = 2
 	}
 	d := &deployment{system: system, topology: topology}
+	base, _ := splitVariant(system)
 	if topology == topoTwo {
 		d.redis = e.redis
 	}
@@ -147,15 +149,15 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 		d.brokers = append(d.brokers, e.startServerOf(b, system, topology, prefix, i))
 	}
 	workspaces := e.cfg.conns
-	if system == sysBridge {
+	if base == sysBridge {
 		workspaces = instances
 	}
 	callerToken := ""
-	if system == sysTether || system == sysBridge {
+	if base == sysTether || base == sysBridge {
 		callerToken = mintToken(b, e.secret, auth.RoleCaller, auth.AnyWorkspace)
 	}
 	ws := func(i int) string { return fmt.Sprintf("ws-%d", i) }
-	switch system {
+	switch base {
 	case sysBridge:
 		for i := range instances {
 			d.bridges = append(d.bridges, startBridge(b, e.tether, d.brokers[i], e.secret, ws(i)))
@@ -164,7 +166,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 		conns := make([]echoConn, workspaces)
 		for i := range conns {
 			conns[i] = echoConn{URL: d.brokers[i%instances].url, Workspace: ws(i)}
-			if system == sysTether {
+			if base == sysTether {
 				conns[i].Token = mintToken(b, e.secret, auth.RoleBridge, ws(i))
 			}
 		}
@@ -175,7 +177,7 @@ func (e *peersEnvironment) deploy(b *testing.B, system, topology string, round i
 	// cross (workspace i is held by instance i mod 2).
 	for i := range workspaces {
 		for _, brk := range d.brokers {
-			d.targets = append(d.targets, target{url: brk.url + "/api/v1/workspaces/" + ws(i) + "/calls", token: callerToken, peer: system != sysTether && system != sysBridge})
+			d.targets = append(d.targets, target{url: brk.url + "/api/v1/workspaces/" + ws(i) + "/calls", token: callerToken, peer: base != sysTether && base != sysBridge})
 		}
 	}
 	d.probe(b)
@@ -193,17 +195,37 @@ const (
 	deployWarmupConc = 16
 )
 
+// variantSep joins tether and a value of TETHER_TUNING into the name of a
+// system that is tether with those pieces off (BENCH_PEERS_TUNING):
+// "tether~no-poller".
+const variantSep = "~"
+
+// splitVariant is the system a variant is of, and its TETHER_TUNING ("" for
+// a system that is not a variant).
+func splitVariant(system string) (base, tune string) {
+	base, tune, _ = strings.Cut(system, variantSep)
+	return base, tune
+}
+
 // startServerOf starts instance i of system's server.
 func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix string, i int) *server {
 	b.Helper()
 	onRedis := topology == topoTwo
-	switch system {
+	base, tune := splitVariant(system)
+	switch base {
 	case sysTether, sysBridge:
-		var extra []string
-		if onRedis {
-			extra = []string{"--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-" + strconv.Itoa(i)}
-		}
-		return startBrokerWithSecret(b, e.tether, e.secret, extra...)
+		return startServer(b, "broker", e.tether, func(addr string) []string {
+			args := []string{"broker", "--listen", addr, "--secret", string(e.secret), "--log-level", "warn"}
+			if onRedis {
+				args = append(args, "--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-"+strconv.Itoa(i))
+			}
+			return args
+		}, func(string) []string {
+			if tune != "" {
+				return []string{tuning.Env + "=" + tune}
+			}
+			return nil
+		})
 	case sysNode:
 		return startServer(b, "node-peer", e.node, func(addr string) []string {
 			args := []string{filepath.Join(e.peersDir, "node_peer.js"), "--listen", addr}
@@ -374,12 +396,13 @@ func (e *peersEnvironment) measureIdle(b *testing.B, system string, n int) peers
 	b.Helper()
 	needFiles(b, n+1000)
 	srv := e.startServerOf(b, system, topoSingle, "", 0)
+	base, _ := splitVariant(system)
 	defer srv.stop(b)
 	control := controlClient(b)
 	rss0, _ := settledRSS(b, srv)
 	var stats0 brokerRuntime
 	var err error
-	if system == sysTether {
+	if base == sysTether {
 		if stats0, err = runtimeStats(control, srv.url); err != nil {
 			b.Fatal(err)
 		}
@@ -387,12 +410,12 @@ func (e *peersEnvironment) measureIdle(b *testing.B, system string, n int) peers
 	conns := make([]echoConn, n)
 	for i := range conns {
 		conns[i] = echoConn{URL: srv.url, Workspace: fmt.Sprintf("idle-%d", i)}
-		if system == sysTether {
+		if base == sysTether {
 			conns[i].Token = mintToken(b, e.secret, auth.RoleBridge, conns[i].Workspace)
 		}
 	}
 	start := time.Now()
-	clients := startEchoClients(b, e, system+"-idle", conns)
+	clients := startEchoClients(b, e, base+"-idle", conns)
 	defer clients.stop(b)
 	dial := time.Since(start)
 	rss, settle := settledRSS(b, srv)
@@ -402,14 +425,14 @@ func (e *peersEnvironment) measureIdle(b *testing.B, system string, n int) peers
 		idle.ClientRSSMB = float64(crss) / 1024
 	}
 	// The server must really hold them all.
-	held, err := heldConnections(control, srv.url, system, mintToken(b, e.secret, auth.RoleCaller, auth.AnyWorkspace))
+	held, err := heldConnections(control, srv.url, base, mintToken(b, e.secret, auth.RoleCaller, auth.AnyWorkspace))
 	if err != nil {
 		b.Fatal(err)
 	}
 	if held != n {
 		b.Fatalf("%s holds %d connections, want %d", system, held, n)
 	}
-	if system == sysTether {
+	if base == sysTether {
 		stats, err := runtimeStats(control, srv.url)
 		if err != nil {
 			b.Fatal(err)

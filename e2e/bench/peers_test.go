@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // peersEnv, set to 1 by `make bench-peers`, enables BenchmarkPeers and
@@ -20,7 +22,7 @@ const peersEnv = "TETHER_BENCH_PEERS"
 // peersConfig is the shape of a bench-peers run, from the environment.
 type peersConfig struct {
 	load       loadConfig // BENCH_DURATION, BENCH_WARMUP; load.runs is the number of rounds
-	systems    []string   // BENCH_PEERS_SYSTEMS
+	systems    []string   // BENCH_PEERS_SYSTEMS, then a variant of tether per BENCH_PEERS_TUNING entry
 	topologies []string   // BENCH_PEERS_TOPOLOGIES
 	concs      []int      // BENCH_PEERS_CONC
 	conns      int        // BENCH_PEERS_CONNS: echo connections, one workspace each
@@ -76,6 +78,19 @@ func peersConfigFromEnv(tb testing.TB) peersConfig {
 		*dst = out
 	}
 	list("BENCH_PEERS_SYSTEMS", &c.systems, peersDefaultSystems)
+	// BENCH_PEERS_TUNING: values of TETHER_TUNING separated by spaces
+	// ("off no-poller no-callserver"); each adds tether with those pieces
+	// off, measured beside tether in every round, and the report gives each
+	// one's figures against tether's (summarize: "tether~no-poller/tether").
+	for v := range strings.FieldsSeq(os.Getenv("BENCH_PEERS_TUNING")) {
+		if _, err := tuning.Parse(v); err != nil {
+			tb.Fatalf("BENCH_PEERS_TUNING: %v", err)
+		}
+		if !slices.Contains(c.systems, sysTether) {
+			tb.Fatalf("BENCH_PEERS_TUNING needs %s among the systems, to compare with", sysTether)
+		}
+		c.systems = append(c.systems, sysTether+variantSep+v)
+	}
 	list("BENCH_PEERS_TOPOLOGIES", &c.topologies, peersDefaultTopologies)
 	if v := os.Getenv("BENCH_PEERS_CONC"); v != "" {
 		c.concs = nil
@@ -220,6 +235,7 @@ func BenchmarkPeers(b *testing.B) {
 	}
 	run.WallS = time.Since(start).Seconds()
 	report(b, cfg, run)
+	printTuning(run)
 	b.ReportMetric(0, "ns/op")
 	for _, f := range run.Figures {
 		if f.System == sysTether+"/"+sysNode && f.Conc == 64 && f.Metric == metricCPU {
@@ -261,4 +277,28 @@ func renderPeersRun(b *testing.B, cfg peersConfig, path string) {
 	}
 	run.Baseline = nil
 	report(b, cfg, &run)
+}
+
+// printTuning prints what each variant of tether (BENCH_PEERS_TUNING)
+// measured against tether with every piece on, in the same rounds:
+// medians of the per-round ratios, variant over tether. Calls per broker
+// CPU-second below 1 and p99 above 1 are what the pieces turned off earn.
+func printTuning(run *peersRun) {
+	var lines []string
+	for _, f := range run.Figures {
+		if base, tune := splitVariant(strings.TrimSuffix(f.System, "/"+sysTether)); base != sysTether || tune == "" || !strings.HasSuffix(f.System, "/"+sysTether) {
+			continue
+		}
+		switch f.Metric {
+		case metricCPU, metricP99, metricIdleKB:
+			lines = append(lines, fmt.Sprintf("  %-40s %-6s c=%-3d %-24s ×%.3f (rounds: %v)", f.System, f.Topology, f.Conc, f.Metric, f.Median, f.Samples))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Println("\npeers: tuning, each variant against tether (median of per-round ratios):")
+	for _, l := range lines {
+		fmt.Println(l)
+	}
 }
