@@ -311,6 +311,75 @@ func Run(t *testing.T, pair Pair) {
 		default:
 		}
 	})
+	t.Run("OutcomeKeepsTheResultByteForByte", func(t *testing.T) {
+		// What the workspace answered is what every read returns, as a
+		// synchronous call returns it: not re-encoded (json.Marshal would
+		// escape <, >, & and U+2028 in it for HTML).
+		a, b := pair(t, store.Options{})
+		result := "{\"&000\":true,\"html\":\"<a href='x'>&amp;</a>\",\"ls\":\"\u2028\u2029\",\"esc\":\"\\u0026\"}"
+		check := func(how string, rec store.Record) {
+			t.Helper()
+			if rec.Response == nil {
+				t.Fatalf("%s: no response in %+v", how, rec)
+			}
+			if string(rec.Response.Result) != result {
+				t.Fatalf("%s: result %s, want %s", how, rec.Response.Result, result)
+			}
+			// The API answers the record with the result written as it
+			// writes a synchronous call's answer.
+			sync := ok(rec.CorrelationID, result)
+			if answer := rec.AppendJSON(nil); !strings.Contains(string(answer), `,"response":`+string(protocol.AppendToolResponse(nil, &sync))+"}") {
+				t.Fatalf("%s: answered %s, want the response as a synchronous call's %s", how, answer, protocol.AppendToolResponse(nil, &sync))
+			}
+		}
+		rec := newCall("ws-bytes", time.Minute)
+		delivered, finished := rec.CreatedAt, rec.CreatedAt.Add(time.Millisecond)
+		resp := ok("", result)
+		rec.Status, rec.DeliveredAt, rec.FinishedAt, rec.Response = store.Succeeded, &delivered, &finished, &resp
+		put, err := a.Put(ctx(t), rec)
+		if err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		check("Put", put)
+		check("Get after Put", get(t, b, rec.CorrelationID))
+
+		created := create(t, a, newCall("ws-bytes", time.Minute))
+		claim(t, a, "ws-bytes", time.Now(), 1)
+		done, stop := a.Watch(created.CorrelationID)
+		defer stop()
+		watched, err := b.GetWatched(ctx(t), created.CorrelationID)
+		if err != nil {
+			t.Fatalf("GetWatched: %v", err)
+		}
+		otherDone, stopOther := b.Watch(created.CorrelationID)
+		defer stopOther()
+		out := finish(t, b, created.CorrelationID, ok(created.CorrelationID, result))
+		if !out.Won || watched.Status != store.Delivered {
+			t.Fatalf("Finish = %+v after a read of %+v", out, watched)
+		}
+		check("Finish", out.Record)
+		check("Get after Finish", get(t, a, created.CorrelationID))
+		check("Get after Finish, elsewhere", get(t, b, created.CorrelationID))
+		again, err := a.GetWatched(ctx(t), created.CorrelationID)
+		if err != nil {
+			t.Fatalf("GetWatched: %v", err)
+		}
+		check("GetWatched after Finish", again)
+		check("a second Finish", finish(t, a, created.CorrelationID, ok(created.CorrelationID, `"late"`)).Record)
+		for _, w := range []struct {
+			name string
+			ch   <-chan store.Record
+		}{{"Watch of the instance that recorded it", done}, {"Watch of the instance that finished it", otherDone}} {
+			select {
+			case got := <-w.ch:
+				if got.CorrelationID != "" { // else read it again, as a waiter does
+					check(w.name, got)
+				}
+			case <-time.After(wait):
+				t.Fatalf("%s: no notification within %s", w.name, wait)
+			}
+		}
+	})
 	t.Run("PutRefusesWhatNeedsCreate", func(t *testing.T) {
 		a, _ := pair(t, store.Options{})
 		at := time.Now()
