@@ -53,9 +53,9 @@ const OutcomeChannel = "{calls}:done"
 // Redis is the Store shared by broker instances on one Redis: a hash per
 // call, a list per workspace for its queue, one sorted set of the times
 // Sweep acts at, and a key per idempotency key; every step that must be
-// atomic is a Lua script (redis_scripts.go). The scripts that write an
-// outcome also tell it to the instances that may wait for it, each on its
-// own outcome channel (see OutcomeChannel), for Watch.
+// atomic is a Lua script (lua/*.lua, run by redis_scripts.go). The
+// scripts that write an outcome also tell it to the instances that may wait
+// for it, each on its own outcome channel (see OutcomeChannel), for Watch.
 //
 // Commands are never retried by the client: a script whose reply was lost
 // may have run, and running Create twice would answer the retry ErrExists.
@@ -184,28 +184,35 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 	if err != nil {
 		return Created{}, err
 	}
-	channel, msg, heldArg := "", []byte(nil), "0"
-	if held {
-		heldArg = "1"
-	} else if r.single {
-		call := rec.Call()
-		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
-	}
-	expire := rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli()
-	idemKey, hasIdem := r.k.record+rec.CorrelationID, "0"
-	if rec.IdempotencyKey != "" {
-		idemKey, hasIdem = r.k.idem+idemScope(rec.WorkspaceID, rec.IdempotencyKey), "1"
-	}
 	now := time.Now()
-	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
-		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli(), heldArg}
+	a := createArgs{
+		recordKey:    r.k.record + rec.CorrelationID,
+		queueKey:     r.k.queue + rec.WorkspaceID,
+		dueKey:       r.k.due,
+		idemKey:      r.k.record + rec.CorrelationID, // none
+		cid:          rec.CorrelationID,
+		expireAt:     rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli(),
+		dueQueued:    dueAt(&rec, r.opts.Grace).UnixMilli(),
+		recordPrefix: r.k.record,
+		hasIdem:      rec.IdempotencyKey != "",
+		dueDelivered: rec.Deadline.Add(r.opts.Grace).UnixMilli(),
+		now:          now.UnixMilli(),
+		held:         held,
+	}
+	if a.hasIdem {
+		a.idemKey = r.k.idem + idemScope(rec.WorkspaceID, rec.IdempotencyKey)
+	}
+	if !held && r.single {
+		call := rec.Call()
+		a.channel, a.message = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
+	}
 	stored := rec
 	if held { // delivered unless calls are queued (the script then says queued)
 		t := ms(now)
 		stored.Status, stored.DeliveredAt = Delivered, &t
 	}
-	args = append(args, r.fields(&stored, idemKey, hasIdem == "1")...)
-	res, err := r.batch.run(ctx, createScript, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
+	a.fields = r.fields(&stored, a.idemKey, a.hasIdem)
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		return Created{}, unavailable("recording call", err)
 	}
@@ -245,8 +252,8 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 	} else {
 		due = strconv.FormatInt(dueAt(&rec, r.opts.Grace).UnixMilli(), 10)
 	}
-	args := append([]any{rec.CorrelationID, expire, due}, r.putFields(&rec)...)
-	n, err := r.batch.run(ctx, putScript, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
+	a := putArgs{recordKey: r.k.record + rec.CorrelationID, dueKey: r.k.due, cid: rec.CorrelationID, expireAt: expire, due: due, fields: r.putFields(&rec)}
+	n, err := a.run(ctx, r.batch).Int()
 	switch {
 	case err != nil:
 		return Record{}, unavailable("recording call", err)
@@ -421,7 +428,8 @@ func (r *Redis) GetWatched(ctx context.Context, cid string) (Record, error) {
 	if r.closed.Load() {
 		return Record{}, ErrClosed
 	}
-	res, err := r.batch.run(ctx, watchScript, []string{r.k.record + cid, r.k.watchers + cid}, r.id).Slice()
+	a := watchArgs{recordKey: r.k.record + cid, watchersKey: r.k.watchers + cid, instance: r.id}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		return Record{}, unavailable("reading call record", err)
 	}
@@ -457,7 +465,8 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	res, err := r.batch.run(ctx, claimScript, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
+	a := claimArgs{queueKey: r.k.queue + ws, dueKey: r.k.due, recordPrefix: r.k.record, now: now.UnixMilli(), max: max}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("claiming queued calls", err)
 	}
@@ -474,23 +483,35 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 
 // Finish implements Store.
 func (r *Redis) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	return r.end(ctx, cid, resp, now, "0")
+	return r.end(ctx, cid, resp, now, false)
 }
 
 // Withdraw implements Store.
 func (r *Redis) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	return r.end(ctx, cid, resp, now, "1")
+	return r.end(ctx, cid, resp, now, true)
 }
 
-// end is Finish, or Withdraw when withdraw is "1".
-func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw string) (Outcome, error) {
+// end is Finish, or Withdraw when withdraw is set.
+func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw bool) (Outcome, error) {
 	if r.closed.Load() {
 		return Outcome{}, ErrClosed
 	}
 	resp.CorrelationID = cid
-	body := appendResponse(nil, &resp)
-	res, err := r.batch.run(ctx, finishScript, []string{r.k.record + cid, r.k.due, r.k.watchers + cid},
-		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish, r.id).Slice()
+	a := finishArgs{
+		recordKey:     r.k.record + cid,
+		dueKey:        r.k.due,
+		watchersKey:   r.k.watchers + cid,
+		cid:           cid,
+		status:        StatusOf(&resp),
+		now:           now.UnixMilli(),
+		response:      appendResponse(nil, &resp),
+		expireAt:      now.Add(r.opts.Retention).UnixMilli(),
+		channelPrefix: r.k.channel,
+		withdraw:      withdraw,
+		publish:       r.publish,
+		instance:      r.id,
+	}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		r.watch.notify(cid, Record{}) // it may have run: watchers read again
 		return Outcome{}, unavailable("recording call outcome", err)
@@ -517,9 +538,22 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := r.batch.run(ctx, sweepScript, []string{r.k.due},
-		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
-		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish, r.k.watchers).Int()
+	a := sweepArgs{
+		dueKey:           r.k.due,
+		recordPrefix:     r.k.record,
+		now:              now.UnixMilli(),
+		max:              max,
+		expireAt:         now.Add(r.opts.Retention).UnixMilli(),
+		channelPrefix:    r.k.channel,
+		codeOffline:      protocol.CodeWorkspaceOffline,
+		msgOffline:       msgOffline,
+		codeTimeout:      protocol.CodeTimeout,
+		msgQueuedTimeout: msgQueuedTimeout,
+		msgLostOwner:     msgLostOwner,
+		publish:          r.publish,
+		watchersPrefix:   r.k.watchers,
+	}
+	n, err := a.run(ctx, r.batch).Int()
 	if err != nil {
 		return 0, unavailable("sweeping call deadlines", err)
 	}
