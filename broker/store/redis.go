@@ -166,15 +166,15 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	return r.create(ctx, rec, false)
 }
 
-// CreateHeld implements Store: the create script records the call
+// CreateDelivered implements Store: the create script records the call
 // delivered when the workspace's queue is empty, on a single server and a
 // Cluster alike, and publishes nothing.
-func (r *Redis) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+func (r *Redis) CreateDelivered(ctx context.Context, rec Record) (Created, error) {
 	return r.create(ctx, rec, true)
 }
 
-// create is Create, or CreateHeld when held is set.
-func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, error) {
+// create is Create, or CreateDelivered when delivered is set.
+func (r *Redis) create(ctx context.Context, rec Record, delivered bool) (Created, error) {
 	if r.closed.Load() {
 		return Created{}, ErrClosed
 	}
@@ -195,17 +195,17 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 		hasIdem:      rec.IdempotencyKey != "",
 		dueDelivered: rec.Deadline.Add(r.opts.Grace).UnixMilli(),
 		now:          now.UnixMilli(),
-		held:         held,
+		delivered:    delivered,
 	}
 	if a.hasIdem {
 		a.idemKey = r.k.idem + idemScope(rec.WorkspaceID, rec.IdempotencyKey)
 	}
-	if !held && r.single {
+	if !delivered && r.single {
 		call := rec.Call()
 		a.channel, a.message = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
 	}
 	stored := rec
-	if held { // delivered unless calls are queued (the script then says queued)
+	if delivered { // unless calls are queued (the script then says queued)
 		t := ms(now)
 		stored.Status, stored.DeliveredAt = Delivered, &t
 	}

@@ -55,7 +55,7 @@ func flag(b bool) string {
 	return "0"
 }
 
-// createArgs are lua/create.lua's (Create, CreateHeld).
+// createArgs are lua/create.lua's (Create, CreateDelivered).
 type createArgs struct {
 	recordKey, queueKey, dueKey string
 	idemKey                     string // the record's key again when the call has no idempotency key
@@ -69,13 +69,13 @@ type createArgs struct {
 	channel      string // the workspace channel to publish the call on; "" for none
 	message      []byte // the call's bus message
 	now          int64  // unix ms
-	held         bool   // the caller holds the workspace's connection (CreateHeld)
+	delivered    bool   // CreateDelivered: recorded delivered when the queue is empty
 	fields       []any  // the record's field/value pairs
 }
 
 func (a *createArgs) run(ctx context.Context, b *batcher) *redis.Cmd {
 	argv := make([]any, 0, 10+len(a.fields))
-	argv = append(argv, a.cid, a.expireAt, a.dueQueued, a.recordPrefix, flag(a.hasIdem), a.dueDelivered, a.channel, a.message, a.now, flag(a.held))
+	argv = append(argv, a.cid, a.expireAt, a.dueQueued, a.recordPrefix, flag(a.hasIdem), a.dueDelivered, a.channel, a.message, a.now, flag(a.delivered))
 	return b.run(ctx, createScript, []string{a.recordKey, a.queueKey, a.dueKey, a.idemKey}, append(argv, a.fields...)...)
 }
 

@@ -163,7 +163,7 @@ func TestRedisPendingKnowsItsOwnCallsUntilTheirOutcome(t *testing.T) {
 	}
 	// Its own Finish forgets it at once; the deadline plus grace too.
 	rec.CorrelationID = "pending-2"
-	if _, err := a.CreateHeld(ctx, rec); err != nil {
+	if _, err := a.CreateDelivered(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Finish(ctx, "pending-2", protocol.Failure("pending-2", protocol.CodeCancelled, "x"), time.Now()); err != nil {
@@ -228,7 +228,7 @@ func TestRedisTellsAnOutcomeOnlyToTheInstancesThatMayWait(t *testing.T) {
 		return store.Record{CorrelationID: cid, WorkspaceID: "ws", Endpoint: "/x", Timeout: 30, CreatedAt: now, Deadline: now.Add(30 * time.Second)}
 	}
 	// Recorded and finished by a: nobody is told (a tells its own).
-	if _, err := a.CreateHeld(ctx, newRec("told-1")); err != nil {
+	if _, err := a.CreateDelivered(ctx, newRec("told-1")); err != nil {
 		t.Fatal(err)
 	}
 	mine, stopMine := a.Watch("told-1")

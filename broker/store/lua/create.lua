@@ -1,18 +1,18 @@
--- Records a call (Create, CreateHeld), or finds the retained call with the
--- same idempotency key. With a workspace channel (a single server, where a
--- script may publish any channel) it publishes the call there: when a
+-- Records a call (Create, CreateDelivered), or finds the retained call with
+-- the same idempotency key. With a workspace channel (a single server, where
+-- a script may publish any channel) it publishes the call there: when a
 -- holder hears it, the call is delivered (the takeover protocol gives it to
 -- exactly one holder, as any call on the channel) and never queued;
 -- otherwise, or without a channel, it joins the workspace's queue.
 --
--- Held (CreateHeld: the caller holds the workspace's connection), the
--- fields come recorded delivered, and stay so when the queue is empty;
--- nobody is told. With calls queued the call joins the queue behind them,
--- queued.
+-- Delivered (CreateDelivered: the caller holds the workspace's connection
+-- and delivers the call on it itself), the fields come recorded delivered,
+-- and stay so when the queue is empty; nobody is told. With calls queued
+-- the call joins the queue behind them, queued.
 --
 -- Returns {0, holders that heard the call, or -1 without a channel}
 -- created, {1, fields} the existing call, {2} id taken, {3} created
--- delivered (held).
+-- delivered (CreateDelivered).
 
 local record_key = KEYS[1]    -- the call's hash
 local queue_key = KEYS[2]     -- the workspace's queue
@@ -28,7 +28,7 @@ local due_delivered = ARGV[6] -- deadline + grace, unix ms: when Sweep acts once
 local channel = ARGV[7]       -- the workspace channel to publish the call on ("" for none)
 local message = ARGV[8]       -- the call's bus message
 local now = ARGV[9]           -- unix ms
-local held = ARGV[10]         -- "1" when the caller holds the workspace's connection (CreateHeld)
+local delivered = ARGV[10]    -- "1": recorded delivered when the queue is empty (CreateDelivered)
 -- ARGV[11] on: the record's field/value pairs.
 local first_field = 11
 
@@ -43,7 +43,7 @@ if redis.call('EXISTS', record_key) == 1 then return {2} end
 redis.call('HSET', record_key, unpack(ARGV, first_field))
 redis.call('PEXPIREAT', record_key, expire_at)
 if has_idem == '1' then redis.call('SET', idem_key, cid, 'PXAT', expire_at) end
-if held == '1' then
+if delivered == '1' then
   if redis.call('LLEN', queue_key) == 0 then
     redis.call('ZADD', due_key, due_delivered, cid)
     return {3}

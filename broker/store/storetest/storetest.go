@@ -206,22 +206,22 @@ func Run(t *testing.T, pair Pair) {
 			t.Fatalf("claimed record: %+v", rec)
 		}
 	})
-	t.Run("CreateHeldDeliversAtOnceWhenTheQueueIsEmpty", func(t *testing.T) {
+	t.Run("CreateDeliveredIsDeliveredAtOnceWhenTheQueueIsEmpty", func(t *testing.T) {
 		a, b := pair(t, store.Options{Grace: time.Second})
 		rec := newCall("ws-h", 10*time.Second)
 		rec.OfflineAt = rec.CreatedAt.Add(time.Second) // no matter: it is delivered
 		before := time.Now().Truncate(time.Millisecond)
-		got, err := a.CreateHeld(ctx(t), rec)
+		got, err := a.CreateDelivered(ctx(t), rec)
 		if err != nil || !got.Claimed || got.Existing || got.Told != -1 || got.Record.Status != store.Delivered ||
 			got.Record.DeliveredAt == nil || got.Record.DeliveredAt.Before(before) {
-			t.Fatalf("CreateHeld on an empty queue = %+v, %v", got, err)
+			t.Fatalf("CreateDelivered on an empty queue = %+v, %v", got, err)
 		}
 		stored := get(t, b, rec.CorrelationID)
 		if stored.Status != store.Delivered || stored.DeliveredAt == nil || !stored.DeliveredAt.Equal(*got.Record.DeliveredAt) {
 			t.Fatalf("stored %+v", stored)
 		}
 		if ids := claim(t, b, "ws-h", time.Now(), 10); len(ids) != 0 {
-			t.Fatalf("claimed %v: a held call must not be queued too", ids)
+			t.Fatalf("claimed %v: a call created delivered must not be queued too", ids)
 		}
 		// A delivered call: the sweep leaves it to its holder until the
 		// deadline plus the grace, then ends it timeout.
@@ -402,39 +402,39 @@ func Run(t *testing.T, pair Pair) {
 			}
 		}
 	})
-	t.Run("CreateHeldQueuesBehindQueuedCalls", func(t *testing.T) {
+	t.Run("CreateDeliveredQueuesBehindQueuedCalls", func(t *testing.T) {
 		a, b := pair(t, store.Options{})
 		first := create(t, a, newCall("ws-hq", time.Minute))
-		got, err := b.CreateHeld(ctx(t), newCall("ws-hq", time.Minute))
+		got, err := b.CreateDelivered(ctx(t), newCall("ws-hq", time.Minute))
 		if err != nil || got.Claimed || got.Told != -1 || got.Record.Status != store.Queued {
-			t.Fatalf("CreateHeld behind a queued call = %+v, %v; want it queued", got, err)
+			t.Fatalf("CreateDelivered behind a queued call = %+v, %v; want it queued", got, err)
 		}
 		if ids := claim(t, a, "ws-hq", time.Now(), 10); fmt.Sprint(ids) != fmt.Sprint([]string{first.CorrelationID, got.Record.CorrelationID}) {
-			t.Fatalf("claimed %v, want the queued call, then the held one", ids)
+			t.Fatalf("claimed %v, want the queued call, then the one created to be delivered", ids)
 		}
 		// The queue is empty again: the next one is delivered at once.
-		if next, err := a.CreateHeld(ctx(t), newCall("ws-hq", time.Minute)); err != nil || !next.Claimed {
-			t.Fatalf("CreateHeld on the emptied queue = %+v, %v", next, err)
+		if next, err := a.CreateDelivered(ctx(t), newCall("ws-hq", time.Minute)); err != nil || !next.Claimed {
+			t.Fatalf("CreateDelivered on the emptied queue = %+v, %v", next, err)
 		}
 	})
-	t.Run("CreateHeldKeepsIdempotencyAndTakenIDs", func(t *testing.T) {
+	t.Run("CreateDeliveredKeepsIdempotencyAndTakenIDs", func(t *testing.T) {
 		a, b := pair(t, store.Options{})
 		first := newCall("ws-hi", time.Minute)
 		first.IdempotencyKey = "job-h"
-		created, err := a.CreateHeld(ctx(t), first)
+		created, err := a.CreateDelivered(ctx(t), first)
 		if err != nil || !created.Claimed {
-			t.Fatalf("CreateHeld = %+v, %v", created, err)
+			t.Fatalf("CreateDelivered = %+v, %v", created, err)
 		}
 		retry := newCall("ws-hi", time.Minute)
 		retry.IdempotencyKey = "job-h"
-		got, err := b.CreateHeld(ctx(t), retry)
+		got, err := b.CreateDelivered(ctx(t), retry)
 		if err != nil || !got.Existing || got.Claimed || got.Record.CorrelationID != first.CorrelationID || got.Record.Status != store.Delivered {
 			t.Fatalf("retry = %+v, %v; want the first call, not claimed again", got, err)
 		}
 		taken := first
 		taken.IdempotencyKey = ""
-		if _, err := b.CreateHeld(ctx(t), taken); !errors.Is(err, store.ErrExists) {
-			t.Fatalf("CreateHeld with a taken id = %v, want ErrExists", err)
+		if _, err := b.CreateDelivered(ctx(t), taken); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("CreateDelivered with a taken id = %v, want ErrExists", err)
 		}
 	})
 	t.Run("ConcurrentClaimsDeliverEachCallOnce", func(t *testing.T) {
@@ -784,8 +784,8 @@ func Run(t *testing.T, pair Pair) {
 		if _, err := a.Create(ctx(t), newCall("ws", time.Minute)); !errors.Is(err, store.ErrClosed) {
 			t.Fatalf("Create after Close = %v", err)
 		}
-		if _, err := a.CreateHeld(ctx(t), newCall("ws", time.Minute)); !errors.Is(err, store.ErrClosed) {
-			t.Fatalf("CreateHeld after Close = %v", err)
+		if _, err := a.CreateDelivered(ctx(t), newCall("ws", time.Minute)); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("CreateDelivered after Close = %v", err)
 		}
 		if _, err := a.Get(ctx(t), "x"); !errors.Is(err, store.ErrClosed) {
 			t.Fatalf("Get after Close = %v", err)
