@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // Pair returns two Bus values that talk to each other, like two broker
@@ -200,10 +201,10 @@ func unsubscribeFromWithinHandler(t *testing.T, pair Pair) {
 	case <-time.After(deliveryWait):
 		t.Fatal("Unsubscribe from within the handler blocked")
 	}
-	eventually(t, func() bool {
+	testwait.Until(t, deliveryWait, func() bool {
 		n, _ := a.Publish(context.Background(), "self", []byte("y"))
 		return n == 0
-	})
+	}, "a publish on the channel unsubscribed from within its handler to reach nobody")
 }
 
 func orderPerPublisher(t *testing.T, pair Pair) {
@@ -436,10 +437,10 @@ func closeEndsSubscriptions(t *testing.T, pair Pair) {
 	// Redis may count a closed subscriber until it has seen the socket
 	// go; it must not be handed a message. (For the in-memory bus a and
 	// b are one bus: b is closed too.)
-	eventually(t, func() bool {
+	testwait.Until(t, deliveryWait, func() bool {
 		n, err := b.Publish(context.Background(), "closing", []byte("x"))
 		return err != nil || n == 0
-	})
+	}, "a publish on the closed bus's channel to reach nobody")
 	if late.Load() {
 		t.Fatal("a handler ran after Close returned")
 	}
@@ -506,16 +507,5 @@ func await[T any](t *testing.T, ch <-chan T) T {
 		t.Fatal("no delivery within", deliveryWait)
 		var zero T
 		return zero
-	}
-}
-
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(deliveryWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within", deliveryWait)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
