@@ -227,7 +227,7 @@ func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (s
 	defer c.endClaim()
 	// Not cut short by the request going: a call the store recorded
 	// delivered is delivered (the store operation has its own bound).
-	rec, claimed, err := b.caller.SubmitHeld(context.WithoutCancel(ctx), req)
+	rec, claimed, err := b.caller.SubmitDelivered(context.WithoutCancel(ctx), req)
 	if err == nil && claimed {
 		call := rec.Call()
 		c.callEvent(c.b.log.Debug(), &call).Msg("async call handed to the local holder")

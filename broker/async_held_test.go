@@ -47,9 +47,9 @@ func (s *gatedStore) Claim(ctx context.Context, ws string, now time.Time, max in
 	return s.Store.Claim(ctx, ws, now, max)
 }
 
-func (s *gatedStore) CreateHeld(ctx context.Context, rec store.Record) (store.Created, error) {
+func (s *gatedStore) CreateDelivered(ctx context.Context, rec store.Record) (store.Created, error) {
 	s.helds.Add(1)
-	created, err := s.Store.CreateHeld(ctx, rec)
+	created, err := s.Store.CreateDelivered(ctx, rec)
 	if s.heldGate != nil {
 		s.entered <- struct{}{}
 		<-s.heldGate

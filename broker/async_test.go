@@ -397,7 +397,7 @@ func TestAsyncStoreStepsAreInTheMetrics(t *testing.T) {
 	// Held here, the submit is recorded by the held create, or by the
 	// plain one when it came while the connection's connect-time drain
 	// ran longer than a submit waits for it (a loaded machine).
-	if !strings.Contains(m, `tether_call_store_step_seconds_count{op="create_held"} 1`) && !strings.Contains(m, `tether_call_store_step_seconds_count{op="create"} 1`) {
+	if !strings.Contains(m, `tether_call_store_step_seconds_count{op="create_delivered"} 1`) && !strings.Contains(m, `tether_call_store_step_seconds_count{op="create"} 1`) {
 		t.Fatalf("no create step counted:\n%s", m)
 	}
 	if strings.Contains(m, "tether_call_store_failures_total{") {

@@ -67,7 +67,7 @@ func newMetrics() *metrics {
 		}, []string{"status"}),
 		storeSteps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tether_call_store_step_seconds",
-			Help: "Time each step of the async call store took (Redis, or memory), by operation: create, create_held, put, get, get_watched, claim, finish, withdraw, sweep.",
+			Help: "Time each step of the async call store took (Redis, or memory), by operation: create, create_delivered, put, get, get_watched, claim, finish, withdraw, sweep.",
 			// Fine below a millisecond, where a healthy Redis answers.
 			Buckets: []float64{.00005, .000075, .0001, .000125, .00015, .0002, .00025, .0003, .0004, .0005, .00075, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"op"}),

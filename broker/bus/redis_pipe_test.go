@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // outcome is one PublishAsync result.
@@ -154,10 +155,10 @@ func TestRedisPublishAsyncReportsAStalledRedis(t *testing.T) {
 	if _, err := srv.Do("CLIENT", "UNPAUSE"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "publishing to work again", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		o := awaitOutcome(t, publishAsync(pub, "again", []byte("x")), 5*time.Second)
 		return o.err == nil
-	})
+	}, "publishing to work again")
 }
 
 // TestRedisPublishAsyncSurvivesRestart: while Redis restarts every publish
@@ -184,11 +185,11 @@ func TestRedisPublishAsyncSurvivesRestart(t *testing.T) {
 		}
 	}
 	srv.Restart()
-	waitFor(t, "subscriber back", func() bool { return sub.Ready(context.Background()) == nil })
-	waitFor(t, "publish to reach the subscriber", func() bool {
+	testwait.Until(t, recoveryWait, func() bool { return sub.Ready(context.Background()) == nil }, "subscriber back")
+	testwait.Until(t, recoveryWait, func() bool {
 		o := awaitOutcome(t, publishAsync(pub, "ws", []byte("after")), 5*time.Second)
 		return o.err == nil && o.n == 1
-	})
+	}, "publish to reach the subscriber")
 	for m := range len(got) {
 		_ = m
 		if s := <-got; strings.HasPrefix(s, "during") {

@@ -15,6 +15,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/bustest"
 	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -136,10 +137,10 @@ func TestRedisCountIsPerSubscription(t *testing.T) {
 		t.Fatalf("Publish after both Unsubscribe = %d, %v; want 0", n, err)
 	}
 	// The second connection, idle now, is closed; the first one stays.
-	waitFor(t, "the idle extra connection to close", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		list, err := srv.Do("CLIENT", "LIST", "TYPE", "pubsub")
 		return err == nil && strings.Count(strings.TrimSpace(list), "\n") == 0 && list != ""
-	})
+	}, "the idle extra connection to close")
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
@@ -165,9 +166,9 @@ func TestRedisRestartResubscribesAndReadyTracksOutage(t *testing.T) {
 	}
 
 	srv.Stop()
-	waitFor(t, "Ready to fail while Redis is down", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		return b.Ready(context.Background()) != nil
-	})
+	}, "Ready to fail while Redis is down")
 	// A Subscribe during the outage waits for Redis, within its ctx.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	_, err := b.Subscribe(ctx, "ws:2", func([]byte) {})
@@ -180,9 +181,9 @@ func TestRedisRestartResubscribesAndReadyTracksOutage(t *testing.T) {
 	}
 
 	srv.Restart()
-	waitFor(t, "Ready after Redis came back", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		return b.Ready(context.Background()) == nil
-	})
+	}, "Ready after Redis came back")
 	select {
 	case <-reconnected:
 	case <-time.After(recoveryWait):
@@ -190,10 +191,10 @@ func TestRedisRestartResubscribesAndReadyTracksOutage(t *testing.T) {
 	}
 	// The subscription made before the restart is back: the restarted,
 	// empty server counts it and delivers to it.
-	waitFor(t, "publisher to reconnect", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		_, err := pub.Publish(context.Background(), "warmup", nil)
 		return err == nil
-	})
+	}, "publisher to reconnect")
 	mustPublishN(t, pub, "ws:1", "after", 1)
 	if m := awaitOne(t, got); m != "after" {
 		t.Fatalf("got %q", m)
@@ -227,12 +228,12 @@ func TestRedisSilentSubscriptionDeathIsNoticed(t *testing.T) {
 	if n := proxy.BlackholeSubscribers(); n != 1 {
 		t.Fatalf("black-holed %d connections, want the bus's one", n)
 	}
-	waitFor(t, "Ready to fail after the subscription died silently", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		return b.Ready(context.Background()) != nil
-	})
-	waitFor(t, "Ready after the connection was replaced", func() bool {
+	}, "Ready to fail after the subscription died silently")
+	testwait.Until(t, recoveryWait, func() bool {
 		return b.Ready(context.Background()) == nil
-	})
+	}, "Ready after the connection was replaced")
 	select {
 	case <-reconnected:
 	case <-time.After(recoveryWait):
@@ -240,10 +241,10 @@ func TestRedisSilentSubscriptionDeathIsNoticed(t *testing.T) {
 	}
 	// The black-holed connection is closed by the bus, so Redis stops
 	// counting it; then exactly the new subscription receives.
-	waitFor(t, "the dead connection to leave Redis", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		n, err := pub.Publish(context.Background(), "ws:1", []byte("probe"))
 		return err == nil && n == 1
-	})
+	}, "the dead connection to leave Redis")
 	mustPublishN(t, pub, "ws:1", "after", 1)
 	for {
 		m := awaitOne(t, got)
@@ -343,7 +344,7 @@ func TestRedisCloseReleasesWaitingSubscribe(t *testing.T) {
 		_, err := b.Subscribe(context.Background(), "ws:1", func([]byte) {})
 		errc <- err
 	}()
-	waitFor(t, "Ready to fail", func() bool { return b.Ready(context.Background()) != nil })
+	testwait.Until(t, recoveryWait, func() bool { return b.Ready(context.Background()) != nil }, "Ready to fail")
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -387,18 +388,6 @@ func awaitOne(t *testing.T, ch <-chan string) string {
 	case <-time.After(recoveryWait):
 		t.Fatal("no delivery within", recoveryWait)
 		return ""
-	}
-}
-
-// waitFor polls cond until it holds, failing t after recoveryWait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(recoveryWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", recoveryWait, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -467,15 +456,15 @@ func TestRedisClusterSlotMigrationMovesSubscription(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "the subscription to follow its slot", func() bool {
+	testwait.Until(t, recoveryWait, func() bool {
 		count, err := dst.Do("PUBSUB", "SHARDNUMSUB", prefix+"ws:1")
 		return err == nil && strings.HasSuffix(count, "\n1")
-	})
-	waitFor(t, "Ready after the move", func() bool { return b.Ready(context.Background()) == nil })
-	waitFor(t, "a publish to reach the moved subscription", func() bool {
+	}, "the subscription to follow its slot")
+	testwait.Until(t, recoveryWait, func() bool { return b.Ready(context.Background()) == nil }, "Ready after the move")
+	testwait.Until(t, recoveryWait, func() bool {
 		n, err := pub.Publish(context.Background(), "ws:1", []byte("probe"))
 		return err == nil && n == 1
-	})
+	}, "a publish to reach the moved subscription")
 	mustPublishN(t, pub, "ws:1", "after", 1)
 	for {
 		m := awaitOne(t, got)

@@ -63,18 +63,18 @@ func (c *BusCaller) SubmitWait(ctx context.Context, req Request, max time.Durati
 	return final, nil
 }
 
-// SubmitHeld is Submit for a caller in the process that holds the
+// SubmitDelivered is Submit for a caller in the process that holds the
 // workspace's connection (the broker's own API): the store records the
 // call delivered at once when no call is queued ahead of it (claimed), and
 // the caller then delivers it on that connection itself, exactly once —
 // nobody else is told of it. Otherwise the call is queued and the holder
 // told with a drain message, as by Submit.
-func (c *BusCaller) SubmitHeld(ctx context.Context, req Request) (rec store.Record, claimed bool, err error) {
+func (c *BusCaller) SubmitDelivered(ctx context.Context, req Request) (rec store.Record, claimed bool, err error) {
 	return c.submit(ctx, req, true)
 }
 
-// submit is Submit, or SubmitHeld when held is set.
-func (c *BusCaller) submit(ctx context.Context, req Request, held bool) (store.Record, bool, error) {
+// submit is Submit, or SubmitDelivered when delivered is set.
+func (c *BusCaller) submit(ctx context.Context, req Request, delivered bool) (store.Record, bool, error) {
 	st, err := c.store()
 	if err != nil {
 		return store.Record{}, false, err
@@ -89,8 +89,8 @@ func (c *BusCaller) submit(ctx context.Context, req Request, held bool) (store.R
 	opCtx, cancel := context.WithTimeout(ctx, storeOp)
 	defer cancel()
 	create := st.Create
-	if held {
-		create = st.CreateHeld
+	if delivered {
+		create = st.CreateDelivered
 	}
 	created, err := create(opCtx, rec)
 	if err != nil {

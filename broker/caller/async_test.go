@@ -132,13 +132,18 @@ func TestAsyncSubmitToAServedWorkspaceReachesTheHolder(t *testing.T) {
 		if err != nil || got.Status != store.Delivered || time.Since(start) < 200*time.Millisecond {
 			t.Fatalf("Wait = %+v, %v after %s", got, err, time.Since(start))
 		}
-		// An outcome written elsewhere ends a Wait at once.
-		go func() {
-			time.Sleep(100 * time.Millisecond)
-			_, _ = e.store.Finish(context.Background(), rec.CorrelationID, protocol.Success("", json.RawMessage(`"done"`)), time.Now())
-		}()
+		// An outcome written elsewhere ends a Wait at once. It is written
+		// once the Wait has its first look at the record (the check of the
+		// record WaitFor runs then), so the Wait learns of it by its watch,
+		// not by that look.
 		start = time.Now()
-		got, err = e.c.Wait(context.Background(), rec.CorrelationID, 10*time.Second)
+		got, err = e.c.WaitFor(context.Background(), rec.CorrelationID, 10*time.Second, func(seen *store.Record) error {
+			if store.IsFinal(seen.Status) {
+				t.Errorf("the first look at the record saw its outcome: %+v", seen)
+			}
+			_, err := e.store.Finish(context.Background(), rec.CorrelationID, protocol.Success("", json.RawMessage(`"done"`)), time.Now())
+			return err
+		})
 		if err != nil || got.Status != store.Succeeded || string(got.Response.Result) != `"done"` || time.Since(start) > 2*time.Second {
 			t.Fatalf("Wait = %+v, %v after %s", got, err, time.Since(start))
 		}

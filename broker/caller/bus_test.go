@@ -10,6 +10,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -148,13 +149,7 @@ func TestBusReplyAfterGiveUpIsUnmatched(t *testing.T) {
 		if resp.Error != protocol.CodeTimeout {
 			t.Fatalf("got %+v", resp)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for c.Unmatched() != 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("unmatched = %d, want 1", c.Unmatched())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 5*time.Second, func() bool { return c.Unmatched() == 1 }, "the late reply to be counted unmatched")
 		if c.Pending() != 0 {
 			t.Fatalf("%d waiters left", c.Pending())
 		}
@@ -185,13 +180,7 @@ func TestBusCancelledContextTellsTheOwner(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatal("cancelled call not answered within 1s")
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for o.cancels.Load() != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("owner never received the cancel")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 5*time.Second, func() bool { return o.cancels.Load() == 1 }, "the owner to receive the cancel")
 		o.mu.Lock()
 		last := o.seen[len(o.seen)-1]
 		o.mu.Unlock()
@@ -224,13 +213,7 @@ func TestBusCloseReleasesWaitersWithCallerClosed(t *testing.T) {
 			answers <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-never", Endpoint: "/api/ping", Timeout: 30 * time.Second, WaitForWorkspace: 30 * time.Second})
 		})
 		o.waitCalls(t, n)
-		deadline := time.Now().Add(5 * time.Second)
-		for c.Pending() != n+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiters, want %d", c.Pending(), n+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, 5*time.Second, func() bool { return c.Pending() == n+1 }, "%d waiters", n+1)
 		start := time.Now()
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
@@ -265,13 +248,7 @@ func TestBusWaitForWorkspaceIsRoutedWhenItComesOnline(t *testing.T) {
 		go func() {
 			done <- c.Call(context.Background(), caller.Request{WorkspaceID: "w-later", Endpoint: "/api/ping", Payload: json.RawMessage(`"hi"`), Timeout: 10 * time.Second, WaitForWorkspace: 10 * time.Second})
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for c.Pending() != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("call never registered")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, 5*time.Second, func() bool { return c.Pending() == 1 }, "the call to register")
 		select {
 		case resp := <-done:
 			t.Fatalf("answered before the workspace came online: %+v", resp)

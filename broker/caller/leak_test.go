@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -110,10 +111,7 @@ func TestBusRedisLeavesNoWaitersAfter100kCalls(t *testing.T) {
 		t.Fatalf("%d waiters left after %d calls", p, total)
 	}
 	// The late answers are still on their way; each must find no waiter.
-	deadline := time.Now().Add(lateAfter + 10*time.Second)
-	for c.Unmatched() < late.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Within(lateAfter+10*time.Second, func() bool { return c.Unmatched() >= late.Load() })
 	if u := c.Unmatched(); u != late.Load() {
 		t.Fatalf("%d replies unmatched, want the %d late ones", u, late.Load())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -226,11 +227,5 @@ func (o *fakeOwner) recordAll() {
 // waitCalls waits until the owner has received n calls.
 func (o *fakeOwner) waitCalls(t *testing.T, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for o.calls.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("owner received %d calls, want %d", o.calls.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, func() bool { return o.calls.Load() >= n }, "the owner to receive %d calls", n)
 }

@@ -62,13 +62,13 @@ func (m *Memory) Create(ctx context.Context, rec Record) (Created, error) {
 	return m.create(rec, false)
 }
 
-// CreateHeld implements Store.
-func (m *Memory) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+// CreateDelivered implements Store.
+func (m *Memory) CreateDelivered(ctx context.Context, rec Record) (Created, error) {
 	return m.create(rec, true)
 }
 
-// create is Create, or CreateHeld when held is set.
-func (m *Memory) create(rec Record, held bool) (Created, error) {
+// create is Create, or CreateDelivered when delivered is set.
+func (m *Memory) create(rec Record, delivered bool) (Created, error) {
 	rec, err := checkNew(rec)
 	if err != nil {
 		return Created{}, err
@@ -90,7 +90,7 @@ func (m *Memory) create(rec Record, held bool) (Created, error) {
 	if m.live(rec.CorrelationID, now) != nil {
 		return Created{}, ErrExists
 	}
-	claimed := held && len(m.queues[rec.WorkspaceID]) == 0
+	claimed := delivered && len(m.queues[rec.WorkspaceID]) == 0
 	if claimed {
 		t := ms(time.UnixMilli(now))
 		rec.Status, rec.DeliveredAt = Delivered, &t

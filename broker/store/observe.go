@@ -15,15 +15,15 @@ type Observer func(op string, took time.Duration, err error)
 // The operations an Observer hears of, one per Store method that goes to
 // the store (Watch, Pending and Close do not).
 const (
-	OpCreate     = "create"
-	OpCreateHeld = "create_held"
-	OpPut        = "put"
-	OpGet        = "get"
-	OpGetWatched = "get_watched"
-	OpClaim      = "claim"
-	OpFinish     = "finish"
-	OpWithdraw   = "withdraw"
-	OpSweep      = "sweep"
+	OpCreate          = "create"
+	OpCreateDelivered = "create_delivered"
+	OpPut             = "put"
+	OpGet             = "get"
+	OpGetWatched      = "get_watched"
+	OpClaim           = "claim"
+	OpFinish          = "finish"
+	OpWithdraw        = "withdraw"
+	OpSweep           = "sweep"
 )
 
 // Observe returns s with every step timed for o: the broker's metrics of
@@ -51,8 +51,8 @@ func (w *observed) Create(ctx context.Context, rec Record) (Created, error) {
 	return observeStep(w, OpCreate, func() (Created, error) { return w.s.Create(ctx, rec) })
 }
 
-func (w *observed) CreateHeld(ctx context.Context, rec Record) (Created, error) {
-	return observeStep(w, OpCreateHeld, func() (Created, error) { return w.s.CreateHeld(ctx, rec) })
+func (w *observed) CreateDelivered(ctx context.Context, rec Record) (Created, error) {
+	return observeStep(w, OpCreateDelivered, func() (Created, error) { return w.s.CreateDelivered(ctx, rec) })
 }
 
 func (w *observed) Put(ctx context.Context, rec Record) (Record, error) {

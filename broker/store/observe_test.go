@@ -64,7 +64,7 @@ func TestObserveHearsEveryStepWithItsTimeAndError(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.CorrelationID = "obs-2"
-	if _, err := s.CreateHeld(ctx, rec); err != nil {
+	if _, err := s.CreateDelivered(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.CorrelationID, rec.Status, rec.DeliveredAt = "obs-3", store.Delivered, &now
@@ -92,7 +92,7 @@ func TestObserveHearsEveryStepWithItsTimeAndError(t *testing.T) {
 	_, stop := s.Watch("obs-3") // not a step: not heard
 	stop()
 
-	want := []string{store.OpCreate, store.OpCreateHeld, store.OpPut, store.OpGet, store.OpGet, store.OpClaim, store.OpFinish, store.OpWithdraw, store.OpSweep}
+	want := []string{store.OpCreate, store.OpCreateDelivered, store.OpPut, store.OpGet, store.OpGet, store.OpClaim, store.OpFinish, store.OpWithdraw, store.OpSweep}
 	if got := h.ops(); !slices.Equal(got, want) {
 		t.Fatalf("heard %v, want %v", got, want)
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -53,9 +51,9 @@ const OutcomeChannel = "{calls}:done"
 // Redis is the Store shared by broker instances on one Redis: a hash per
 // call, a list per workspace for its queue, one sorted set of the times
 // Sweep acts at, and a key per idempotency key; every step that must be
-// atomic is a Lua script (redis_scripts.go). The scripts that write an
-// outcome also tell it to the instances that may wait for it, each on its
-// own outcome channel (see OutcomeChannel), for Watch.
+// atomic is a Lua script (lua/*.lua, run by redis_scripts.go). The
+// scripts that write an outcome also tell it to the instances that may wait
+// for it, each on its own outcome channel (see OutcomeChannel), for Watch.
 //
 // Commands are never retried by the client: a script whose reply was lost
 // may have run, and running Create twice would answer the retry ErrExists.
@@ -168,15 +166,15 @@ func (r *Redis) Create(ctx context.Context, rec Record) (Created, error) {
 	return r.create(ctx, rec, false)
 }
 
-// CreateHeld implements Store: the create script records the call
+// CreateDelivered implements Store: the create script records the call
 // delivered when the workspace's queue is empty, on a single server and a
 // Cluster alike, and publishes nothing.
-func (r *Redis) CreateHeld(ctx context.Context, rec Record) (Created, error) {
+func (r *Redis) CreateDelivered(ctx context.Context, rec Record) (Created, error) {
 	return r.create(ctx, rec, true)
 }
 
-// create is Create, or CreateHeld when held is set.
-func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, error) {
+// create is Create, or CreateDelivered when delivered is set.
+func (r *Redis) create(ctx context.Context, rec Record, delivered bool) (Created, error) {
 	if r.closed.Load() {
 		return Created{}, ErrClosed
 	}
@@ -184,28 +182,35 @@ func (r *Redis) create(ctx context.Context, rec Record, held bool) (Created, err
 	if err != nil {
 		return Created{}, err
 	}
-	channel, msg, heldArg := "", []byte(nil), "0"
-	if held {
-		heldArg = "1"
-	} else if r.single {
-		call := rec.Call()
-		channel, msg = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
-	}
-	expire := rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli()
-	idemKey, hasIdem := r.k.record+rec.CorrelationID, "0"
-	if rec.IdempotencyKey != "" {
-		idemKey, hasIdem = r.k.idem+idemScope(rec.WorkspaceID, rec.IdempotencyKey), "1"
-	}
 	now := time.Now()
-	args := []any{rec.CorrelationID, expire, dueAt(&rec, r.opts.Grace).UnixMilli(), r.k.record, hasIdem,
-		rec.Deadline.Add(r.opts.Grace).UnixMilli(), channel, msg, now.UnixMilli(), heldArg}
+	a := createArgs{
+		recordKey:    r.k.record + rec.CorrelationID,
+		queueKey:     r.k.queue + rec.WorkspaceID,
+		dueKey:       r.k.due,
+		idemKey:      r.k.record + rec.CorrelationID, // none
+		cid:          rec.CorrelationID,
+		expireAt:     rec.Deadline.Add(r.opts.Grace + r.opts.Retention).UnixMilli(),
+		dueQueued:    dueAt(&rec, r.opts.Grace).UnixMilli(),
+		recordPrefix: r.k.record,
+		hasIdem:      rec.IdempotencyKey != "",
+		dueDelivered: rec.Deadline.Add(r.opts.Grace).UnixMilli(),
+		now:          now.UnixMilli(),
+		delivered:    delivered,
+	}
+	if a.hasIdem {
+		a.idemKey = r.k.idem + idemScope(rec.WorkspaceID, rec.IdempotencyKey)
+	}
+	if !delivered && r.single {
+		call := rec.Call()
+		a.channel, a.message = r.prefix+protocol.WorkspaceChannel(rec.WorkspaceID), protocol.AppendBusMessage(nil, &protocol.BusMessage{ToolCall: call})
+	}
 	stored := rec
-	if held { // delivered unless calls are queued (the script then says queued)
+	if delivered { // unless calls are queued (the script then says queued)
 		t := ms(now)
 		stored.Status, stored.DeliveredAt = Delivered, &t
 	}
-	args = append(args, r.fields(&stored, idemKey, hasIdem == "1")...)
-	res, err := r.batch.run(ctx, createScript, []string{r.k.record + rec.CorrelationID, r.k.queue + rec.WorkspaceID, r.k.due, idemKey}, args...).Slice()
+	a.fields = r.fields(&stored, a.idemKey, a.hasIdem)
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		return Created{}, unavailable("recording call", err)
 	}
@@ -245,8 +250,8 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 	} else {
 		due = strconv.FormatInt(dueAt(&rec, r.opts.Grace).UnixMilli(), 10)
 	}
-	args := append([]any{rec.CorrelationID, expire, due}, r.putFields(&rec)...)
-	n, err := r.batch.run(ctx, putScript, []string{r.k.record + rec.CorrelationID, r.k.due}, args...).Int()
+	a := putArgs{recordKey: r.k.record + rec.CorrelationID, dueKey: r.k.due, cid: rec.CorrelationID, expireAt: expire, due: due, fields: r.putFields(&rec)}
+	n, err := a.run(ctx, r.batch).Int()
 	switch {
 	case err != nil:
 		return Record{}, unavailable("recording call", err)
@@ -259,128 +264,6 @@ func (r *Redis) Put(ctx context.Context, rec Record) (Record, error) {
 	return rec, nil
 }
 
-// putFields are the hash fields of a record Put writes (checkPut's): a
-// new record's, and a final one's outcome.
-func (r *Redis) putFields(rec *Record) []any {
-	f := r.fields(rec, "", false)
-	if rec.FinishedAt != nil {
-		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", protocol.AppendToolResponse(nil, rec.Response))
-	}
-	return f
-}
-
-// fields are the hash fields of a new record.
-func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
-	f := []any{
-		"correlation_id", rec.CorrelationID,
-		"workspace_id", rec.WorkspaceID,
-		"endpoint", rec.Endpoint,
-		"status", rec.Status,
-		"created_at", rec.CreatedAt.UnixMilli(),
-		"deadline", rec.Deadline.UnixMilli(),
-		"delivered_due", rec.Deadline.Add(r.opts.Grace).UnixMilli(),
-		"timeout", strconv.FormatFloat(rec.Timeout, 'g', -1, 64),
-		"origin", r.id,
-	}
-	if rec.DeliveredAt != nil {
-		f = append(f, "delivered_at", rec.DeliveredAt.UnixMilli())
-	}
-	if !rec.OfflineAt.IsZero() {
-		f = append(f, "offline_at", rec.OfflineAt.UnixMilli())
-	}
-	if len(rec.Payload) > 0 {
-		f = append(f, "payload", []byte(rec.Payload))
-	}
-	if hasIdem {
-		f = append(f, "idempotency_key", rec.IdempotencyKey, "idem_ref", idemKey)
-	}
-	if rec.Fingerprint != "" {
-		f = append(f, "fingerprint", rec.Fingerprint)
-	}
-	return f
-}
-
-// parseRecord reads a record from a script's HGETALL reply.
-func parseRecord(v any) (Record, error) {
-	list, ok := v.([]any)
-	if !ok || len(list)%2 != 0 {
-		return Record{}, fmt.Errorf("reading call record: unexpected reply %T", v)
-	}
-	var rec Record
-	for i := 0; i < len(list); i += 2 {
-		k, _ := list[i].(string)
-		val, _ := list[i+1].(string)
-		if err := rec.setField(k, val); err != nil {
-			return Record{}, err
-		}
-	}
-	return rec, rec.complete()
-}
-
-// setField sets the record field named k of a Redis hash to v.
-func (rec *Record) setField(k, v string) error {
-	msTime := func() (time.Time, error) {
-		n, err := strconv.ParseInt(v, 10, 64)
-		return fromMS(n), err
-	}
-	var err error
-	switch k {
-	case "correlation_id":
-		rec.CorrelationID = v
-	case "workspace_id":
-		rec.WorkspaceID = v
-	case "endpoint":
-		rec.Endpoint = v
-	case "status":
-		rec.Status = v
-	case "created_at":
-		rec.CreatedAt, err = msTime()
-	case "deadline":
-		rec.Deadline, err = msTime()
-	case "offline_at":
-		rec.OfflineAt, err = msTime()
-	case "delivered_at":
-		var t time.Time
-		t, err = msTime()
-		rec.DeliveredAt = &t
-	case "finished_at":
-		var t time.Time
-		t, err = msTime()
-		rec.FinishedAt = &t
-	case "timeout":
-		if rec.Timeout, err = strconv.ParseFloat(v, 64); err == nil && (math.IsNaN(rec.Timeout) || math.IsInf(rec.Timeout, 0)) {
-			err = errors.New("not a finite number") // no call has one; its JSON could not carry it
-		}
-	case "payload":
-		if v != "" { // none, as Put and Create write it
-			rec.Payload = json.RawMessage(v)
-		}
-	case "response":
-		rec.Response = new(protocol.ToolResponse)
-		err = protocol.DecodeToolResponse([]byte(v), rec.Response) // json.Unmarshal's result, without its reflection
-	case "idempotency_key":
-		rec.IdempotencyKey = v
-	case "fingerprint":
-		rec.Fingerprint = v
-	}
-	if err != nil {
-		return fmt.Errorf("reading call record field %s: %w", k, err)
-	}
-	return nil
-}
-
-// complete checks a record read field by field; the response carries the
-// record's correlation id (a sweep wrote it through Lua's JSON encoder).
-func (rec *Record) complete() error {
-	if rec.CorrelationID == "" {
-		return errors.New("reading call record: no correlation_id")
-	}
-	if rec.Response != nil {
-		rec.Response.CorrelationID = rec.CorrelationID
-	}
-	return nil
-}
-
 // GetWatched implements Store: the read also makes this instance a watcher
 // of the call, in the same atomic step, so that whoever writes the outcome
 // tells it. A plain Get does not: the outcome of a call this instance
@@ -389,7 +272,8 @@ func (r *Redis) GetWatched(ctx context.Context, cid string) (Record, error) {
 	if r.closed.Load() {
 		return Record{}, ErrClosed
 	}
-	res, err := r.batch.run(ctx, watchScript, []string{r.k.record + cid, r.k.watchers + cid}, r.id).Slice()
+	a := watchArgs{recordKey: r.k.record + cid, watchersKey: r.k.watchers + cid, instance: r.id}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		return Record{}, unavailable("reading call record", err)
 	}
@@ -425,7 +309,8 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	res, err := r.batch.run(ctx, claimScript, []string{r.k.queue + ws, r.k.due}, r.k.record, now.UnixMilli(), max).Slice()
+	a := claimArgs{queueKey: r.k.queue + ws, dueKey: r.k.due, recordPrefix: r.k.record, now: now.UnixMilli(), max: max}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("claiming queued calls", err)
 	}
@@ -442,23 +327,35 @@ func (r *Redis) Claim(ctx context.Context, ws string, now time.Time, max int) ([
 
 // Finish implements Store.
 func (r *Redis) Finish(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	return r.end(ctx, cid, resp, now, "0")
+	return r.end(ctx, cid, resp, now, false)
 }
 
 // Withdraw implements Store.
 func (r *Redis) Withdraw(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time) (Outcome, error) {
-	return r.end(ctx, cid, resp, now, "1")
+	return r.end(ctx, cid, resp, now, true)
 }
 
-// end is Finish, or Withdraw when withdraw is "1".
-func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw string) (Outcome, error) {
+// end is Finish, or Withdraw when withdraw is set.
+func (r *Redis) end(ctx context.Context, cid string, resp protocol.ToolResponse, now time.Time, withdraw bool) (Outcome, error) {
 	if r.closed.Load() {
 		return Outcome{}, ErrClosed
 	}
 	resp.CorrelationID = cid
-	body := protocol.AppendToolResponse(nil, &resp)
-	res, err := r.batch.run(ctx, finishScript, []string{r.k.record + cid, r.k.due, r.k.watchers + cid},
-		cid, StatusOf(&resp), now.UnixMilli(), body, now.Add(r.opts.Retention).UnixMilli(), r.k.channel, withdraw, r.publish, r.id).Slice()
+	a := finishArgs{
+		recordKey:     r.k.record + cid,
+		dueKey:        r.k.due,
+		watchersKey:   r.k.watchers + cid,
+		cid:           cid,
+		status:        StatusOf(&resp),
+		now:           now.UnixMilli(),
+		response:      appendResponse(nil, &resp),
+		expireAt:      now.Add(r.opts.Retention).UnixMilli(),
+		channelPrefix: r.k.channel,
+		withdraw:      withdraw,
+		publish:       r.publish,
+		instance:      r.id,
+	}
+	res, err := a.run(ctx, r.batch).Slice()
 	if err != nil {
 		r.watch.notify(cid, Record{}) // it may have run: watchers read again
 		return Outcome{}, unavailable("recording call outcome", err)
@@ -485,9 +382,22 @@ func (r *Redis) Sweep(ctx context.Context, now time.Time, max int) (int, error) 
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
-	n, err := r.batch.run(ctx, sweepScript, []string{r.k.due},
-		r.k.record, now.UnixMilli(), max, now.Add(r.opts.Retention).UnixMilli(), r.k.channel,
-		protocol.CodeWorkspaceOffline, msgOffline, protocol.CodeTimeout, msgQueuedTimeout, msgLostOwner, r.publish, r.k.watchers).Int()
+	a := sweepArgs{
+		dueKey:           r.k.due,
+		recordPrefix:     r.k.record,
+		now:              now.UnixMilli(),
+		max:              max,
+		expireAt:         now.Add(r.opts.Retention).UnixMilli(),
+		channelPrefix:    r.k.channel,
+		codeOffline:      protocol.CodeWorkspaceOffline,
+		msgOffline:       msgOffline,
+		codeTimeout:      protocol.CodeTimeout,
+		msgQueuedTimeout: msgQueuedTimeout,
+		msgLostOwner:     msgLostOwner,
+		publish:          r.publish,
+		watchersPrefix:   r.k.watchers,
+	}
+	n, err := a.run(ctx, r.batch).Int()
 	if err != nil {
 		return 0, unavailable("sweeping call deadlines", err)
 	}

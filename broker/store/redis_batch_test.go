@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherdev/tether/broker/bus/redistest"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // countingHook counts the pipelines a client sends and the commands in
@@ -141,19 +142,11 @@ func TestBatcherDropsAQueuedScriptWhoseContextEnds(t *testing.T) {
 	busy := make(chan error, 1)
 	go func() { busy <- b.run(ctx, slowScript, []string{"slow"}, 300).Err() }()
 	// Queued behind the slow script: its context ends while it waits.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, func() bool {
 		b.mu.Lock()
-		running := b.running
-		b.mu.Unlock()
-		if running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slow script did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return b.running
+	}, "the slow script to start")
 	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer stop()
 	start := time.Now()

@@ -163,7 +163,7 @@ func TestRedisPendingKnowsItsOwnCallsUntilTheirOutcome(t *testing.T) {
 	}
 	// Its own Finish forgets it at once; the deadline plus grace too.
 	rec.CorrelationID = "pending-2"
-	if _, err := a.CreateHeld(ctx, rec); err != nil {
+	if _, err := a.CreateDelivered(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Finish(ctx, "pending-2", protocol.Failure("pending-2", protocol.CodeCancelled, "x"), time.Now()); err != nil {
@@ -176,7 +176,9 @@ func TestRedisPendingKnowsItsOwnCallsUntilTheirOutcome(t *testing.T) {
 	if _, err := a.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Millisecond) // past the deadline plus grace
+	// Time passing is what is tested: Pending forgets a call once the
+	// clock is past its deadline plus grace.
+	time.Sleep(30 * time.Millisecond)
 	if _, ok := a.Pending("pending-3"); ok {
 		t.Fatal("pending past its deadline plus grace")
 	}
@@ -214,12 +216,23 @@ func TestRedisTellsAnOutcomeOnlyToTheInstancesThatMayWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	told := sub.Channel()
+	// quiet checks that nothing more was told by the steps taken so far: a
+	// marker the spy publishes now comes back first, since Redis hands a
+	// subscription what it hears in the order it was published, and the
+	// steps' scripts published before they returned.
+	marker := cfg.Prefix + store.OutcomeChannel + ":marker"
 	quiet := func(what string) {
 		t.Helper()
+		if err := spy.Publish(ctx, marker, what).Err(); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case m := <-told:
-			t.Fatalf("%s: told %s on %s", what, m.Payload, m.Channel)
-		case <-time.After(200 * time.Millisecond):
+			if m.Channel != marker {
+				t.Fatalf("%s: told %s on %s", what, m.Payload, m.Channel)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the spy's marker did not come back", what)
 		}
 	}
 
@@ -228,7 +241,7 @@ func TestRedisTellsAnOutcomeOnlyToTheInstancesThatMayWait(t *testing.T) {
 		return store.Record{CorrelationID: cid, WorkspaceID: "ws", Endpoint: "/x", Timeout: 30, CreatedAt: now, Deadline: now.Add(30 * time.Second)}
 	}
 	// Recorded and finished by a: nobody is told (a tells its own).
-	if _, err := a.CreateHeld(ctx, newRec("told-1")); err != nil {
+	if _, err := a.CreateDelivered(ctx, newRec("told-1")); err != nil {
 		t.Fatal(err)
 	}
 	mine, stopMine := a.Watch("told-1")

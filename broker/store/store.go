@@ -19,7 +19,7 @@
 //     never once its wait for the workspace or its deadline has passed. (A
 //     store may instead hand a new call to the workspace's holder in the
 //     step that records it, see Created.Told: then it is never queued.)
-//   - CreateHeld records a call delivered in the step that records it
+//   - CreateDelivered records a call delivered in the step that records it
 //     (Created.Claimed) only when its workspace's queue is empty: a call
 //     never goes ahead of queued ones.
 //   - Sweep ends, with a failure, every call whose time passed: a queued
@@ -127,7 +127,7 @@ type Created struct {
 	// recorded delivered, never queued, and the holder delivers it as it
 	// comes (marked async); heard by nobody (Told 0) it is queued.
 	Told int
-	// Claimed is set when CreateHeld recorded the call delivered: nobody
+	// Claimed is set when CreateDelivered recorded the call delivered: nobody
 	// was told, and the caller delivers it itself (Told is -1).
 	Claimed bool
 }
@@ -154,7 +154,7 @@ type Store interface {
 	// that call's record is returned with Existing set. A CorrelationID
 	// already recorded is ErrExists.
 	Create(ctx context.Context, rec Record) (Created, error)
-	// CreateHeld is Create for a caller in the process that holds the
+	// CreateDelivered is Create for a caller in the process that holds the
 	// workspace's connection (a broker's own API): when the workspace's
 	// queue is empty, the call is recorded delivered at once, never
 	// queued and nobody told (Created.Claimed), and the caller delivers
@@ -162,7 +162,7 @@ type Store interface {
 	// queued ahead of it, it is queued, and nobody is told either (Told
 	// -1): the caller makes its holder drain the queue. The rest is
 	// Create's.
-	CreateHeld(ctx context.Context, rec Record) (Created, error)
+	CreateDelivered(ctx context.Context, rec Record) (Created, error)
 	// Put records rec as it is, for a caller in the process that holds the
 	// workspace's connection and delivered the call on it before
 	// recording it: a submit that waits for the outcome, whose call's id

@@ -141,7 +141,7 @@ func BenchmarkAsyncCalls(b *testing.B) {
 						xOC = append(xOC, float64(o.quantile(.5))/float64(c.quantile(.5)))
 						fmt.Printf("  %-6s c=%-2d run %d/%d  sync through the other instance %7.0f calls/s p50 %6.3f ms; submit with wait ×%.2f of it\n", st.name, conc, run, cfg.runs, c.rate(), ms(c.quantile(.5)), xOC[len(xOC)-1])
 					}
-					cr, fi, pu := steps1.median(steps0, store.OpCreateHeld), steps1.median(steps0, store.OpFinish), steps2.median(steps1, store.OpPut)
+					cr, fi, pu := steps1.median(steps0, store.OpCreateDelivered), steps1.median(steps0, store.OpFinish), steps2.median(steps1, store.OpPut)
 					createMS, finishMS, putMS = append(createMS, cr), append(finishMS, fi), append(putMS, pu)
 					syncMS := ms(s.quantile(.5))
 					xFloorA, xFloorO = append(xFloorA, (syncMS+cr+fi)/syncMS), append(xFloorO, (syncMS+pu)/syncMS)
