@@ -22,12 +22,12 @@ import (
 // deadline, delivered past deadline plus grace (their owner died).
 //
 // A submit to this broker's API for a workspace it holds itself takes a
-// shorter way (submitHeld): the store records the call delivered in the
+// shorter way (submitLocal): the store records the call delivered in the
 // step that records it, unless calls are queued ahead of it, and the
 // broker delivers it on the connection at once, as if claimed. While the
 // connection drains its queue (it does when it takes the workspace), a
 // submit waits for that drain, a store step or a few, and then takes the
-// shorter way behind the calls the drain delivered (heldForSubmit).
+// shorter way behind the calls the drain delivered (holderForSubmit).
 
 const (
 	// claimMax is how many calls one claim takes from a queue.
@@ -40,7 +40,7 @@ const (
 	// DefaultSweepInterval is how often each broker sweeps the store.
 	DefaultSweepInterval = 100 * time.Millisecond
 	// DefaultSubmitDrainWait is how long a submit waits at most for the
-	// drain its workspace's holder is running (heldForSubmit): a drain
+	// drain its workspace's holder is running (holderForSubmit): a drain
 	// is a store step or a few, and the submit answers 202 once it is
 	// handed over or queued.
 	DefaultSubmitDrainWait = 200 * time.Millisecond
@@ -69,7 +69,7 @@ func (c *conn) kickQueue() {
 }
 
 // endDrainLocked records that no drain runs any more and tells those
-// waiting for its end (heldForSubmit). c.mu is held.
+// waiting for its end (holderForSubmit). c.mu is held.
 func (c *conn) endDrainLocked() {
 	close(c.queueIdle)
 	c.queueIdle = nil
@@ -125,7 +125,7 @@ func (c *conn) claimBatch() int {
 
 // beginClaim starts a claim: from now until its endClaim, calls the store
 // marks delivered for c may reach the table later than a cancel for them
-// (a drain's Claim, a submit's CreateHeld). Claims may overlap.
+// (a drain's Claim, a submit's CreateDelivered). Claims may overlap.
 func (c *conn) beginClaim() {
 	c.mu.Lock()
 	c.claiming++
@@ -168,34 +168,34 @@ func (c *conn) cancelClaiming(cid, reason string) {
 
 // Submit implements api.Core: it records an async call for ws and starts
 // it. For a workspace this broker holds, the call is handed to the
-// holder (submitHeld) and, when the submit waits for its outcome (wait >
+// holder (submitLocal) and, when the submit waits for its outcome (wait >
 // 0) with no correlation id or idempotency key of the caller's, recorded
-// once with it (submitWaitHeld: waited is set). Otherwise it is queued in
+// once with it (submitLocalWait: waited is set). Otherwise it is queued in
 // the store, for the holder anywhere to drain.
 func (b *Broker) Submit(ctx context.Context, ws string, req caller.Request, wait time.Duration) (rec store.Record, waited bool, err error) {
-	holder := b.heldForSubmit(ctx, ws)
+	holder := b.holderForSubmit(ctx, ws)
 	switch {
 	case holder != nil && wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "":
-		rec, err = b.submitWaitHeld(ctx, holder, req, wait)
+		rec, err = b.submitLocalWait(ctx, holder, req, wait)
 		return rec, true, err
 	case holder != nil:
-		rec, err = b.submitHeld(ctx, holder, req)
+		rec, err = b.submitLocal(ctx, holder, req)
 		return rec, false, err
 	}
 	rec, err = b.caller.Submit(ctx, req)
 	return rec, false, err
 }
 
-// heldForSubmit returns the connection of this broker that holds ws when
-// a submit may hand it a new call itself (Submit): as heldForCall,
+// holderForSubmit returns the connection of this broker that holds ws when
+// a submit may hand it a new call itself (Submit): as localHolder,
 // and not draining its queue, whose calls are older than the submit. A
 // submit that finds the holder draining (it does when it takes the
 // workspace) waits for that drain to end, up to SubmitDrainWait or ctx,
 // and is then handed over behind the calls the drain delivered. Otherwise
 // nil: the submit goes through the store and the bus (it is queued, and a
 // drain delivers it).
-func (b *Broker) heldForSubmit(ctx context.Context, ws string) *conn {
-	c, idle := b.heldReady(ws, true)
+func (b *Broker) holderForSubmit(ctx context.Context, ws string) *conn {
+	c, idle := b.localHolderReady(ws, true)
 	if c != nil || idle == nil {
 		return c
 	}
@@ -212,17 +212,17 @@ func (b *Broker) heldForSubmit(ctx context.Context, ws string) *conn {
 	case <-b.stopping:
 		return nil
 	}
-	c, _ = b.heldReady(ws, true)
+	c, _ = b.localHolderReady(ws, true)
 	return c
 }
 
-// submitHeld records an async call for ws, whose connection c this broker
+// submitLocal records an async call for ws, whose connection c this broker
 // holds, and when the store recorded it delivered (no call queued ahead of
 // it) delivers it on c at once: no drain message, no claim, no bus. The
 // call then has its one outcome from c's call table like any claimed call:
 // its answer, its deadline, a cancel, or workspace_disconnected when c went
 // meanwhile (deliver refuses it, and the refusal is recorded).
-func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (store.Record, error) {
+func (b *Broker) submitLocal(ctx context.Context, c *conn, req caller.Request) (store.Record, error) {
 	c.beginClaim()
 	defer c.endClaim()
 	// Not cut short by the request going: a call the store recorded
@@ -236,12 +236,12 @@ func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (s
 	return rec, err
 }
 
-// submitWaitHeld is submitHeld for a submit that waits for its outcome
+// submitLocalWait is submitLocal for a submit that waits for its outcome
 // (Prefer: wait), has no idempotency key and whose correlation id this
 // broker made: nobody else can know the call before the submit answers,
 // so nothing reads or ends its record before then, and the call is
 // recorded once, when that is needed. It is delivered on c at once, with
-// its answer coming back here as a held synchronous call's does. If the
+// its answer coming back here as a synchronous call's does on a local holder. If the
 // answer comes within wait, the record is written final with it, in one
 // store step instead of two (recorded delivered, then finished); if it
 // cannot be written the caller still gets the outcome, which is then not
@@ -250,7 +250,7 @@ func (b *Broker) submitHeld(ctx context.Context, c *conn, req caller.Request) (s
 // answer to the store (callTable.adopt). A call that cannot be recorded
 // then is cancelled (tool_cancel reaches the client) and the submit
 // answers the store's error: no 202 for a call without a record.
-func (b *Broker) submitWaitHeld(ctx context.Context, c *conn, req caller.Request, wait time.Duration) (store.Record, error) {
+func (b *Broker) submitLocalWait(ctx context.Context, c *conn, req caller.Request, wait time.Duration) (store.Record, error) {
 	now := time.Now()
 	rec, err := caller.NewRecord(&req, now)
 	if err != nil {

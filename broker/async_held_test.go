@@ -19,7 +19,7 @@ import (
 )
 
 // gatedStore is the real in-memory store with a count of its Claim and
-// CreateHeld calls and, when set, gates that stop them: the tests hold a
+// CreateDelivered calls and, when set, gates that stop them: the tests hold a
 // call between the store step and the delivery to reach the races there.
 type gatedStore struct {
 	store.Store
@@ -27,7 +27,7 @@ type gatedStore struct {
 	// putErr, when set, is what a Put of a delivered call fails with.
 	putErr error
 	// claimGate, when set, is waited on before a Claim runs;
-	// heldGate after a CreateHeld ran. Each signals entered first.
+	// heldGate after a CreateDelivered ran. Each signals entered first.
 	claimGate, heldGate chan struct{}
 	entered             chan struct{}
 }

@@ -160,7 +160,7 @@ type Broker struct {
 	holders    map[string]*conn // workspace -> the local connection holding it
 	polls      sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
 	draining   atomic.Bool
-	drainWaits atomic.Int32   // submits waiting for a holder's drain to end (heldForSubmit)
+	drainWaits atomic.Int32   // submits waiting for a holder's drain to end (holderForSubmit)
 	wg         sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
 	stopping   chan struct{}  // closed when Shutdown stops the sweep and outcome retries
 	stopped    bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
@@ -355,7 +355,7 @@ func (b *Broker) reply(call protocol.ToolCall, waiter caller.Waiter, resp protoc
 // Dispatch implements api.Core: it starts a call of this broker's API for
 // ws without waiting for it, when the call needs no bus: to the holder in
 // this process on the in-memory bus, or on any bus when this broker holds
-// the workspace and may hand it the call (heldForCall). Its one answer
+// the workspace and may hand it the call (localHolder). Its one answer
 // goes to w: at once (holder nil; the workspace is offline), or from the
 // holder's call table. ok is false when the call must go through the bus:
 // nothing was done then.
@@ -370,14 +370,14 @@ func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter) (h
 			w.Answer(protocol.Failure(req.CorrelationID, protocol.CodeWorkspaceOffline, fmt.Sprintf("no client serves workspace %q", ws)))
 			return nil, true
 		}
-	} else if c = b.heldForCall(ws); c == nil {
+	} else if c = b.localHolder(ws); c == nil {
 		return nil, false
 	}
-	b.callHeld(c, req, w)
+	b.callLocal(c, req, w)
 	return c, true
 }
 
-// heldForCall returns the connection of this broker that holds ws when the
+// localHolder returns the connection of this broker that holds ws when the
 // API may hand it a call itself, on any bus (Dispatch): connected and
 // done joining, not replaced or closed. Otherwise nil: the call goes
 // through the bus.
@@ -391,15 +391,15 @@ func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter) (h
 // takeover, is the old connection's, which answers it or, once it yields,
 // answers workspace_disconnected, as for any call only it had. A holder
 // that lost the bus is joining again (BusLost) and gets nothing this way.
-func (b *Broker) heldForCall(ws string) *conn {
-	c, _ := b.heldReady(ws, false)
+func (b *Broker) localHolder(ws string) *conn {
+	c, _ := b.localHolderReady(ws, false)
 	return c
 }
 
-// heldReady is heldForCall, and heldForSubmit when submit is set. A
+// localHolderReady is localHolder, and holderForSubmit when submit is set. A
 // submit's holder that is ready but for a drain of its queue is not
 // returned; that drain's end is (idle).
-func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{}) {
+func (b *Broker) localHolderReady(ws string, submit bool) (c *conn, idle <-chan struct{}) {
 	b.mu.Lock()
 	c = b.holders[ws]
 	b.mu.Unlock()
@@ -417,17 +417,17 @@ func (b *Broker) heldReady(ws string, submit bool) (c *conn, idle <-chan struct{
 	return c, nil
 }
 
-// callHeld delivers a call of this broker's API to c, a connection of this
+// callLocal delivers a call of this broker's API to c, a connection of this
 // broker; its one answer comes back to w as a value. The call's deadline
 // starts now.
-func (b *Broker) callHeld(c *conn, call *protocol.ToolCall, w caller.Waiter) {
+func (b *Broker) callLocal(c *conn, call *protocol.ToolCall, w caller.Waiter) {
 	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
 	c.callEvent(b.log.Debug(), call).Msg("call routed to local holder")
 	c.deliver(*call, w, false)
 }
 
-// heldConns lists the connections holding a workspace here now.
-func (b *Broker) heldConns() []*conn {
+// holderConns lists the connections holding a workspace here now.
+func (b *Broker) holderConns() []*conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	conns := make([]*conn, 0, len(b.holders))
@@ -439,7 +439,7 @@ func (b *Broker) heldConns() []*conn {
 
 // Workspaces lists the workspaces whose socket this broker holds.
 func (b *Broker) Workspaces() []protocol.Workspace {
-	conns := b.heldConns()
+	conns := b.holderConns()
 	out := make([]protocol.Workspace, 0, len(conns))
 	for _, c := range conns {
 		out = append(out, protocol.Workspace{

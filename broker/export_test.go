@@ -3,16 +3,16 @@ package broker
 import "github.com/tetherdev/tether/broker/api"
 
 // HandsOverForTest reports whether a submit for ws would be handed to this
-// broker's connection holding it now (heldForSubmit): the connection is
+// broker's connection holding it now (holderForSubmit): the connection is
 // done joining and no drain of its queue runs. The connect-time drain may
 // not have started yet: tests that need it over wait for its claim first.
 func HandsOverForTest(b *Broker, ws string) bool {
-	c, _ := b.heldReady(ws, true)
+	c, _ := b.localHolderReady(ws, true)
 	return c != nil
 }
 
 // DrainWaitsForTest counts the submits waiting for a holder's drain to
-// end before they are handed over (heldForSubmit).
+// end before they are handed over (holderForSubmit).
 func DrainWaitsForTest(b *Broker) int { return int(b.drainWaits.Load()) }
 
 // KeptCallsForTest counts the calls the connection holding ws keeps while

@@ -37,7 +37,7 @@ func (p plainBus) Close() error { return p.inner.Close() }
 // eachPath runs f three times, with mk making its env: on a broker with its
 // own memory bus (the in-process fast path); on one whose bus is a plainBus,
 // called on that broker, which holds the workspace and hands it the call
-// itself (Broker.heldForCall), as a broker on Redis does; and on the
+// itself (Broker.localHolder), as a broker on Redis does; and on the
 // plainBus called through a second broker on the same bus (e.api), so the
 // call and its answer go through Publish and Subscribe, the general path.
 // The tests of every outcome of a call (answer, offline, timeout with

@@ -116,7 +116,7 @@ func (b *Broker) announce(c *conn) {
 // neither within rejoinWait is disconnected (its client connects again)
 // and its calls left to whoever answers them.
 func (b *Broker) BusLost() {
-	conns := b.heldConns()
+	conns := b.holderConns()
 	for _, c := range conns {
 		c.rejoin()
 	}
@@ -153,7 +153,7 @@ func (c *conn) rejoin() {
 // calls. A holder whose takeover cannot be published is disconnected, so
 // that its client connects again.
 func (b *Broker) Reannounce() {
-	conns := b.heldConns()
+	conns := b.holderConns()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range conns {

@@ -103,7 +103,7 @@ func asyncError(w writer, err error) {
 // holds the answer up to S seconds for the outcome: a call that ends in
 // time is answered 200 with its final record, as GET ...?wait=S would; one
 // that does not, 202 with its record then. Such a submit, for a workspace
-// held here, without a correlation id or idempotency key of the caller's,
+// a local holder has, without a correlation id or idempotency key of the caller's,
 // is recorded once, when it must be (Core.Submit).
 func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.ToolCall, prefer preferences) {
 	a.calls.Add(1)

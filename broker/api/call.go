@@ -173,12 +173,12 @@ func (a *API) route(ctx context.Context, ws string, req protocol.ToolCall) proto
 	case holder == nil:
 		return a.end(<-ch) // answered at once
 	}
-	return a.end(a.awaitHeld(ctx, holder, &req, ch))
+	return a.end(a.awaitLocal(ctx, holder, &req, ch))
 }
 
-// awaitHeld waits for the answer of call, which begin handed to holder
+// awaitLocal waits for the answer of call, which begin handed to holder
 // with the waiter ch. ctx ending cancels the call.
-func (a *API) awaitHeld(ctx context.Context, holder Holder, call *protocol.ToolCall, ch caller.ChanWaiter) protocol.ToolResponse {
+func (a *API) awaitLocal(ctx context.Context, holder Holder, call *protocol.ToolCall, ch caller.ChanWaiter) protocol.ToolResponse {
 	// The owner's timer answers at the deadline; this one only guards the
 	// promise of an answer against a bug in that path.
 	guard := time.NewTimer(time.Until(time.UnixMilli(call.DeadlineMS)) + a.cfg.CallGrace)

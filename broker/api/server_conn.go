@@ -28,7 +28,7 @@ const callConnBufSize = 4 << 10
 // Concurrency: the connection's goroutine (serve) owns the read side and
 // the request being read. A request's answer is written once, by whichever
 // goroutine has it: serve itself for a refusal, the goroutine that ends a
-// held call (callConn is the call's waiter), or the server's worker that
+// call on a local holder (callConn is the call's waiter), or the server's worker that
 // waits for the bus or the store (onWorker). The answer's state (start,
 // hdrs, wbuf) belongs to that request until done; mu guards the rest.
 type callConn struct {
@@ -52,9 +52,9 @@ type callConn struct {
 	idle    chan struct{} // serve's wake-up when busy ends (buffered 1)
 	closing bool          // close when busy ends; take no new request
 	gone    bool          // the client went while busy
-	// What ends the request in flight when its client goes: the held
-	// call's connection and id, or the context of a request that waits
-	// on its own goroutine.
+	// What ends the request in flight when its client goes: the local
+	// holder of its call and the call's id, or the context of a request
+	// that waits on its own goroutine.
 	holder Holder
 	cid    string
 	cancel context.CancelFunc
