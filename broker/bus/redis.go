@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // DefaultRedisPrefix is the channel prefix used when RedisConfig.Prefix is
@@ -195,7 +197,11 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.single.Close()
 			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
 		}
-		r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
+		if tuning.On(tuning.RedisPipe) {
+			r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
+		} else {
+			r.pub = &clusterPublisher{client: r.single, command: "publish", prefix: r.prefix, wg: &r.wg}
+		}
 	} else {
 		copts := &redis.ClusterOptions{
 			Addrs:                 cfg.ClusterAddrs,
@@ -211,7 +217,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			_ = r.cluster.Close()
 			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
 		}
-		r.pub = &clusterPublisher{client: r.cluster, prefix: r.prefix, wg: &r.wg}
+		r.pub = &clusterPublisher{client: r.cluster, command: "spublish", prefix: r.prefix, wg: &r.wg}
 	}
 
 	r.wg.Add(1)

@@ -31,7 +31,9 @@ type pubReq struct {
 
 // clusterPublisher is the publisher of a bus on a Redis Cluster: SPUBLISH
 // commands (a message crosses only the shard that owns its channel's slot)
-// in go-redis pipelines, batched under load.
+// in go-redis pipelines, batched under load. On a single server with the
+// pipe off (TETHER_TUNING=no-redispipe) it is the plain way the pipe is
+// measured against: PUBLISH commands through go-redis's own client.
 //
 // Every publish joins one queue, in call order. A synchronous one is sent
 // by its own goroutine (the group commit above) unless the queue holds or
@@ -43,9 +45,10 @@ type pubReq struct {
 // connections, which Redis may serve in any order), and a synchronous one
 // cannot be overtaken anyway: its goroutine waits for it.
 type clusterPublisher struct {
-	client *redis.ClusterClient
-	prefix string          // of every channel
-	wg     *sync.WaitGroup // the bus's: counts the drainer
+	client  redis.UniversalClient
+	command string          // "spublish" on a cluster, "publish" on a single server
+	prefix  string          // of every channel
+	wg      *sync.WaitGroup // the bus's: counts the drainer
 
 	mu       sync.Mutex
 	queue    []*pubReq
@@ -211,7 +214,7 @@ func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) (async int
 	pipe := p.client.Pipeline()
 	cmds := make([]*redis.IntCmd, len(batch))
 	for i, r := range batch {
-		cmds[i] = redis.NewIntCmd(ctx, "spublish", r.channel, r.msg)
+		cmds[i] = redis.NewIntCmd(ctx, p.command, r.channel, r.msg)
 		_ = pipe.Process(ctx, spublish{cmds[i]})
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own result and error
@@ -225,7 +228,7 @@ func (p *clusterPublisher) exec(ctx context.Context, batch []*pubReq) (async int
 	return async
 }
 
-// spublish is an SPUBLISH that go-redis does not resend once it may have
+// spublish is an SPUBLISH (or PUBLISH) that go-redis does not resend once it may have
 // run (the retry rule of publisher): NoRetry stops the resend after a
 // broken connection or a read timeout. A redirection (MOVED, ASK), and a
 // connection that could not be had, are still followed: Redis did not run

@@ -57,7 +57,7 @@ func TestClusterPublishIsNotResentAfterALostReply(t *testing.T) {
 	})
 	defer client.Close()
 	var wg sync.WaitGroup
-	pub := &clusterPublisher{client: client, prefix: prefix, wg: &wg}
+	pub := &clusterPublisher{client: client, command: "spublish", prefix: prefix, wg: &wg}
 	defer func() { pub.close(); wg.Wait() }()
 
 	lose.armed.Store(true)
