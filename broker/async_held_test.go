@@ -15,6 +15,7 @@ import (
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -95,13 +96,7 @@ func (s *gatedStore) waitEntered(t *testing.T) {
 // The broker's own condition is polled: no event says a drain ended.
 func (e *env) waitHandsOver(ws string) {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !broker.HandsOverForTest(e.broker, ws) {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the connection holding %s did not end its connect-time drain in 5 s", ws)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(e.t, 5*time.Second, func() bool { return broker.HandsOverForTest(e.broker, ws) }, "the connection holding %s to end its connect-time drain", ws)
 }
 
 func newHeldEnv(t *testing.T, st *gatedStore) *env {
@@ -120,11 +115,7 @@ func heldClient(t *testing.T, st *gatedStore, ws string) (*env, *wireClient, str
 	tok := e.token(auth.RoleCaller, ws)
 	// The connection hands submits over from its CONNECT ack on, also
 	// before its connect-time drain starts: wait for that drain's claim.
-	for deadline := time.Now().Add(5 * time.Second); st.claims.Load() == claims; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection holding %s made no connect-time claim in 5 s", ws)
-		}
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return st.claims.Load() != claims }, "the connection holding %s to make its connect-time claim", ws)
 	e.waitHandsOver(ws)
 	return e, c, tok
 }
@@ -176,11 +167,7 @@ func TestAsyncSubmitDuringADrainIsHandedOverAfterIt(t *testing.T) {
 	ids, c := queueThenConnect(t, e, st, "ws-d")
 	tok := e.token(auth.RoleCaller, "ws-d")
 	third := e.submitAsync("ws-d", tok, `{"endpoint":"/third","timeout":10,"async":true}`)
-	for deadline := time.Now().Add(5 * time.Second); broker.DrainWaitsForTest(e.broker) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the submit did not wait for the drain")
-		}
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return broker.DrainWaitsForTest(e.broker) > 0 }, "the submit to wait for the drain")
 	close(st.claimGate)
 	rec := <-third
 	if rec.Status != store.Delivered || rec.DeliveredAt == nil {
@@ -316,13 +303,7 @@ func TestAsyncHeldCallWhoseConnectionWentFailsOnce(t *testing.T) {
 	h := startHeldSubmit(t, "ws-g", "held-gone")
 	st, e, c, tok, sub := h.st, h.e, h.c, h.tok, h.sub
 	_ = c.ws.CloseNow()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(e.broker.Workspaces()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if len(e.broker.Workspaces()) > 0 {
-		t.Fatal("the broker still holds the workspace")
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return len(e.broker.Workspaces()) == 0 }, "the broker to let the workspace go")
 	close(st.heldGate)
 	if rec := <-sub; rec.Status != store.Delivered {
 		t.Fatalf("submit answered %+v", rec)
@@ -477,17 +458,10 @@ func TestAsyncSubmitThatWaitsGoesOnAsAnAsyncCallPastItsWait(t *testing.T) {
 	r = c.nextCall()
 	cancel()
 	<-gone
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, func() bool {
 		status, got, _ := e.callStatus(r.call.CorrelationID, tok, "")
-		if status == http.StatusOK && got.Status == store.Delivered {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the call whose submit went was not recorded delivered within 5 s: HTTP %d %+v", status, got)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return status == http.StatusOK && got.Status == store.Delivered
+	}, "the call whose submit went to be recorded delivered")
 	c.ackOK(r, `"kept"`)
 	if _, got, _ := e.callStatus(r.call.CorrelationID, tok, "?wait=5"); got.Status != store.Succeeded || string(got.Response.Result) != `"kept"` {
 		t.Fatalf("outcome of the call whose submit went: %+v", got)

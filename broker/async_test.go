@@ -93,7 +93,7 @@ func TestAsyncSubmitAnswers202ThenWaitGivesTheOutcome(t *testing.T) {
 		_, got, _ := e.callStatus(rec.CorrelationID, tok, "?wait=10")
 		waited <- got
 	}()
-	time.Sleep(50 * time.Millisecond) // the wait is under way; it must not answer yet
+	time.Sleep(50 * time.Millisecond) // the subject: a wait under way does not answer before the outcome
 	select {
 	case got := <-waited:
 		t.Fatalf("wait answered before the outcome: %+v", got)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/api"
+	"github.com/tetherdev/tether/broker/async"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
@@ -59,7 +60,7 @@ type Config struct {
 	// given has its own.
 	CallRetention time.Duration
 	// SweepInterval is how often the broker ends the async calls whose time
-	// passed without an outcome; default DefaultSweepInterval.
+	// passed without an outcome; default async.DefaultSweepInterval.
 	SweepInterval time.Duration
 	// SubmitDrainWait bounds how long an async submit for a workspace this
 	// broker holds waits for the holder's drain of its queue to end, to be
@@ -124,7 +125,7 @@ func (c *Config) setDefaults() {
 		c.SubmitDrainWait = DefaultSubmitDrainWait
 	}
 	if c.SweepInterval == 0 {
-		c.SweepInterval = DefaultSweepInterval
+		c.SweepInterval = async.DefaultSweepInterval
 	}
 }
 
@@ -154,6 +155,9 @@ type Broker struct {
 	// sockets is the Engine.IO server: it serves /socket.io/ and gives
 	// each session a conn (newConn).
 	sockets *eio.Server
+	// asyncOwner drains the connections' queues of async calls, writes
+	// their outcomes and sweeps the store (package async).
+	asyncOwner *async.Owner
 
 	mu         sync.Mutex
 	conns      map[*conn]struct{}
@@ -205,6 +209,16 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("starting broker: %w", err)
 	}
 	b.caller = c
+	b.asyncOwner = async.New(async.Config{
+		Store:         b.store,
+		Caller:        c,
+		Logger:        b.log,
+		Grace:         cfg.CallGrace,
+		SweepInterval: cfg.SweepInterval,
+		Outcomes:      b.metrics.asyncOutcomes,
+		Spawn:         b.spawn,
+		Stopping:      b.stopping,
+	})
 	if b.instances, err = b.bus.Subscribe(ctx, protocol.InstancesChannel, b.onInstancesMessage); err != nil {
 		_ = c.Close()
 		b.closeOwned()
@@ -238,7 +252,7 @@ func New(cfg Config) (*Broker, error) {
 		WriteTimeout: cfg.WriteTimeout,
 		CallGrace:    cfg.CallGrace,
 	})
-	b.spawn(b.sweepLoop)
+	b.spawn(b.asyncOwner.Sweep)
 	return b, nil
 }
 
@@ -325,7 +339,7 @@ func (b *Broker) untrack(c *conn) {
 func (b *Broker) reply(call protocol.ToolCall, waiter caller.Waiter, resp protocol.ToolResponse) {
 	resp.CorrelationID = call.CorrelationID
 	if call.Async {
-		b.recordOutcome(call, resp)
+		b.asyncOwner.Record(call, resp)
 		return
 	}
 	if waiter != nil {
@@ -407,12 +421,15 @@ func (b *Broker) localHolderReady(ws string, submit bool) (c *conn, idle <-chan 
 		return nil, nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed || c.replaced || c.workspaceID() != ws:
+	gone := c.closed || c.replaced || c.workspaceID() != ws
+	c.mu.Unlock()
+	if gone {
 		return nil, nil
-	case submit && c.queueIdle != nil: // draining its queue
-		return nil, c.queueIdle
+	}
+	// The queue's lock is taken after c's, never inside it (async.Queue's
+	// lock order): the two looks are a snapshot, as any look would be.
+	if idle = c.queue.Idle(); submit && idle != nil { // draining its queue
+		return nil, idle
 	}
 	return c, nil
 }

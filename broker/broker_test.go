@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -87,16 +88,7 @@ func TestFirstAnswerWinsDuplicatesDropped(t *testing.T) {
 
 func waitMetric(t *testing.T, e *env, line string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if strings.Contains(metricsText(t, e), line) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %q", line)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return strings.Contains(metricsText(t, e), line) }, "the metrics to show %q", line)
 }
 
 // metricsText is the broker's /metrics page.

@@ -10,6 +10,7 @@ import (
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -48,13 +49,7 @@ func (l *lostEnv) ping(n int, timeoutField, timeout string) <-chan callResult {
 // waitKept waits until the holder keeps n calls.
 func (l *lostEnv) waitKept(n int) {
 	l.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for broker.KeptCallsForTest(l.broker, l.ws) != n {
-		if time.Now().After(deadline) {
-			l.t.Fatalf("the holder keeps %d calls after 5 s, want %d", broker.KeptCallsForTest(l.broker, l.ws), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(l.t, 5*time.Second, func() bool { return broker.KeptCallsForTest(l.broker, l.ws) == n }, "the holder to keep %d calls", n)
 }
 
 // otherHolder subscribes the workspace channel as a holder on another

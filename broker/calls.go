@@ -22,7 +22,7 @@ import (
 // it was added (overloaded, too large, a replaced connection) is answered by
 // finish too. When the owning instance itself dies, nobody here answers:
 // that is the caller's own deadline (caller.BusCaller), or for an async
-// call the store's sweep (async.go). An async call's answer goes to the
+// call the store's sweep (async.Owner.Sweep). An async call's answer goes to the
 // store instead of a caller (Broker.reply): finish is its one completion
 // path too.
 

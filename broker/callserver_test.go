@@ -19,6 +19,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -237,13 +238,7 @@ func TestCallServerCancelsTheCallWhenItsCallerGoes(t *testing.T) {
 	}
 	// The call left the table: an answer now is one for no call.
 	client.ackOK(r, `1`)
-	deadline := time.Now().Add(5 * time.Second)
-	for broker.InFlightForTest(e.broker) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled call is still in flight")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, func() bool { return broker.InFlightForTest(e.broker) == 0 }, "the cancelled call to leave the call table")
 }
 
 // TestCallServerReadsAHeadThatComesInPieces and closes one that does not
@@ -255,7 +250,7 @@ func TestCallServerReadsAHeadThatComesInPieces(t *testing.T) {
 	req := callRequest("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/pieces"}`)
 	for i := 0; i < len(req); i += 7 {
 		c.write(req[i:min(i+7, len(req))])
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the subject: a head that comes in pieces over time
 	}
 	r := client.nextCall()
 	client.ackOK(r, `"whole"`)
@@ -366,13 +361,7 @@ func TestCallServerSlowReaderHoldsNoOtherAnswer(t *testing.T) {
 	client.ackOK(r, `"`+strings.Repeat("b", size)+`"`)
 	// Once the call table has handed the large answer out, its writing
 	// is the slow caller's connection's business alone.
-	deadline := time.Now().Add(30 * time.Second)
-	for broker.InFlightForTest(e.broker) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the large answer never left the call table")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, func() bool { return broker.InFlightForTest(e.broker) == 0 }, "the large answer to leave the call table")
 	fast := e.dialCaller()
 	for i := range 3 {
 		start := time.Now()

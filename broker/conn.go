@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/async"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/protocol"
@@ -19,8 +20,9 @@ import (
 // makes it a workspace's holder. Each job of a connection has a file named
 // for it: handshake.go (CONNECT), packets.go (the client's Socket.IO
 // packets), takeover.go (holding the workspace), deliver.go (calls from
-// the bus to the socket), calls.go (the pending-call table) and async.go
-// (draining the workspace's queue of async calls).
+// the bus to the socket), calls.go (the pending-call table); its drain of
+// the workspace's queue of async calls is package async's (conn.queue),
+// which it serves as an async.Holder (holder.go).
 
 // Disconnect reasons of the routing core, sent to the client in a
 // disconnect_reason event before the Socket.IO DISCONNECT and used in
@@ -54,6 +56,9 @@ type conn struct {
 	// stop then.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// queue drains the workspace's queue of async calls (package async,
+	// its own lock; set once, in newConn).
+	queue *async.Queue
 
 	mu sync.Mutex
 	// The connection's life.
@@ -62,12 +67,6 @@ type conn struct {
 	sub      bus.Subscription
 	// The calls delivered to the client and not answered (calls.go).
 	calls callTable
-
-	// Draining the workspace's queue of async calls (async.go).
-	queueIdle    chan struct{}     // while a drain goroutine runs: closed when it ends; nil while none runs
-	queueAgain   bool              // look at the queue again after this round
-	claiming     int               // claims in flight (beginClaim)
-	claimCancels map[string]string // cancels that came during claims, by correlation id; nil when none is in flight
 
 	// Taking the workspace over (takeover.go). takenAt orders takeovers
 	// (the newest holder wins): when CONNECT succeeded, unix ns, plus one
@@ -95,6 +94,7 @@ func (b *Broker) newConn(s *eio.Session) eio.Handler {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{b: b, s: s, ctx: ctx, cancel: cancel}
 	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
+	c.queue = b.asyncOwner.Queue(c)
 	if !b.track(c) {
 		cancel()
 		return nil

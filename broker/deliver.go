@@ -30,10 +30,10 @@ func (c *conn) onBusMessage(msg []byte) {
 		c.deliver(m.ToolCall, nil, false)
 	case protocol.BusCancel:
 		if !c.calls.cancel(m.CorrelationID, m.Reason) {
-			c.cancelClaiming(m.CorrelationID, m.Reason)
+			c.queue.CancelClaiming(m.CorrelationID, m.Reason)
 		}
 	case protocol.BusDrain:
-		c.kickQueue()
+		c.queue.Kick()
 	case protocol.BusTakeover:
 		c.takeover(m)
 	case protocol.BusYield:
@@ -45,7 +45,8 @@ func (c *conn) onBusMessage(msg []byte) {
 
 // deliver registers a call and queues it for the client, or answers it at
 // once when it cannot be delivered. The answer goes to waiter when it is set,
-// else to the store for an async call (async.go), else to call.ReplyTo.
+// else to the store for an async call (async.Owner.Record), else to
+// call.ReplyTo.
 // claimed marks an async call this connection claimed from the store's
 // queue: no other holder has it, so a replaced connection answers it
 // instead of leaving it to the new holder.
@@ -147,10 +148,3 @@ func (c *conn) sendCancel(cid, reason string) {
 	body, _ := json.Marshal(protocol.ToolCancel{CorrelationID: cid, Reason: reason})
 	c.send(protocol.EncodeEvent(protocol.NoAck, protocol.EventToolCancel, body))
 }
-
-// CancelCall implements api.Holder: it ends the call cid, if it is in the
-// table, with cancelled.
-func (c *conn) CancelCall(cid, reason string) bool { return c.calls.cancel(cid, reason) }
-
-// WorkspaceID implements api.Holder.
-func (c *conn) WorkspaceID() string { return c.workspaceID() }

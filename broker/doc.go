@@ -9,7 +9,8 @@
 // Routing goes through a bus.Bus: the broker that holds a workspace's
 // socket subscribes to its channel; a call is published there with the
 // caller's inbox as reply_to. Async calls wait in the store's queue and are
-// drained by the holder (async.go). New wires the rooms below together.
+// drained by the holder (package async). New wires the rooms below
+// together.
 //
 // The rooms, each a package with one job:
 //
@@ -20,6 +21,8 @@
 //	broker/api      the caller HTTP API: gin's routes and the call server, one path per
 //	                call (acceptCall, begin, end), async submit/status/cancel, /metrics,
 //	                and the door of the MCP endpoint, whose server is mounted from outside
+//	broker/async    the owner's side of async calls: a holder's drain of its workspace's
+//	                queue, submits handed to a local holder, outcomes, the sweep
 //	broker/auth     tokens: issuing and verifying (roles, workspaces, keys)
 //	broker/caller   the caller side of the bus: a call published, its answer awaited
 //	broker/bus      the bus: in memory, or Redis and Redis Cluster pub/sub

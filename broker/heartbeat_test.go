@@ -7,6 +7,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // One scheduler beats for every connection: each is pinged on its own
@@ -31,12 +32,7 @@ func TestEveryConnectionPingedAndOnlyTheSilentOneClosed(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range clients {
-		for c.pings.Load() < 5 {
-			if time.Now().After(deadline) {
-				t.Fatalf("a client got %d pings in 5s", c.pings.Load())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.Until(t, time.Until(deadline), func() bool { return c.pings.Load() >= 5 }, "every client to get 5 pings")
 		select {
 		case <-c.closed:
 			t.Fatal("a client that answers pings was closed")

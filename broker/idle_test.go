@@ -81,13 +81,7 @@ func TestParkedClientAnsweringPingsStaysConnected(t *testing.T) {
 	c := e.connect("ws1", e.token(auth.RoleBridge, "ws1"))
 	waitParked(t)
 	// Two pings, each answered while parked: the pong wakes the reader.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.pings.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pings in 10s", c.pings.Load())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, func() bool { return c.pings.Load() >= 3 }, "3 pings")
 	res := e.goCall("ws1", e.token(auth.RoleCaller, "ws1"), `{"endpoint":"/x","timeout":5}`)
 	c.ackOK(c.nextCall(), `"still here"`)
 	if got := awaitResult(t, res, 5*time.Second); string(got.resp.Result) != `"still here"` {

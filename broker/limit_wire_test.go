@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // The connection limits seen from a client: HTTP 429 with an Engine.IO
@@ -83,20 +84,15 @@ func TestHandshakesWithoutConnectAreBoundedPerAddress(t *testing.T) {
 	e.wantDialRefused()
 	// A handshake that ends without CONNECT gives its place back.
 	_ = third.ws.CloseNow()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ws, _, err := websocket.Dial(ctx, e.wsURL(), nil)
 		cancel()
 		if err == nil {
 			_ = ws.CloseNow()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no handshake place after a client left: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	}, "a handshake place after a client left")
 	waitMetric(t, e, `tether_connections_refused_total{limit="too many handshakes in progress"}`)
 }
 

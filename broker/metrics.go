@@ -22,7 +22,7 @@ type metrics struct {
 	dropped    prometheus.Counter // replies that reached no caller
 	badPackets prometheus.Counter
 	// connRefused counts new sessions refused by the connection limits
-	// (limit.go), by which limit.
+	// (eio/limit.go), by which limit.
 	connRefused *prometheus.CounterVec
 
 	asyncOutcomes *prometheus.CounterVec // async outcomes this broker wrote (its calls' answers, its sweeps), by status

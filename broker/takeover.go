@@ -70,7 +70,7 @@ func (b *Broker) hold(c *conn, ws string) error {
 	if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(ws)); err != nil {
 		c.event(b.log.Warn()).Err(err).Msg("announcing workspace online failed")
 	}
-	c.kickQueue() // async calls that waited for the workspace
+	c.queue.Kick() // async calls that waited for the workspace
 	return nil
 }
 
@@ -169,7 +169,7 @@ func (b *Broker) Reannounce() {
 		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
 		}
-		c.kickQueue() // drain messages published meanwhile were lost
+		c.queue.Kick() // drain messages published meanwhile were lost
 	}
 	b.log.Info().Int("workspaces", len(conns)).Msg("bus reconnected; workspaces reannounced")
 }

@@ -32,12 +32,11 @@ import (
 // waiter). No library does this: every HTTP server has the handler return
 // the answer.
 //
-// Measured on 2 cores, the builds before and after alternated run by run:
-// one broker on its in-memory bus, c=64, a bridge as the workspace client,
-// 51-55 µs of broker CPU per call through net/http, 28-29 µs through the
-// call server; in bench-peers (node's socket.io-client as the clients, one
-// instance, c=64), 18-22k calls per broker CPU-second through net/http,
-// 24-34k through the call server (docs/benchmarks.md has a whole run).
+// What it earns, against net/http serving every request
+// (TETHER_TUNING=no-callserver; make bench-peers, 2026-12-04, one
+// instance, medians of three rounds' ratios): without it the broker made
+// 0.65x (c=1) and 0.57x (c=64) the calls per CPU-second, at 1.10x and
+// 1.56x the p99.
 //
 // Only requests that parseCallHead serves take this path. Anything else on
 // the connection (a WebSocket upgrade, another endpoint, a chunked body, a
@@ -79,7 +78,7 @@ func NewServer(a *API, hs *http.Server) *Server {
 
 // Serve accepts connections on ln until Shutdown, and returns
 // http.ErrServerClosed then (or the listener's error). Connections are
-// read and written with rawnet (rawnet.Listener). With the call server
+// made by accepting. With the call server
 // off (TETHER_TUNING=no-callserver) net/http serves every connection.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
@@ -92,13 +91,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	if !tuning.On(tuning.CallServer) {
 		defer close(s.httpEnd)
-		return s.hs.Serve(rawnet.Listener(ln))
+		return s.hs.Serve(accepting(ln))
 	}
 	go func() {
 		defer close(s.httpEnd)
 		_ = s.hs.Serve(s.declined)
 	}()
-	ln = rawnet.Listener(ln)
+	ln = accepting(ln)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -128,6 +127,16 @@ func (s *Server) Serve(ln net.Listener) error {
 		}()
 	}
 }
+
+// accepting is the one place where the broker's listener and its
+// connections are made: every connection, a call's, a WebSocket's or a
+// long-polling request's, is accepted here. Today they are read and
+// written with rawnet (system calls the runtime is not told of). TLS goes
+// here next, as a tls.Listener over ln: raw I/O is for plaintext only (a
+// *tls.Conn is no *net.TCPConn, so rawnet.Conn and eio's sock leave it to
+// crypto/tls and net), and what TLS costs per call is measured then
+// against plaintext in bench-peers rather than hand-tuned in advance.
+func accepting(ln net.Listener) net.Listener { return rawnet.Listener(ln) }
 
 // isTemporary reports an accept error net/http would retry (EMFILE and
 // such report Temporary).

@@ -447,7 +447,7 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 }
 
 // SyscallConn gives the connection's raw descriptor, for a WebSocket's
-// sock (socket.go), once the prefix has been read: a sock reading the
+// sock (broker/eio/sock.go), once the prefix has been read: a sock reading the
 // descriptor itself would skip what is left of it.
 func (p *prefixConn) SyscallConn() (syscall.RawConn, error) {
 	p.mu.Lock()

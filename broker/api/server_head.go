@@ -2,7 +2,7 @@ package api
 
 import "bytes"
 
-// The request heads the call server takes (callserver.go): a strict subset
+// The request heads the call server takes (server.go): a strict subset
 // of HTTP/1.1 that needs no judgement. parseCallHead either reads a head
 // completely or declines it; a declined request goes, from its first byte,
 // to net/http, which answers it however it answers such a request (a

@@ -60,7 +60,7 @@ const MaxWaitPerRequest = 60 * time.Second
 
 // NewRecord is the record of req submitted at now, queued; it checks req
 // as a submit does and gives it a correlation id when it has none. A
-// broker that records a call it delivered itself (Broker.submitWaitHeld)
+// broker that records a call it delivered itself (Broker.submitLocalWait)
 // makes its record here too.
 func NewRecord(req *Request, now time.Time) (store.Record, error) {
 	if req.CorrelationID == "" {

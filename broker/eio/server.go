@@ -8,10 +8,10 @@
 // mean is not its business: each session hands them to the Handler the
 // broker's routing core gives it when the session begins.
 //
-// This is where a listener's connections become sessions: TLS, when it
-// comes, wraps the listener below (the call server's, package api), and a
-// sock only takes raw descriptors of plain TCP connections; over TLS a
-// WebSocket keeps net/http's buffers and a goroutine per idle connection.
+// Connections reach it already accepted (api's accepting, where TLS will
+// wrap the listener); a sock only takes raw descriptors of plain TCP
+// connections, so over TLS a WebSocket keeps net/http's buffers and a
+// goroutine per idle connection.
 package eio
 
 import (

@@ -89,7 +89,7 @@ func TestSockReadOutlivesTheQuietDeadlineInAMessage(t *testing.T) {
 		_ = s.SetReadDeadline(s.rdeadline)
 		s.rmu.Unlock()
 		go func() {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // the subject: bytes that come after the quiet deadline
 			_, _ = peer.Write(make([]byte, size))
 		}()
 		if n, err := s.Read(make([]byte, size)); err != nil || n == 0 {

@@ -34,7 +34,7 @@ type brokerFlags struct {
 	maxInFlight  int
 	drain        time.Duration
 	instanceID   string
-	// Connection limits per remote address (broker/limit.go).
+	// Connection limits per remote address (broker/eio/limit.go).
 	connRate      float64
 	connBurst     int
 	maxHandshakes int

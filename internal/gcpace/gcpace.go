@@ -12,7 +12,11 @@
 //
 // The runtime has no such setting: GOMEMLIMIT caps the whole heap, which
 // needs to know the machine; so this is done by hand, with debug.SetGCPercent
-// from a cleanup that runs once per collection.
+// from a cleanup that runs once per collection. What it earns, against the
+// runtime's GOGC=100 (TETHER_TUNING=no-gcpace; make bench-peers,
+// 2026-12-04, one broker, medians of three rounds' ratios): without it the
+// broker made 0.87x (c=1) and 0.83x (c=64) the calls per CPU-second, at
+// 1.12x and 1.27x the p99, for 1.04x the memory per idle connection.
 package gcpace
 
 import (

@@ -24,9 +24,11 @@ import (
 // do not wake the runtime's monitor thread. (A WebSocket's connection is
 // hijacked into the broker's sock, which calls Read and Write itself.)
 //
-// Measured on 2 cores: a broker answering one call at a time spent a third
-// less CPU per call, and bench-peers' tether/node ratios at c=1 went from
-// 0.94-1.05 to 1.73-2.11 calls per broker CPU-s (commit 00bc425).
+// What it earns, against the same broker with connections as net makes
+// them (TETHER_TUNING=no-rawnet; make bench-peers, 2026-12-04, one
+// instance, medians of three rounds' ratios): without it the broker made
+// 0.61x (c=1) and 0.68x (c=64) the calls per CPU-second, at 1.39x and
+// 1.41x the p99.
 func Listener(ln net.Listener) net.Listener { return rawListener{Listener: ln} }
 
 type rawListener struct {
