@@ -162,10 +162,9 @@ type Broker struct {
 	mu         sync.Mutex
 	conns      map[*conn]struct{}
 	holders    map[string]*conn // workspace -> the local connection holding it
-	polls      sync.Map         // Engine.IO sid -> *pollTransport of long-polling clients
 	draining   atomic.Bool
 	drainWaits atomic.Int32   // submits waiting for a holder's drain to end (holderForSubmit)
-	wg         sync.WaitGroup // writers, closers, reply publishers, queue drains, outcome writers, the sweep
+	wg         sync.WaitGroup // a count per connection until it ended, and spawn's goroutines (drains, outcome writers, the sweep, takeover messages)
 	stopping   chan struct{}  // closed when Shutdown stops the sweep and outcome retries
 	stopped    bool           // under mu: Shutdown waits for wg; nothing may be added (spawn)
 }
