@@ -35,7 +35,7 @@ func TestPeersInterruptStopsEveryChild(t *testing.T) {
 			cmd.Env = append(os.Environ(), peersEnv+"=1", pidFileEnv+"="+pidFile, "TMPDIR="+tmp,
 				"BENCH_PEERS_SYSTEMS="+sys, "BENCH_PEERS_TOPOLOGIES="+topoTwo, "BENCH_PEERS_CONC=1", "BENCH_PEERS_CONNS=4",
 				"BENCH_PEERS_IDLE_CONNS=0", "BENCH_RUNS=1", "BENCH_DURATION=2m", "BENCH_WARMUP=0s",
-				"BENCH_PEERS_OUT="+t.TempDir(), "BENCH_PEERS_BASELINE=", "BENCH_PEERS_DOC=", "BENCH_PEERS_TUNING=")
+				"BENCH_PEERS_OUT="+t.TempDir(), "BENCH_PEERS_BASELINE=", "BENCH_PEERS_DOC=", "BENCH_PEERS_TUNING=", "BENCH_PEERS_OTHER_BIN=")
 			cmd.Stderr = os.Stderr
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.StdoutPipe()

@@ -200,6 +200,14 @@ const (
 // "tether~no-poller".
 const variantSep = "~"
 
+// variantOther is the variant of tether that is another build of it:
+// BENCH_PEERS_OTHER_BIN names its binary (say, the main a change started
+// from), measured in every round beside this one: "tether~other".
+const (
+	variantOther = "other"
+	otherBinEnv  = "BENCH_PEERS_OTHER_BIN"
+)
+
 // splitVariant is the system a variant is of, and its TETHER_TUNING ("" for
 // a system that is not a variant).
 func splitVariant(system string) (base, tune string) {
@@ -214,7 +222,11 @@ func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix 
 	base, tune := splitVariant(system)
 	switch base {
 	case sysTether, sysBridge:
-		return startServer(b, "broker", e.tether, func(addr string) []string {
+		bin := e.tether
+		if tune == variantOther {
+			bin, tune = os.Getenv(otherBinEnv), ""
+		}
+		return startServer(b, "broker", bin, func(addr string) []string {
 			args := []string{"broker", "--listen", addr, "--secret", string(e.secret), "--log-level", "warn"}
 			if onRedis {
 				args = append(args, "--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-"+strconv.Itoa(i))

@@ -91,6 +91,15 @@ func peersConfigFromEnv(tb testing.TB) peersConfig {
 		}
 		c.systems = append(c.systems, sysTether+variantSep+v)
 	}
+	if bin := os.Getenv(otherBinEnv); bin != "" {
+		if !slices.Contains(c.systems, sysTether) {
+			tb.Fatalf("%s needs %s among the systems, to compare with", otherBinEnv, sysTether)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			tb.Fatalf("%s: %v", otherBinEnv, err)
+		}
+		c.systems = append(c.systems, sysTether+variantSep+variantOther)
+	}
 	list("BENCH_PEERS_TOPOLOGIES", &c.topologies, peersDefaultTopologies)
 	if v := os.Getenv("BENCH_PEERS_CONC"); v != "" {
 		c.concs = nil
@@ -279,7 +288,8 @@ func renderPeersRun(b *testing.B, cfg peersConfig, path string) {
 	report(b, cfg, &run)
 }
 
-// printTuning prints what each variant of tether (BENCH_PEERS_TUNING)
+// printTuning prints what each variant of tether (BENCH_PEERS_TUNING, and
+// BENCH_PEERS_OTHER_BIN's build)
 // measured against tether with every piece on, in the same rounds:
 // medians of the per-round ratios, variant over tether. Calls per broker
 // CPU-second below 1 and p99 above 1 are what the pieces turned off earn.
@@ -297,7 +307,7 @@ func printTuning(run *peersRun) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Println("\npeers: tuning, each variant against tether (median of per-round ratios):")
+	fmt.Println("\npeers: each variant of tether against tether (median of per-round ratios):")
 	for _, l := range lines {
 		fmt.Println(l)
 	}
