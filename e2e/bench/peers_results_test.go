@@ -271,11 +271,9 @@ func (r *peersRun) summarize() {
 			}
 		}
 	}
+	// Each system against the ones it is compared with, round by round.
 	for _, k := range keys {
-		if k.system != sysTether && k.system != sysBridge {
-			continue
-		}
-		for _, peer := range []string{sysNode, sysPython} {
+		for _, peer := range comparedWith(k.system) {
 			other := byRound[cellKey{peer, k.topology, k.conc}]
 			if other == nil {
 				continue
@@ -290,27 +288,6 @@ func (r *peersRun) summarize() {
 				if len(samples) > 0 {
 					r.Figures = append(r.Figures, newFigure(k.system+"/"+peer, k.topology, k.conc, m.name, samples))
 				}
-			}
-		}
-	}
-
-	// A variant of tether (BENCH_PEERS_TUNING) against tether with every
-	// piece on, round by round: what the pieces it turns off earn.
-	for _, k := range keys {
-		base, tune := splitVariant(k.system)
-		if tune == "" {
-			continue
-		}
-		other := byRound[cellKey{base, k.topology, k.conc}]
-		for _, m := range cellMetrics {
-			var samples []float64
-			for _, round := range sortedRounds(byRound[k]) {
-				if o, ok := other[round]; ok && m.get(o) > 0 && m.get(byRound[k][round]) > 0 {
-					samples = append(samples, m.get(byRound[k][round])/m.get(o))
-				}
-			}
-			if len(samples) > 0 {
-				r.Figures = append(r.Figures, newFigure(k.system+"/"+base, k.topology, k.conc, m.name, samples))
 			}
 		}
 	}
@@ -338,33 +315,33 @@ func (r *peersRun) summarize() {
 			r.Figures = append(r.Figures, newFigure(sys, topoIdle, 0, metricIdleGoroutines, gor), newFigure(sys, topoIdle, 0, metricIdleHeapKB, heap))
 		}
 	}
-	for _, peer := range []string{sysNode, sysPython} {
-		var samples []float64
-		for _, round := range sortedRounds(idle[sysTether]) {
-			t := idle[sysTether][round]
-			if o, ok := idle[peer][round]; ok && o.KBPerConn > 0 {
-				samples = append(samples, t.KBPerConn/o.KBPerConn)
-			}
-		}
-		if len(samples) > 0 {
-			r.Figures = append(r.Figures, newFigure(sysTether+"/"+peer, topoIdle, 0, metricIdleKB, samples))
-		}
-	}
 	for _, sys := range systems {
-		base, tune := splitVariant(sys)
-		if tune == "" {
-			continue
-		}
-		var samples []float64
-		for _, round := range sortedRounds(idle[sys]) {
-			if o, ok := idle[base][round]; ok && o.KBPerConn > 0 {
-				samples = append(samples, idle[sys][round].KBPerConn/o.KBPerConn)
+		for _, peer := range comparedWith(sys) {
+			var samples []float64
+			for _, round := range sortedRounds(idle[sys]) {
+				if o, ok := idle[peer][round]; ok && o.KBPerConn > 0 {
+					samples = append(samples, idle[sys][round].KBPerConn/o.KBPerConn)
+				}
+			}
+			if len(samples) > 0 {
+				r.Figures = append(r.Figures, newFigure(sys+"/"+peer, topoIdle, 0, metricIdleKB, samples))
 			}
 		}
-		if len(samples) > 0 {
-			r.Figures = append(r.Figures, newFigure(sys+"/"+base, topoIdle, 0, metricIdleKB, samples))
-		}
 	}
+}
+
+// comparedWith lists the systems whose figures a system's are divided by,
+// round by round: tether and its bridges against the peers, and a variant
+// of tether (BENCH_PEERS_TUNING, BENCH_PEERS_OTHER_BIN) against tether
+// itself, to show what the variant changes.
+func comparedWith(system string) []string {
+	switch base, tune := splitVariant(system); {
+	case tune != "":
+		return []string{base}
+	case system == sysTether || system == sysBridge:
+		return []string{sysNode, sysPython}
+	}
+	return nil
 }
 
 // sortedRounds returns the rounds of m in order.

@@ -296,7 +296,8 @@ func renderPeersRun(b *testing.B, cfg peersConfig, path string) {
 func printTuning(run *peersRun) {
 	var lines []string
 	for _, f := range run.Figures {
-		if base, tune := splitVariant(strings.TrimSuffix(f.System, "/"+sysTether)); base != sysTether || tune == "" || !strings.HasSuffix(f.System, "/"+sysTether) {
+		variant, compared, _ := strings.Cut(f.System, "/")
+		if base, tune := splitVariant(variant); base != sysTether || tune == "" || compared != sysTether {
 			continue
 		}
 		switch f.Metric {
