@@ -520,13 +520,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	unsubCancel()
 	err := b.caller.Close()
 	close(b.stopping)
-	b.api.Wait(ctx)
+	waitCtx(ctx, b.api.Wait)
 	b.api.Close()
 	b.mu.Lock()
 	b.stopped = true
 	b.mu.Unlock()
-	b.sockets.Wait(ctx)
-	waitCtx(ctx, &b.wg)
+	waitCtx(ctx, b.sockets.Wait)
+	waitCtx(ctx, b.wg.Wait)
 	b.sockets.Close()
 	b.closeOwned()
 	b.log.Info().Msg("shut down")
@@ -557,9 +557,11 @@ func (b *Broker) inFlight() int {
 	return n
 }
 
-func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+// waitCtx runs wait (a wait group's Wait) until it returns or ctx ends. A
+// wait cut short leaves its goroutine to end with the group.
+func waitCtx(ctx context.Context, wait func()) {
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -136,17 +136,9 @@ func (a *API) Handler() http.Handler { return a.handler }
 // InFlight counts the synchronous calls of the API not answered yet.
 func (a *API) InFlight() int64 { return a.inFlight.Load() }
 
-// Wait waits, until ctx ends at most, for the requests that wait on a call
-// or on the store. Shutdown calls it once the core answered every call it
-// could.
-func (a *API) Wait(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { a.calls.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+// Wait waits for the requests that wait on a call or on the store.
+// Shutdown calls it once the core answered every call it could.
+func (a *API) Wait() { a.calls.Wait() }
 
 // Close ends the MCP endpoint's sessions; later MCP requests are refused.
 func (a *API) Close() {

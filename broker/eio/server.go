@@ -206,17 +206,9 @@ func (srv *Server) Drain() {
 	srv.mu.Unlock()
 }
 
-// Wait waits, until ctx ends at most, for every session to end: its
-// transport closed and its goroutines done. Call it after Drain, once the
-// sessions were closed.
-func (srv *Server) Wait(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { srv.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+// Wait waits for every session to end: its transport closed and its
+// goroutines done. Call it after Drain, once the sessions were closed.
+func (srv *Server) Wait() { srv.wg.Wait() }
 
 // Close stops the heartbeat scheduler and the poller. Call it after Wait.
 func (srv *Server) Close() {
