@@ -75,9 +75,10 @@ type Config struct {
 	// eio/limit.go: new Engine.IO sessions at ConnRate per second with
 	// bursts of ConnBurst (defaults eio.DefaultConnRate,
 	// eio.DefaultConnBurst), and at most MaxHandshakesPerIP sessions open
-	// without a CONNECT yet (default eio.DefaultMaxHandshakesPerIP). Beyond them the handshake is answered
-	// HTTP 429. A negative ConnRate or MaxHandshakesPerIP turns that
-	// limit off. Loopback peers are exempt unless LimitLoopback.
+	// without a CONNECT yet (default eio.DefaultMaxHandshakesPerIP).
+	// Beyond them the handshake is answered HTTP 429. A negative ConnRate
+	// or MaxHandshakesPerIP turns that limit off. Loopback peers are
+	// exempt unless LimitLoopback.
 	ConnRate           float64
 	ConnBurst          int
 	MaxHandshakesPerIP int
@@ -420,14 +421,17 @@ func (b *Broker) localHolderReady(ws string, submit bool) (c *conn, idle <-chan 
 		return nil, nil
 	}
 	c.mu.Lock()
-	gone := c.closed || c.replaced || c.workspaceID() != ws
+	gone := c.closed || c.replaced || c.WorkspaceID() != ws
 	c.mu.Unlock()
 	if gone {
 		return nil, nil
 	}
+	if !submit {
+		return c, nil // a call: the queue is not its business
+	}
 	// The queue's lock is taken after c's, never inside it (async.Queue's
 	// lock order): the two looks are a snapshot, as any look would be.
-	if idle = c.queue.Idle(); submit && idle != nil { // draining its queue
+	if idle = c.queue.Idle(); idle != nil { // draining its queue
 		return nil, idle
 	}
 	return c, nil

@@ -59,8 +59,10 @@ type Server struct {
 	log    zerolog.Logger
 	accept func(*Session) Handler
 	limits *connLimiter
-	// poller wakes parked WebSocket sockets (sock.go); nil where there is
-	// none, and then every session keeps its reader.
+	// sock: a WebSocket is read and written through a sock (sock.go),
+	// unless TETHER_TUNING turned it off. poller wakes parked socks; nil
+	// where there is none, and then every session keeps its reader.
+	sock   bool
 	poller *poller
 	beats  *heartbeats
 	polls  sync.Map // Engine.IO sid -> *pollTransport of long-polling sessions
@@ -73,10 +75,10 @@ type Server struct {
 // NewServer returns a Server; accept gives each new session its Handler,
 // or nil to refuse it (the broker is shutting down).
 func NewServer(cfg Config, accept func(*Session) Handler) *Server {
-	srv := &Server{cfg: cfg, log: cfg.Logger, accept: accept}
+	srv := &Server{cfg: cfg, log: cfg.Logger, accept: accept, sock: tuning.On(tuning.Sock)}
 	srv.limits = newConnLimiter(&cfg, cfg.Logger, cfg.OnRefused)
 	srv.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
-	if tuning.On(tuning.Sock) && tuning.On(tuning.Poller) {
+	if srv.sock && tuning.On(tuning.Poller) {
 		var err error
 		if srv.poller, err = newPoller(); err != nil {
 			srv.log.Info().Err(err).Msg("idle connections keep a goroutine each")
@@ -116,9 +118,9 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hj := &socketHijacker{ResponseWriter: w, writeTimeout: srv.cfg.WriteTimeout, poller: srv.poller}
-	var rw http.ResponseWriter = hj
-	if !tuning.On(tuning.Sock) {
-		rw = w // net/http's hijacked buffers; hj.sock stays nil
+	var rw http.ResponseWriter = w // the sock off: net/http's hijacked buffers, hj.sock stays nil
+	if srv.sock {
+		rw = hj
 	}
 	ws, err := websocket.Accept(rw, r, acceptOptions)
 	if err != nil {
