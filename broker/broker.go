@@ -463,7 +463,7 @@ func (b *Broker) Workspaces() []protocol.Workspace {
 	out := make([]protocol.Workspace, 0, len(conns))
 	for _, c := range conns {
 		out = append(out, protocol.Workspace{
-			WorkspaceID: c.workspaceID(),
+			WorkspaceID: c.WorkspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),
 			Instance:    b.cfg.InstanceID,
 			InFlight:    c.calls.count(),

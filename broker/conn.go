@@ -45,7 +45,7 @@ type conn struct {
 	// since is when CONNECT succeeded, unix ns.
 	since int64
 	// workspace is set once, when CONNECT succeeds; read it with
-	// workspaceID from any goroutine (timers and log lines read it too).
+	// WorkspaceID from any goroutine (timers and log lines read it too).
 	workspace atomic.Pointer[string]
 	// joining is set from subscribing to the workspace channel until the
 	// connection's own takeover has come back on it and hold knows whether
@@ -109,14 +109,15 @@ func (c *conn) event(e *zerolog.Event) *zerolog.Event {
 		return nil
 	}
 	e = c.s.Log(e)
-	if ws := c.workspaceID(); ws != "" {
+	if ws := c.WorkspaceID(); ws != "" {
 		e = e.Str("workspace_id", ws)
 	}
 	return e
 }
 
-// workspaceID is the workspace the connection serves ("" before CONNECT).
-func (c *conn) workspaceID() string {
+// WorkspaceID is the workspace the connection serves ("" before CONNECT);
+// it implements async.Holder and api.Holder.
+func (c *conn) WorkspaceID() string {
 	if ws := c.workspace.Load(); ws != nil {
 		return *ws
 	}
@@ -142,7 +143,7 @@ func (c *conn) close(reason string, notify bool) { c.s.Close(reason, notify) }
 func (c *conn) Ended(reason string, notify bool) [][]byte {
 	c.mu.Lock()
 	c.closed = true
-	wasConnected := c.workspaceID() != ""
+	wasConnected := c.WorkspaceID() != ""
 	c.stopYieldWaitLocked()
 	pend := c.calls.takeAllLocked()
 	sub := c.sub

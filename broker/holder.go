@@ -16,9 +16,6 @@ import (
 
 var _ async.Holder = (*conn)(nil)
 
-// WorkspaceID implements async.Holder and api.Holder.
-func (c *conn) WorkspaceID() string { return c.workspaceID() }
-
 // CancelCall implements async.Holder and api.Holder: it ends the call
 // cid, if it is in the table, with cancelled.
 func (c *conn) CancelCall(cid, reason string) bool { return c.calls.cancel(cid, reason) }

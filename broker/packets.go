@@ -15,7 +15,7 @@ import (
 // Packet implements eio.Handler: it handles one Socket.IO packet of the
 // client; a non-empty result ends the connection with that reason.
 func (c *conn) Packet(p protocol.SIOPacket) string {
-	connected := c.workspaceID() != "" // an atomic: no lock
+	connected := c.WorkspaceID() != "" // an atomic: no lock
 	if p.Type == protocol.SIOConnect {
 		if connected {
 			return c.s.Malformed(fmt.Errorf("second CONNECT"))

@@ -82,7 +82,7 @@ func (b *Broker) publishTakeover(ctx context.Context, c *conn) (int, int64, erro
 	taken := c.takenAt
 	c.mu.Unlock()
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusTakeover, Holder: c.s.ID(), Since: taken})
-	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.workspaceID()), msg)
+	n, err := b.bus.Publish(ctx, protocol.WorkspaceChannel(c.WorkspaceID()), msg)
 	if err != nil {
 		return 0, taken, fmt.Errorf("announcing takeover: %w", err)
 	}
@@ -133,7 +133,7 @@ const rejoinWait = 3 * time.Second
 func (c *conn) rejoin() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.replaced || c.workspaceID() == "" {
+	if c.closed || c.replaced || c.WorkspaceID() == "" {
 		return
 	}
 	c.takenAt++ // its own order among holders, its own echo
@@ -166,7 +166,7 @@ func (b *Broker) Reannounce() {
 			continue
 		}
 		c.joinSettle(taken, n)
-		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.workspaceID())); err != nil {
+		if _, err := b.bus.Publish(ctx, protocol.OnlineChannel, []byte(c.WorkspaceID())); err != nil {
 			c.event(b.log.Warn()).Err(err).Msg("reannouncing workspace online failed")
 		}
 		c.queue.Kick() // drain messages published meanwhile were lost
@@ -177,7 +177,7 @@ func (b *Broker) Reannounce() {
 // release forgets c as a holder (if it still is one).
 func (b *Broker) release(c *conn) {
 	b.mu.Lock()
-	if ws := c.workspaceID(); b.holders[ws] == c {
+	if ws := c.WorkspaceID(); b.holders[ws] == c {
 		delete(b.holders, ws)
 	}
 	b.mu.Unlock()
@@ -208,7 +208,7 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	// A holder taking the workspace again after losing the bus waits for
 	// this (BusLost); the calls after the takeover are already ignored.
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusYield, Holder: c.s.ID(), Since: taken, Reason: m.Holder})
-	ws := c.workspaceID()
+	ws := c.WorkspaceID()
 	c.b.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
