@@ -10,6 +10,21 @@ func AppendToolResponse(dst []byte, r *ToolResponse) []byte {
 	if !fast {
 		return plainAppend(dst, r)
 	}
+	return appendToolResponse(dst, r, true)
+}
+
+// AppendToolResponseVerbatim is AppendToolResponse with Result copied byte
+// for byte: json.Marshal, and so AppendToolResponse, escape <, >, & and
+// U+2028, U+2029 in it for HTML, which changes the bytes the workspace sent.
+// It is the form to keep an answer in, to be read back as it came (the
+// async call store's records).
+func AppendToolResponseVerbatim(dst []byte, r *ToolResponse) []byte {
+	return appendToolResponse(dst, r, false)
+}
+
+// appendToolResponse is AppendToolResponse's fast path; escape says
+// whether Result's bytes are escaped as json.Marshal escapes them.
+func appendToolResponse(dst []byte, r *ToolResponse, escape bool) []byte {
 	dst = append(dst, `{"correlation_id":`...)
 	dst = appendString(dst, r.CorrelationID)
 	if r.Success {
@@ -19,7 +34,11 @@ func AppendToolResponse(dst []byte, r *ToolResponse) []byte {
 	}
 	if len(r.Result) > 0 {
 		dst = append(dst, `,"result":`...)
-		dst = appendRaw(dst, r.Result)
+		if escape {
+			dst = appendRaw(dst, r.Result)
+		} else {
+			dst = append(dst, r.Result...)
+		}
 	}
 	if r.Error != "" {
 		dst = append(dst, `,"error":`...)

@@ -21,41 +21,9 @@ import (
 func (r *Redis) putFields(rec *Record) []any {
 	f := r.fields(rec, "", false)
 	if rec.FinishedAt != nil {
-		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", appendResponse(nil, rec.Response))
+		f = append(f, "finished_at", rec.FinishedAt.UnixMilli(), "response", protocol.AppendToolResponseVerbatim(nil, rec.Response))
 	}
 	return f
-}
-
-// appendResponse appends resp as a record keeps it: the JSON of
-// protocol.AppendToolResponse, but with the result copied as the workspace
-// sent it. AppendToolResponse writes what json.Marshal writes, which
-// escapes <, >, & and U+2028, U+2029 in the result for HTML: kept that way,
-// a record read back would carry other bytes than the ones recorded
-// (FuzzParseRecord found {"&000":true} read back as {"\u0026000":true}).
-// The API escapes them when it answers (Record.AppendJSON), as it does a
-// synchronous call's answer. resp.Result must be valid JSON, as it is
-// when it came out of a decoder.
-func appendResponse(dst []byte, resp *protocol.ToolResponse) []byte {
-	dst = append(dst, `{"correlation_id":`...)
-	dst = protocol.AppendString(dst, resp.CorrelationID)
-	if resp.Success {
-		dst = append(dst, `,"success":true`...)
-	} else {
-		dst = append(dst, `,"success":false`...)
-	}
-	if len(resp.Result) > 0 {
-		dst = append(dst, `,"result":`...)
-		dst = append(dst, resp.Result...)
-	}
-	if resp.Error != "" {
-		dst = append(dst, `,"error":`...)
-		dst = protocol.AppendString(dst, resp.Error)
-	}
-	if resp.Message != "" {
-		dst = append(dst, `,"message":`...)
-		dst = protocol.AppendString(dst, resp.Message)
-	}
-	return append(dst, '}')
 }
 
 // fields are the hash fields of a new record.
