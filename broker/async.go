@@ -12,7 +12,7 @@ import (
 // connection's queue (conn.queue) and writes outcomes; here a submit for a
 // workspace this broker holds finds its holder. A submit to this broker's
 // API for a workspace it holds itself takes a shorter way
-// (async.Owner.SubmitLocal): the store records the call delivered in the
+// (async.Queue.Submit): the store records the call delivered in the
 // step that records it, unless calls are queued ahead of it, and the broker
 // delivers it on the connection at once, as if claimed. While the
 // connection drains its queue (it does when it takes the workspace), a
@@ -26,19 +26,19 @@ import (
 const DefaultSubmitDrainWait = 200 * time.Millisecond
 
 // Submit implements api.Core: it records an async call for ws and starts
-// it. For a workspace this broker holds, the call is handed to the
-// holder (async.Owner.SubmitLocal) and, when the submit waits for its outcome (wait >
+// it. For a workspace this broker holds, the call is handed to the holder
+// (async.Queue.Submit) and, when the submit waits for its outcome (wait >
 // 0) with no correlation id or idempotency key of the caller's, recorded
-// once with it (async.Owner.SubmitLocalWait: waited is set). Otherwise it is queued in
-// the store, for the holder anywhere to drain.
+// once with it (async.Queue.SubmitWait: waited is set). Otherwise it is
+// queued in the store, for the holder anywhere to drain.
 func (b *Broker) Submit(ctx context.Context, ws string, req caller.Request, wait time.Duration) (rec store.Record, waited bool, err error) {
 	holder := b.holderForSubmit(ctx, ws)
 	switch {
 	case holder != nil && wait > 0 && req.CorrelationID == "" && req.IdempotencyKey == "":
-		rec, err = b.asyncOwner.SubmitLocalWait(ctx, holder, req, wait)
+		rec, err = holder.queue.SubmitWait(ctx, req, wait)
 		return rec, true, err
 	case holder != nil:
-		rec, err = b.asyncOwner.SubmitLocal(ctx, holder, holder.queue, req)
+		rec, err = holder.queue.Submit(ctx, req)
 		return rec, false, err
 	}
 	rec, err = b.caller.Submit(ctx, req)

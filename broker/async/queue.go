@@ -1,7 +1,7 @@
 // Package async is the owner's side of async calls (docs/async-calls.md):
 // the drain of a workspace's queue in the store by the connection that
 // holds it (Queue), the submits a broker hands to its own holder
-// (Owner.SubmitLocal, Owner.SubmitLocalWait), the outcomes written to the
+// (Queue.Submit, Queue.SubmitWait), the outcomes written to the
 // store (Owner.Record) and the sweep that ends the calls nobody ends
 // (Owner.Sweep). The caller's side (submit, read, wait, cancel) is package
 // caller's; the HTTP API's, package api's.

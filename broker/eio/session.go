@@ -33,9 +33,9 @@ type Handler interface {
 	// assembled); a non-empty result ends the session with that reason.
 	Packet(p protocol.SIOPacket) string
 	// Ended is told once that the session ends, and why, before its
-	// transport closes; it may block (a bus unsubscribe). The frames it
-	// returns are written to the client before the closing handshake
-	// (when notify is set: the client is told why).
+	// transport closes; it may block (a bus unsubscribe). notify says
+	// whether the client is to be told why: the frames Ended returns then
+	// are written to it before the closing handshake.
 	Ended(reason string, notify bool) (final [][]byte)
 }
 
@@ -215,10 +215,8 @@ func (s *Session) Close(reason string, notify bool) {
 	// Closing handshakes wait on the peer; do it off the caller's goroutine
 	// (which may be a bus handler), owned by the server's wait group.
 	s.srv.wg.Go(func() {
-		if notify {
-			for _, f := range final {
-				_ = s.WriteNow(f)
-			}
+		for _, f := range final {
+			_ = s.WriteNow(f)
 		}
 		status := websocket.StatusNormalClosure
 		switch reason {
