@@ -222,22 +222,18 @@ func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix 
 	base, tune := splitVariant(system)
 	switch base {
 	case sysTether, sysBridge:
-		bin := e.tether
-		if tune == variantOther {
-			bin, tune = os.Getenv(otherBinEnv), ""
+		bin, env := e.tether, []string(nil)
+		switch {
+		case tune == variantOther:
+			bin = os.Getenv(otherBinEnv)
+		case tune != "":
+			env = []string{tuning.Env + "=" + tune}
 		}
-		return startServer(b, "broker", bin, func(addr string) []string {
-			args := []string{"broker", "--listen", addr, "--secret", string(e.secret), "--log-level", "warn"}
-			if onRedis {
-				args = append(args, "--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-"+strconv.Itoa(i))
-			}
-			return args
-		}, func(string) []string {
-			if tune != "" {
-				return []string{tuning.Env + "=" + tune}
-			}
-			return nil
-		})
+		var extra []string
+		if onRedis {
+			extra = []string{"--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-" + strconv.Itoa(i)}
+		}
+		return startBrokerEnv(b, bin, e.secret, env, extra...)
 	case sysNode:
 		return startServer(b, "node-peer", e.node, func(addr string) []string {
 			args := []string{filepath.Join(e.peersDir, "node_peer.js"), "--listen", addr}

@@ -173,9 +173,16 @@ func newSecret() []byte {
 // that share a Redis share it), logging at warn.
 func startBrokerWithSecret(tb testing.TB, bin string, secret []byte, extra ...string) *server {
 	tb.Helper()
+	return startBrokerEnv(tb, bin, secret, nil, extra...)
+}
+
+// startBrokerEnv is startBrokerWithSecret with env added to the broker's
+// environment.
+func startBrokerEnv(tb testing.TB, bin string, secret []byte, env []string, extra ...string) *server {
+	tb.Helper()
 	return startServer(tb, "broker", bin, func(addr string) []string {
 		return append([]string{"broker", "--listen", addr, "--secret", string(secret), "--log-level", "warn"}, extra...)
-	}, func(string) []string { return nil })
+	}, func(string) []string { return env })
 }
 
 // startEcho starts the baseline server: this test binary in echo mode.
