@@ -52,10 +52,6 @@ type conn struct {
 	// another holder was subscribed (see Broker.hold).
 	joining atomic.Bool
 
-	// ctx ends when the connection does: the store steps of its drains
-	// stop then.
-	ctx    context.Context
-	cancel context.CancelFunc
 	// queue drains the workspace's queue of async calls (package async,
 	// its own lock; set once, in newConn).
 	queue *async.Queue
@@ -91,12 +87,10 @@ type conn struct {
 // newConn is the routing core's side of a new session; nil when the broker
 // is shutting down (eio refuses the session then).
 func (b *Broker) newConn(s *eio.Session) eio.Handler {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{b: b, s: s, ctx: ctx, cancel: cancel}
+	c := &conn{b: b, s: s}
 	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
 	c.queue = b.asyncOwner.Queue(c)
 	if !b.track(c) {
-		cancel()
 		return nil
 	}
 	return c
@@ -157,7 +151,6 @@ func (c *conn) Ended(reason string, notify bool) [][]byte {
 	}
 	c.joining.Store(false)
 	c.mu.Unlock()
-	c.cancel()
 	gone := "workspace client disconnected: " + reason
 	for _, call := range early {
 		c.calls.finish(&pending{call: call}, endDisconnected, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, gone), reason)

@@ -43,8 +43,8 @@ func (c *conn) Serving() bool {
 	return !c.closed && !c.replaced && !c.b.isDraining()
 }
 
-// Context implements async.Holder.
-func (c *conn) Context() context.Context { return c.ctx }
+// Context implements async.Holder: the session's, which ends with it.
+func (c *conn) Context() context.Context { return c.s.Context() }
 
 // Log implements async.Holder.
 func (c *conn) Log(e *zerolog.Event) *zerolog.Event { return c.event(e) }

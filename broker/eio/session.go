@@ -61,7 +61,7 @@ type Session struct {
 	// progress (limit.go), given back by EndHandshake or at the end.
 	hs *handshake
 
-	ctx    context.Context // ends the read loop of a polling transport
+	ctx    context.Context // ends with the session: a polling transport's read loop, the store steps of its holder's drains
 	cancel context.CancelFunc
 
 	// The read side, owned by the one reader goroutine there is at a time:
@@ -91,6 +91,9 @@ func (s *Session) ID() string { return s.id }
 // Bearer is the token of the first request's Authorization header ("" when
 // none): a client may authenticate with it instead of its CONNECT payload.
 func (s *Session) Bearer() string { return s.bearer }
+
+// Context ends when the session has ended (its transport closed).
+func (s *Session) Context() context.Context { return s.ctx }
 
 // Log adds the session's fields (sid, remote) to a log event; nil stays
 // nil, and then nothing is computed.
