@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 
 	"github.com/tetherdev/tether/protocol"
 )
@@ -22,6 +23,7 @@ import (
 const (
 	RoleBridge = "bridge" // registers its workspace over the socket
 	RoleCaller = "caller" // sends calls through the HTTP API
+	RoleAdmin  = "admin"  // manages the broker (revocations); no workspace
 )
 
 // AnyWorkspace in a caller token's workspaces allows every workspace.
@@ -43,19 +45,22 @@ func (c *Claims) Allows(workspaceID string) bool {
 }
 
 // IssueToken signs a token for role and workspaces, valid for ttl. Tokens
-// always expire: a leaked token must not be good forever. A bridge token must
-// name concrete workspaces.
+// always expire: a leaked token must not be good forever, and each has its
+// own id (jti), by which it can be revoked. A bridge token must name
+// concrete workspaces; an admin token names none.
 func IssueToken(secret []byte, role string, workspaces []string, ttl time.Duration) (string, error) {
 	if len(secret) == 0 {
 		return "", errors.New("issuing token: empty secret")
 	}
-	if role != RoleBridge && role != RoleCaller {
-		return "", fmt.Errorf("issuing token: role must be %q or %q, got %q", RoleBridge, RoleCaller, role)
+	if role != RoleBridge && role != RoleCaller && role != RoleAdmin {
+		return "", fmt.Errorf("issuing token: role must be %q, %q or %q, got %q", RoleBridge, RoleCaller, RoleAdmin, role)
 	}
 	if ttl <= 0 {
 		return "", errors.New("issuing token: ttl must be positive")
 	}
-	if len(workspaces) == 0 {
+	if role == RoleAdmin {
+		workspaces = nil
+	} else if len(workspaces) == 0 {
 		return "", errors.New("issuing token: no workspace")
 	}
 	if role == RoleBridge && slices.Contains(workspaces, AnyWorkspace) {
@@ -66,6 +71,7 @@ func IssueToken(secret []byte, role string, workspaces []string, ttl time.Durati
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		Issuer:    "tether",
+		ID:        uuid.NewString(),
 	}}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 	if err != nil {
@@ -87,7 +93,21 @@ type Verifier struct {
 	// the map is dropped whole when it grows past cacheMax.
 	mu    sync.Mutex
 	cache map[string]*Claims
+
+	// revoked, when set, is asked on every Verify, cached token or not.
+	revoked Revocations
 }
+
+// Revocations tells whether a verified token has been revoked. Revoked is
+// called on every Verify, so it must be cheap (a map lookup) and safe for
+// concurrent use.
+type Revocations interface {
+	Revoked(c *Claims) bool
+}
+
+// SetRevocations makes v refuse the tokens r says are revoked. Call it
+// before v is in use.
+func (a *Verifier) SetRevocations(r Revocations) { a.revoked = r }
 
 const cacheMax = 4096
 
@@ -118,6 +138,9 @@ func (a *Verifier) Verify(token, role, workspaceID string) (*Claims, error) {
 	claims, err := a.parse(token)
 	if err != nil {
 		return nil, err
+	}
+	if a.revoked != nil && a.revoked.Revoked(claims) {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "token revoked")
 	}
 	if claims.Role != role {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)

@@ -14,7 +14,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	secret := fs.String("secret", env("TETHER_SECRET", ""), "signing secret (the broker's --secret)")
-	role := fs.String("role", "", "caller or bridge")
+	role := fs.String("role", "", "caller, bridge or admin (revocations; no --workspace)")
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id, comma-separated ids, or '*' (callers only)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
 	if err := parse(fs, args, 0); err != nil {
@@ -23,7 +23,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	if *secret == "" {
 		return usagef("--secret is required")
 	}
-	if *workspace == "" {
+	if *workspace == "" && *role != auth.RoleAdmin {
 		return usagef("--workspace is required")
 	}
 	tok, err := auth.IssueToken([]byte(*secret), *role, strings.Split(*workspace, ","), *ttl)
