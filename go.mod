@@ -3,6 +3,8 @@ module github.com/tetherdev/tether
 go 1.26.0
 
 require (
+	github.com/MicahParks/jwkset v0.11.5
+	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/chromedp/cdproto v0.160.3
 	github.com/coder/websocket v1.8.15
 	github.com/creack/pty v1.1.24
@@ -19,6 +21,7 @@ require (
 	github.com/tailscale/hujson v0.0.0-20260727124030-b80ff77dac4f
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
+	golang.org/x/time v0.15.0
 )
 
 require (
@@ -63,6 +66,5 @@ require (
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
