@@ -30,6 +30,13 @@ type Config struct {
 	// Secret signs and verifies tokens (HS256). Empty turns authentication
 	// off; the command allows that on loopback only.
 	Secret []byte
+	// Verifier, when set, checks tokens instead of one made of Secret: its
+	// keys (a --keys file, JWKS URLs) are the caller's, who reloads and
+	// closes it.
+	Verifier *auth.Verifier
+	// OAuthIssuers are the authorization servers the MCP endpoint names in
+	// its protected-resource metadata (RFC 9728).
+	OAuthIssuers []string
 	// Bus routes calls between instances. Nil means a private in-memory bus
 	// (one instance). The broker does not close a bus it was given.
 	Bus bus.Bus
@@ -177,12 +184,15 @@ func New(cfg Config) (*Broker, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With().Str("instance", cfg.InstanceID).Logger(),
 		bus:      cfg.Bus,
-		auth:     auth.NewVerifier(cfg.Secret),
+		auth:     cfg.Verifier,
 		metrics:  newMetrics(),
 		conns:    make(map[*conn]struct{}),
 		holders:  make(map[string]*conn),
 		store:    cfg.Store,
 		stopping: make(chan struct{}),
+	}
+	if b.auth == nil {
+		b.auth = auth.NewVerifier(cfg.Secret)
 	}
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
@@ -246,6 +256,7 @@ func New(cfg Config) (*Broker, error) {
 		Registry:     b.metrics.reg,
 		Socket:       b.sockets,
 		MCP:          cfg.MCP,
+		OAuthIssuers: cfg.OAuthIssuers,
 		InstanceID:   cfg.InstanceID,
 		Logger:       b.log,
 		MaxPayload:   cfg.MaxPayload,
@@ -472,11 +483,15 @@ func (b *Broker) Workspaces() []protocol.Workspace {
 	return out
 }
 
-// Ready reports whether the broker can route calls: not draining, and the
-// bus (if it can fail) is live.
+// Ready reports whether the broker can route calls: not draining, its
+// tokens' keys fetched (every JWKS URL once), and the bus (if it can fail)
+// live.
 func (b *Broker) Ready(ctx context.Context) error {
 	if b.isDraining() {
 		return errors.New("shutting down")
+	}
+	if err := b.auth.Ready(); err != nil {
+		return err
 	}
 	if ch, ok := b.bus.(bus.Checker); ok {
 		return ch.Ready(ctx)

@@ -93,10 +93,13 @@ type Config struct {
 	Socket http.Handler
 	// MCP makes the MCP endpoint's server, given the API's call path;
 	// nil: there is none (its path answers 404).
-	MCP        func(Caller) Mount
-	InstanceID string
-	Logger     zerolog.Logger
-	MaxPayload int
+	MCP func(Caller) Mount
+	// OAuthIssuers are the authorization servers the MCP endpoint's
+	// protected-resource metadata names.
+	OAuthIssuers []string
+	InstanceID   string
+	Logger       zerolog.Logger
+	MaxPayload   int
 	// WriteTimeout bounds writing one answer; CallGrace is how long past a
 	// call's deadline the API waits for the owner's answer before it
 	// answers timeout itself.

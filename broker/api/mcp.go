@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,13 +17,17 @@ import (
 //
 // Every HTTP request (POST, the GET event stream, DELETE) is authorised as
 // a call is: a caller token (Bearer) covering the workspace, else 401
-// (missing or invalid, with WWW-Authenticate) or 403 (another workspace).
-// A draining broker answers 503 broker_shutdown.
+// (missing or invalid) or 403 (another workspace). The endpoint is an OAuth
+// protected resource (MCP authorization, RFC 9728): a 401 points at its
+// metadata (handleResourceMetadata), which names the authorization servers
+// (--oauth-issuer), and a token from one of them is accepted when its
+// audience is the endpoint's URL. A draining broker answers 503
+// broker_shutdown.
 func (a *API) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
-	if _, err := a.auth.Verify(bearer(c.Request), auth.RoleCaller, ws); err != nil {
+	if _, err := a.auth.VerifyFor(bearer(c.Request), auth.RoleCaller, ws, resourceURL(c.Request, ws)); err != nil {
 		if authStatus(err) == http.StatusUnauthorized {
-			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
+			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+resourceMetadataURL(c.Request, ws)+`"`)
 		}
 		refuse(c, err)
 		return
@@ -34,4 +39,50 @@ func (a *API) handleMCP(c *gin.Context) {
 	if err := a.mcp.ServeWorkspace(c.Writer, c.Request, ws); err != nil {
 		apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "MCP endpoint: "+err.Error())
 	}
+}
+
+// resourceMetadataPrefix is where RFC 9728 puts a resource's metadata: the
+// well-known name before the resource's path.
+const resourceMetadataPrefix = "/.well-known/oauth-protected-resource"
+
+// resourceMetadata is an OAuth 2.0 protected resource's metadata (RFC 9728
+// section 2), the fields tether has.
+type resourceMetadata struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ScopesSupported        []string `json:"scopes_supported,omitempty"`
+	ResourceName           string   `json:"resource_name,omitempty"`
+}
+
+// handleResourceMetadata answers GET
+// /.well-known/oauth-protected-resource/api/v1/workspaces/{id}/mcp, without
+// a token: a client refused by the endpoint learns there where to get one.
+func (a *API) handleResourceMetadata(c *gin.Context) {
+	ws := c.Param("id")
+	c.JSON(http.StatusOK, resourceMetadata{
+		Resource:               resourceURL(c.Request, ws),
+		AuthorizationServers:   a.cfg.OAuthIssuers,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "tether workspace " + ws,
+	})
+}
+
+// resourceURL is the MCP endpoint of workspace ws as the client reached
+// it: the request's own scheme (TLS or not) and Host. X-Forwarded-* are not
+// read: no proxy is trusted to say where the client connected.
+func resourceURL(r *http.Request, ws string) string {
+	return baseURL(r) + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
+}
+
+func resourceMetadataURL(r *http.Request, ws string) string {
+	return baseURL(r) + resourceMetadataPrefix + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
+}
+
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }

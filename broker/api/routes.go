@@ -25,6 +25,7 @@ func (a *API) routes() http.Handler {
 	r.POST("/api/v1/calls/:cid/cancel", a.handleCallCancel)
 	if a.mcp != nil {
 		r.Any("/api/v1/workspaces/:id/mcp", a.handleMCP)
+		r.GET(resourceMetadataPrefix+"/api/v1/workspaces/:id/mcp", a.handleResourceMetadata)
 	}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "instance": a.cfg.InstanceID}) })
 	r.GET("/readyz", func(c *gin.Context) {

@@ -171,6 +171,8 @@ func runBroker(args []string, stderr io.Writer) error {
 	f.register(fs, "127.0.0.1:8377")
 	var rf redisFlags
 	rf.register(fs)
+	var kf keyFlags
+	kf.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -179,16 +181,24 @@ func runBroker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.secret == "" && !isLoopback(f.listen) {
-		return usagef("refusing to listen on %s without --secret: anyone who can reach it could act as any workspace", f.listen)
+	if f.secret == "" && !kf.hasKeys() && !isLoopback(f.listen) {
+		return usagef("refusing to listen on %s without --secret, --keys or --jwks-url: anyone who can reach it could act as any workspace", f.listen)
 	}
-	if f.secret == "" {
+	if f.secret == "" && !kf.hasKeys() {
 		log.Warn().Msg("no --secret: authentication is off (loopback only)")
 	}
 	if f.instanceID == "" {
 		// One name for the broker's logs and its Redis connections.
 		f.instanceID = uuid.NewString()[:8]
 	}
+	// Keys first: a key file that is not a key set stops the start here.
+	stopHangups := watchHangups(log)
+	defer stopHangups()
+	verifier, closeVerifier, err := kf.verifier(f.secret, log)
+	if err != nil {
+		return err
+	}
+	defer closeVerifier()
 	// The bus exists before the broker it serves; when a pub/sub
 	// connection goes, the broker's holders stop delivering, and once it is
 	// back they take their workspaces again.
@@ -206,6 +216,7 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := f.config(log)
+	cfg.Verifier, cfg.OAuthIssuers = verifier, kf.oauthIssuers
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus

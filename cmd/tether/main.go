@@ -29,7 +29,8 @@ var version = "dev"
 const usage = `tether connects AI agents to where code lives.
 
 Usage:
-  tether broker  --listen ADDR [--secret S]            run a broker
+  tether broker  --listen ADDR [--secret S] [--keys FILE] [--jwks-url URL]...
+                                                        run a broker (SIGHUP re-reads --keys)
   tether bridge  --broker URL --workspace ID --token T --root DIR [--http ADDR]
                                                         serve a directory's routes to a broker
   tether up      [--listen ADDR] [--root DIR]          broker + bridge in one process, for trying tether out
@@ -40,8 +41,10 @@ Usage:
                                                         read, wait for or cancel an async call
   tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
-  tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
+  tether token   --secret S | --keys FILE [--kid K]  --role caller|bridge|admin --workspace ID|'*' [--ttl D] [--json]
                                                         mint a token
+  tether keys    new --alg EdDSA|ES256|RS256|HS256 --kid K --private FILE --public-set FILE
+                 remove --kid K --public-set FILE       keep a broker's --keys set
   tether version
 
 Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
@@ -102,6 +105,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runAttach(rest, stdout, stderr)
 	case "token":
 		err = runToken(rest, stdout, stderr)
+	case "keys":
+		err = runKeys(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "tether", versionString())
 		return 0

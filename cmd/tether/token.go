@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,22 +15,40 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	secret := fs.String("secret", env("TETHER_SECRET", ""), "signing secret (the broker's --secret)")
+	keys := fs.String("keys", "", "sign with a key of this JWK Set (or JWK) file instead: an oct secret, or a private EdDSA, ES256 or RS256 key")
+	kid := fs.String("kid", "", "the key of --keys to sign with (its kid goes into the token's header); optional when the file holds one key")
 	role := fs.String("role", "", "caller, bridge or admin (revocations; no --workspace)")
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id, comma-separated ids, or '*' (callers only)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	asJSON := fs.Bool("json", false, `print {"token":…,"jti":…,"expires_at":RFC 3339} instead of the token alone`)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *secret == "" {
-		return usagef("--secret is required")
+	var key auth.SigningKey
+	switch {
+	case *keys != "":
+		k, err := auth.LoadSigningKey(*keys, *kid)
+		if err != nil {
+			return usageError{err}
+		}
+		key = k
+	case *kid != "":
+		return usagef("--kid needs --keys")
+	case *secret == "":
+		return usagef("--secret or --keys is required")
+	default:
+		key = auth.SecretKey([]byte(*secret))
 	}
 	if *workspace == "" && *role != auth.RoleAdmin {
 		return usagef("--workspace is required")
 	}
-	tok, err := auth.IssueToken([]byte(*secret), *role, strings.Split(*workspace, ","), *ttl)
+	is, err := auth.Issue(key, *role, strings.Split(*workspace, ","), *ttl)
 	if err != nil {
 		return usageError{err}
 	}
-	fmt.Fprintln(stdout, tok)
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(is)
+	}
+	fmt.Fprintln(stdout, is.Token)
 	return nil
 }

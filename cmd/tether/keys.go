@@ -1,0 +1,94 @@
+package main
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/broker/auth"
+)
+
+// keyFlags are the broker's keys beyond --secret: a JWK Set file of its own
+// (reloaded on SIGHUP) and identity providers' JWKS URLs, with what their
+// tokens must say; and the authorization servers the MCP endpoint names
+// (OAuth discovery).
+type keyFlags struct {
+	keysFile        string
+	jwksURLs        repeatFlag
+	issuers         listFlag
+	audiences       listFlag
+	roleClaim       string
+	workspacesClaim string
+	oauthIssuers    repeatFlag
+}
+
+func (f *keyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.keysFile, "keys", env("TETHER_KEYS", ""), "JWK Set file of verification keys (HS256 oct, EdDSA, ES256, RS256), each with a kid; re-read on SIGHUP")
+	fs.Var(&f.jwksURLs, "jwks-url", "an identity provider's JWKS URL (repeatable): its keys verify tokens by kid")
+	fs.Var(&f.issuers, "token-issuer", "issuer a JWKS-verified token must name (repeatable or comma-separated; default: any)")
+	fs.Var(&f.audiences, "token-audience", "audience a JWKS-verified token must hold (repeatable or comma-separated; default: any, except the MCP endpoint's own URL at that endpoint)")
+	fs.StringVar(&f.roleClaim, "role-claim", "role", "claim holding tether's role in a token")
+	fs.StringVar(&f.workspacesClaim, "workspaces-claim", "workspaces", "claim holding tether's workspaces in a token: an array of strings, or one string of ids separated by spaces or commas")
+	fs.Var(&f.oauthIssuers, "oauth-issuer", "authorization server the MCP endpoint names in its OAuth protected-resource metadata (repeatable)")
+}
+
+// hasKeys reports whether the broker has a key beyond --secret. A broker
+// checks tokens when it has a --secret or one of these.
+func (f *keyFlags) hasKeys() bool { return f.keysFile != "" || len(f.jwksURLs) > 0 }
+
+// verifier makes the broker's Verifier, and hooks the key file's reload on
+// SIGHUP; close ends both. A key file that is unreadable or not a key set
+// is an error here (the broker does not start); on a reload, it is logged
+// and the keys before stay.
+func (f *keyFlags) verifier(secret string, log zerolog.Logger) (v *auth.Verifier, close func(), err error) {
+	v, err = auth.New(auth.Options{
+		Secret:    []byte(secret),
+		KeysFile:  f.keysFile,
+		JWKSURLs:  f.jwksURLs,
+		Issuers:   f.issuers,
+		Audiences: f.audiences,
+		Claims:    auth.ClaimNames{Role: f.roleClaim, Workspaces: f.workspacesClaim},
+		Logger:    log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	remove := onHangup(func() {
+		if f.keysFile == "" {
+			return
+		}
+		n, err := v.Reload()
+		if err != nil {
+			log.Error().Err(err).Str("keys", f.keysFile).Msg("reloading keys failed; the keys before stay")
+			return
+		}
+		log.Info().Str("keys", f.keysFile).Int("count", n).Msg("keys reloaded")
+	})
+	return v, func() { remove(); v.Close() }, nil
+}
+
+// listFlag is a repeatable flag whose each value may also be a
+// comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// repeatFlag is a repeatable flag of URLs (which may hold commas).
+type repeatFlag []string
+
+func (l *repeatFlag) String() string { return strings.Join(*l, " ") }
+
+func (l *repeatFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
