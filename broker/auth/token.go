@@ -1,9 +1,12 @@
-// Package auth is who may do what on a broker: tether's tokens (HS256
-// JWTs naming a role and workspaces), issued by IssueToken and checked by
-// a Verifier. Every door of the broker (the Socket.IO CONNECT, the caller
-// HTTP API, the MCP endpoint) asks the one Verifier; a new way to trust a
-// token (rotating keys, an identity provider's JWKS, revocation) goes in
-// here, behind Verify.
+// Package auth is who may do what on a broker: tokens (JWTs naming a role
+// and workspaces), issued by Issue (issue.go) and checked by a Verifier
+// (verify.go). A token's kid picks its key: the secret for a token without
+// one, else a key of the --keys JWK Set (keys.go, reloaded by
+// Verifier.Reload) or of an identity provider's JWKS URL (jwks.go); each
+// key verifies its own algorithm only. Every door of the broker (the
+// Socket.IO CONNECT, the caller HTTP API, the MCP endpoint) asks the one
+// Verifier; a new way to trust or refuse a token goes in here, behind
+// Verify.
 package auth
 
 import (
@@ -25,7 +28,7 @@ const (
 // AnyWorkspace in a caller token's workspaces allows every workspace.
 const AnyWorkspace = "*"
 
-// Claims are the claims of a tether token (HS256 JWT).
+// Claims are the claims of a tether token.
 type Claims struct {
 	Role       string   `json:"role"`
 	Workspaces []string `json:"workspaces"`
