@@ -27,8 +27,8 @@ import (
 
 // Config configures a Broker. Zero values take the defaults named.
 type Config struct {
-	// Secret signs and verifies tokens (HS256). Empty turns authentication
-	// off; the command allows that on loopback only.
+	// Secret signs and verifies tokens (HS256) when Verifier is nil. Empty
+	// turns authentication off; the command allows that on loopback only.
 	Secret []byte
 	// Verifier, when set, checks tokens instead of one made of Secret: its
 	// keys (a --keys file, JWKS URLs) are the caller's, who reloads and

@@ -386,3 +386,35 @@ func TestJWKSAnswerNotAKeySetOrHugeIsRefused(t *testing.T) {
 		t.Logf("%s: %v", name, v.Ready())
 	}
 }
+
+// After a good fetch, a refresh that brings something else than a key set,
+// or too much, is refused, and the keys fetched before still verify.
+func TestJWKSBadRefreshKeepsTheKeys(t *testing.T) {
+	huge := append([]byte(`{"keys":[`), []byte(strings.Repeat(" ", auth.MaxJWKSBody))...)
+	for name, body := range map[string][]byte{"not a key set": []byte(`{"hello":"world"}`), "huge": huge} {
+		k1 := newTestKey(t, auth.AlgES256, "b1")
+		srv := newJWKSServer(t)
+		srv.set(setOf(k1), false)
+		v, err := auth.New(auth.Options{JWKSURLs: []string{srv.URL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, 5*time.Second, func() bool { return v.Ready() == nil }, "first fetch")
+		srv.set(body, false)
+		srv.mu.Lock()
+		hits := srv.hits
+		srv.mu.Unlock()
+		unknown := issue(t, newTestKey(t, auth.AlgES256, "b9"), auth.RoleCaller, "w")
+		_, err = v.Verify(unknown, auth.RoleCaller, "w")
+		wantRefused(t, err, unknown, `unknown key id "b9"`)
+		srv.mu.Lock()
+		if srv.hits != hits+1 {
+			t.Fatalf("%s: an unknown kid did not refresh (%d fetches, %d before)", name, srv.hits, hits)
+		}
+		srv.mu.Unlock()
+		if _, err := v.Verify(issue(t, k1, auth.RoleCaller, "w"), auth.RoleCaller, "w"); err != nil {
+			t.Fatalf("%s: keys lost by a refused refresh: %v", name, err)
+		}
+		v.Close()
+	}
+}
