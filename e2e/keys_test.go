@@ -320,6 +320,7 @@ func TestBadTokensAnswer401WithTheirReason(t *testing.T) {
 	b := startBroker(t, "--jwks-url", p.URL, "--token-issuer", idpIssuer, "--token-audience", "tether-e2e")
 	testwait.Until(t, 15*time.Second, func() bool { s, _ := readyz(t, b); return s == http.StatusOK }, "ready")
 	now := time.Now()
+	var used []string
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"role": "caller", "workspaces": "*", "exp": now.Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 	for _, c := range []struct{ name, tok, reason string }{
 		{"expired", a1.sign(t, func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() }), "token expired"},
@@ -331,9 +332,19 @@ func TestBadTokensAnswer401WithTheirReason(t *testing.T) {
 		{"no exp", a1.sign(t, func(c jwt.MapClaims) { delete(c, "exp") }), "no expiry"},
 	} {
 		wantUnauthorized(t, b, c.name, c.tok, c.reason)
+		used = append(used, c.tok)
 	}
-	if status, body := apiStatus(t, b, a1.sign(t, nil)); status != http.StatusOK {
+	good := a1.sign(t, nil)
+	if status, body := apiStatus(t, b, good); status != http.StatusOK {
 		t.Fatalf("a good token after the bad ones: %d %s", status, body)
+	}
+	// No token, good or bad, in the broker's logs (its debug level).
+	for _, line := range b.logLines() {
+		for _, tok := range append(used, good) {
+			if strings.Contains(line, tok) {
+				t.Fatalf("a token in the log: %s", line)
+			}
+		}
 	}
 }
 
