@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,11 @@ func New(opts Options) (*Verifier, error) {
 			return nil, err
 		}
 		a.file.Store(ks)
+	}
+	for _, u := range opts.JWKSURLs {
+		if pu, err := url.ParseRequestURI(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			return nil, fmt.Errorf("JWKS URL %q: want an http or https URL", u)
+		}
 	}
 	if len(opts.JWKSURLs) > 0 {
 		base := opts.HTTPClient

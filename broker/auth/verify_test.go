@@ -418,3 +418,12 @@ func TestJWKSBadRefreshKeepsTheKeys(t *testing.T) {
 		v.Close()
 	}
 }
+
+func TestJWKSURLMustBeHTTP(t *testing.T) {
+	for _, u := range []string{"file:///etc/passwd", "not a url", "https://"} {
+		if v, err := auth.New(auth.Options{JWKSURLs: []string{u}}); err == nil {
+			v.Close()
+			t.Errorf("%q accepted", u)
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 // and the private keys that sign for it, so rotation needs no other tool.
 func runKeys(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("keys: want 'new' or 'remove'")
+		return usagef("want 'new' or 'remove'")
 	}
 	switch args[0] {
 	case "new":
@@ -28,7 +28,7 @@ func runKeys(args []string, stdout, stderr io.Writer) error {
 	case "remove":
 		return runKeysRemove(args[1:], stdout, stderr)
 	}
-	return usagef("keys: unknown subcommand %q (want 'new' or 'remove')", args[0])
+	return usagef("unknown subcommand %q (want 'new' or 'remove')", args[0])
 }
 
 func runKeysNew(args []string, stdout, stderr io.Writer) error {
