@@ -162,12 +162,12 @@ func (r *remote) start(parent context.Context) error {
 		cancel()
 		return err
 	}
-	cached, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: st})
+	cached, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: st, UseWhitelist: sigUse})
 	if err != nil {
 		cancel()
 		return err
 	}
-	refreshing, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: client})
+	refreshing, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: client, UseWhitelist: sigUse})
 	if err != nil {
 		cancel()
 		return err
@@ -207,7 +207,7 @@ func (r *remote) lookup(t *jwt.Token, refresh bool) (key any, found bool, err er
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, errors.New("key does not fit the token's alg")
+		return nil, true, errors.New("key may not verify this token (its alg or use differs)")
 	}
 	return k, true, fitAlg(k, t.Method.Alg())
 }

@@ -29,6 +29,10 @@ const (
 
 var validAlgs = []string{AlgHS256, AlgEdDSA, AlgES256, AlgRS256}
 
+// sigUse are the "use" values of a key that verifies tokens: "sig", or
+// none said; an encryption key ("enc") never does.
+var sigUse = []jwkset.USE{jwkset.UseSig, ""}
+
 // minRSABits refuses RSA keys too short to trust.
 const minRSABits = 2048
 
@@ -127,7 +131,7 @@ func newKeySet(keys []jwkset.JWK) (*keySet, error) {
 			return nil, err
 		}
 	}
-	kf, err := keyfunc.New(keyfunc.Options{Storage: st})
+	kf, err := keyfunc.New(keyfunc.Options{Storage: st, UseWhitelist: sigUse})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +159,7 @@ func (s *keySet) lookup(t *jwt.Token) (key any, found bool, err error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, errors.New("key does not fit the token's alg")
+		return nil, true, errors.New("key may not verify this token (its alg or use differs)")
 	}
 	return k, true, fitAlg(k, t.Method.Alg())
 }

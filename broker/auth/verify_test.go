@@ -427,3 +427,17 @@ func TestJWKSURLMustBeHTTP(t *testing.T) {
 		}
 	}
 }
+
+func TestEncryptionKeyVerifiesNothing(t *testing.T) {
+	k := newTestKey(t, auth.AlgES256, "e")
+	k.pub.USE = jwkset.UseEnc
+	path := filepath.Join(t.TempDir(), "keys.json")
+	writeSet(t, path, k)
+	v, err := auth.New(auth.Options{KeysFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := issue(t, k, auth.RoleCaller, "w")
+	_, err = v.Verify(tok, auth.RoleCaller, "w")
+	wantRefused(t, err, tok, `key "e": key may not verify this token`)
+}
