@@ -123,8 +123,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		}
 		attach := ""
 		if httpLn != nil {
-			attach = fmt.Sprintf("\nWatch the commands agents run in the bridge's terminal (--write to type into it):\n\n  %s attach --bridge-http %s\n",
-				shellQuote(self), httpLn.Addr())
+			attach = fmt.Sprintf("\nWatch the commands agents run in the bridge's terminal (--write to type into it):\n\n  %s attach --bridge-http %s\n\n"+
+				"The bridge's HTTP listener needs the token in %s (tether attach reads it).\n",
+				shellQuote(self), httpLn.Addr(), br.HTTPTokenFile())
 		}
 		fmt.Fprintf(stdout, `tether is up: a broker and a bridge serving %s
 
