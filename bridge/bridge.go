@@ -61,7 +61,7 @@ type Config struct {
 	// HTTPToken is the bearer token every request to the HTTP listener
 	// must carry (http_token.go); empty: a random one for this Bridge.
 	// Run writes it to the listener's TokenFile, in HTTPTokenDir (default
-	// RunDir()), and removes the file when it returns.
+	// runfile.Dir()), and removes the file when it returns.
 	HTTPToken    string
 	HTTPTokenDir string
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tetherdev/tether/internal/runfile"
 )
 
 // The local HTTP listener's token. Loopback is no trust boundary (a shared
@@ -24,23 +26,8 @@ import (
 // token itself, when a client cannot read the file.
 const HTTPTokenEnv = "TETHER_BRIDGE_TOKEN"
 
-// RunDir is the directory of the per-start files of tether's local doors
-// (the bridge listener's token, a broker's generated secret):
-// $XDG_RUNTIME_DIR/tether, or the user's cache directory's tether/run.
-// It is not created here: see PrivateFile.
-func RunDir() (string, error) {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "tether"), nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("finding a directory for tether's run files: %w", err)
-	}
-	return filepath.Join(d, "tether", "run"), nil
-}
-
 // TokenFile is where the token of the listener on addr (host:port, or an
-// http:// URL) is kept in dir (RunDir when empty). Files are named by port
+// http:// URL) is kept in dir (runfile.Dir() when empty). Files are named by port
 // alone, so a client naming the listener localhost:P finds the token of
 // the one listening on 127.0.0.1:P, and several bridges coexist.
 func TokenFile(dir, addr string) (string, error) {
@@ -53,7 +40,7 @@ func TokenFile(dir, addr string) (string, error) {
 		return "", fmt.Errorf("%q is not host:port", addr)
 	}
 	if dir == "" {
-		if dir, err = RunDir(); err != nil {
+		if dir, err = runfile.Dir(); err != nil {
 			return "", err
 		}
 	}
@@ -61,7 +48,7 @@ func TokenFile(dir, addr string) (string, error) {
 }
 
 // ReadToken reads the token of the listener on addr: HTTPTokenEnv when
-// set, else its TokenFile in RunDir.
+// set, else its TokenFile in runfile.Dir().
 func ReadToken(addr string) (string, error) {
 	if tok := os.Getenv(HTTPTokenEnv); tok != "" {
 		return tok, nil
@@ -79,45 +66,6 @@ func ReadToken(addr string) (string, error) {
 		return "", fmt.Errorf("the bridge's token file %s is empty", path)
 	}
 	return tok, nil
-}
-
-// PrivateFile writes data to path, readable by this user only (0600), in a
-// directory only this user can enter (0700, created if missing). An
-// existing directory that others may enter, or that another user owns, is
-// refused rather than trusted. The file is replaced by a rename, so a
-// reader never sees it half written.
-func PrivateFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s is open to other users (mode %o): want 0700", dir, st.Mode().Perm())
-	}
-	if !ownedBySelf(st) {
-		return fmt.Errorf("%s belongs to another user", dir)
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // newHTTPToken is a token for one start of the listener: 256 random bits.
@@ -144,7 +92,7 @@ func (b *Bridge) writeTokenFile(ln net.Listener) (remove func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := PrivateFile(path, []byte(b.httpToken+"\n")); err != nil {
+	if err := runfile.Write(path, []byte(b.httpToken+"\n")); err != nil {
 		return nil, fmt.Errorf("bridge: writing the HTTP listener's token file: %w", err)
 	}
 	b.tokenPath.Store(&path)

@@ -28,7 +28,8 @@ import (
 // Config configures a Broker. Zero values take the defaults named.
 type Config struct {
 	// Secret signs and verifies tokens (HS256). Empty turns authentication
-	// off; the command allows that on loopback only.
+	// off, and every connection and call let in is logged as a warning;
+	// the command allows that only with --insecure-no-auth, on loopback.
 	Secret []byte
 	// Bus routes calls between instances. Nil means a private in-memory bus
 	// (one instance). The broker does not close a bus it was given.
@@ -184,6 +185,9 @@ func New(cfg Config) (*Broker, error) {
 		store:    cfg.Store,
 		stopping: make(chan struct{}),
 	}
+	if !b.auth.Enabled() {
+		b.auth.OnUnchecked(b.warnUnchecked)
+	}
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
@@ -307,6 +311,13 @@ func (b *Broker) InstanceID() string { return b.cfg.InstanceID }
 
 // AuthEnabled reports whether tokens are checked.
 func (b *Broker) AuthEnabled() bool { return b.auth.Enabled() }
+
+// warnUnchecked logs a connection or call let in without a token: with
+// authentication off, any local process may act as any workspace, and
+// the log is where that shows.
+func (b *Broker) warnUnchecked(role, ws string) {
+	b.log.Warn().Str("role", role).Str("workspace_id", ws).Msg("authentication is off (--insecure-no-auth): let in without a token")
+}
 
 func (b *Broker) isDraining() bool { return b.draining.Load() }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -110,4 +111,112 @@ func TestDoorsBridgeTokenFileIsPrivateAndRemovedOnStop(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the token file after the bridge stopped: %v, want it removed", err)
 	}
+}
+
+// startBrokerWith runs `tether broker` on a free loopback port with args
+// alone (no --secret: runBroker's), in its own XDG_RUNTIME_DIR.
+func startBrokerWith(t *testing.T, args ...string) *brokerProc {
+	t.Helper()
+	cmd := exec.Command(tetherBin, append([]string{"broker", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+filepath.Join(t.TempDir(), "run"))
+	p := start(t, "broker", cmd)
+	var ev struct {
+		Listen   string `json:"listen"`
+		Instance string `json:"instance"`
+	}
+	if err := json.Unmarshal([]byte(p.waitLine(20*time.Second, "broker listening")), &ev); err != nil || ev.Listen == "" {
+		t.Fatal("no listen address in the broker's log")
+	}
+	return &brokerProc{proc: p, url: "http://" + ev.Listen, instance: ev.Instance}
+}
+
+// tetherToken runs `tether token` with args and returns the token.
+func tetherToken(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(tetherBin, append([]string{"token"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("tether token %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestDoorsBrokerWithoutKeysRefusesAnUnauthenticatedBridgeAndCaller(t *testing.T) {
+	b := startBrokerWith(t)
+	var ev struct {
+		SecretFile string `json:"secret_file"`
+	}
+	if err := json.Unmarshal([]byte(b.waitLine(time.Second, "no keys given")), &ev); err != nil || ev.SecretFile == "" {
+		t.Fatal("the broker did not say where its generated secret is")
+	}
+	if st, err := os.Stat(ev.SecretFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file %s: %v, mode %v; want 0600", ev.SecretFile, err, st)
+	}
+
+	// A bridge without a token: the CONNECT is refused.
+	w := dialWire(t, b.url, "", nil)
+	if f := w.connect("", "ws-doors"); !strings.HasPrefix(f, "44") || !strings.Contains(f, protocol.CodeUnauthorized) {
+		t.Fatalf("CONNECT without a token answered %q, want a CONNECT_ERROR unauthorized", f)
+	}
+	// A caller without a token, or with one of another secret: 401.
+	for name, tok := range map[string]string{"no token": "", "another secret's token": token(t, "caller", "ws-doors")} {
+		if r := b.call("ws-doors", tok, `{"endpoint":"/api/ping"}`); r.status != http.StatusUnauthorized || r.resp.Error != protocol.CodeUnauthorized {
+			t.Errorf("%s: HTTP %d %+v, want 401 unauthorized", name, r.status, r.resp)
+		}
+	}
+
+	// Tokens made from the secret file are accepted: a bridge connects and
+	// a caller's call is answered.
+	bridgeTok := tetherToken(t, "--secret-file", ev.SecretFile, "--role", "bridge", "--workspace", "ws-doors")
+	callerTok := tetherToken(t, "--secret-file", ev.SecretFile, "--role", "caller", "--workspace", "ws-doors")
+	start(t, "bridge", exec.Command(tetherBin, "bridge", "--broker", b.url, "--workspace", "ws-doors", "--token", bridgeTok, "--root", t.TempDir()))
+	var r callResult
+	testwait.Until(t, 10*time.Second, func() bool {
+		r = b.call("ws-doors", callerTok, `{"endpoint":"/api/ping","payload":{"doors":1}}`)
+		return r.resp.Success
+	}, "a call with a token of the secret file to succeed (last: HTTP %d %+v)", r.status, r.resp)
+}
+
+func TestDoorsBrokerSecretFileIsReadAndAPublicAddressNeedsIt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secret")
+	if err := os.WriteFile(path, []byte("doors-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBrokerWith(t, "--secret-file", path)
+	tok := tetherToken(t, "--secret", "doors-secret-0123456789", "--role", "caller", "--workspace", "ws-x")
+	if r := b.call("ws-x", tok, `{"endpoint":"/api/ping","timeout":1}`); r.resp.Error != protocol.CodeWorkspaceOffline {
+		t.Errorf("a token of the file's secret: HTTP %d %+v, want workspace_offline (authenticated)", r.status, r.resp)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(tetherBin, "broker", "--listen", "127.0.0.1:0", "--secret-file", path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "chmod 600") {
+		t.Errorf("a secret file others may read: %v %s, want exit 2 naming chmod 600", err, out)
+	}
+	out, err = exec.Command(tetherBin, "broker", "--listen", "0.0.0.0:0", "--insecure-no-auth").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Errorf("--insecure-no-auth on 0.0.0.0: %v %s, want exit 2", err, out)
+	}
+}
+
+func TestDoorsInsecureNoAuthAcceptsAndWarnsOnEveryConnection(t *testing.T) {
+	b := startBrokerWith(t, "--insecure-no-auth")
+	const warning = "authentication is off (--insecure-no-auth): let in without a token"
+	w := dialWire(t, b.url, "", nil)
+	if f := w.connect("", "ws-open"); !strings.HasPrefix(f, `40{"sid"`) {
+		t.Fatalf("CONNECT without a token answered %q", f)
+	}
+	testwait.Until(t, 5*time.Second, func() bool { return countLines(b.proc, warning) >= 1 }, "a warning for the socket let in")
+	start(t, "bridge", exec.Command(tetherBin, "bridge", "--broker", b.url, "--workspace", "ws-open2", "--root", t.TempDir()))
+	testwait.Until(t, 10*time.Second, func() bool {
+		return b.call("ws-open2", "", `{"endpoint":"/api/ping"}`).resp.Success
+	}, "a call without a token to be answered")
+	before := countLines(b.proc, warning)
+	for range 3 {
+		if r := b.call("ws-open2", "", `{"endpoint":"/api/ping"}`); !r.resp.Success {
+			t.Fatalf("HTTP %d %+v", r.status, r.resp)
+		}
+	}
+	testwait.Until(t, 5*time.Second, func() bool { return countLines(b.proc, warning) >= before+3 }, "a warning for each of 3 calls (had %d before)", before)
 }

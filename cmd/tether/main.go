@@ -29,7 +29,7 @@ var version = "dev"
 const usage = `tether connects AI agents to where code lives.
 
 Usage:
-  tether broker  --listen ADDR [--secret S]            run a broker
+  tether broker  --listen ADDR [--secret-file F]       run a broker (without keys it makes and names a secret file)
   tether bridge  --broker URL --workspace ID --token T --root DIR [--http ADDR]
                                                         serve a directory's routes to a broker
   tether up      [--listen ADDR] [--root DIR]          broker + bridge in one process, for trying tether out
@@ -40,7 +40,7 @@ Usage:
                                                         read, wait for or cancel an async call
   tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
-  tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
+  tether token   --secret-file F --role caller|bridge --workspace ID|'*' [--ttl D]
                                                         mint a token
   tether version
 
