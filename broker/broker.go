@@ -21,6 +21,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/eio"
+	"github.com/tetherdev/tether/broker/proxy"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -84,6 +85,13 @@ type Config struct {
 	ConnBurst          int
 	MaxHandshakesPerIP int
 	LimitLoopback      bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client that the connection limits count and the logs show; the
+	// zero value trusts none (--trusted-proxies).
+	TrustedProxies proxy.Trust
+	// CORSOrigins are the browser origins allowed to use the caller API
+	// and the polling transport (--cors-origin; api.CORS); none by default.
+	CORSOrigins []string
 }
 
 func (c *Config) setDefaults() {
@@ -239,6 +247,7 @@ func New(cfg Config) (*Broker, error) {
 		ConnBurst:          cfg.ConnBurst,
 		MaxHandshakesPerIP: cfg.MaxHandshakesPerIP,
 		LimitLoopback:      cfg.LimitLoopback,
+		TrustedProxies:     cfg.TrustedProxies,
 		Logger:             b.log,
 		OnMalformed:        b.metrics.badPackets.Inc,
 		OnRefused:          func(limit string) { b.metrics.connRefused.WithLabelValues(limit).Inc() },
@@ -255,6 +264,7 @@ func New(cfg Config) (*Broker, error) {
 		MaxPayload:   cfg.MaxPayload,
 		WriteTimeout: cfg.WriteTimeout,
 		CallGrace:    cfg.CallGrace,
+		CORSOrigins:  cfg.CORSOrigins,
 	})
 	b.spawn(b.asyncOwner.Sweep)
 	return b, nil

@@ -2,10 +2,12 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,4 +221,120 @@ func TestDoorsInsecureNoAuthAcceptsAndWarnsOnEveryConnection(t *testing.T) {
 		}
 	}
 	testwait.Until(t, 5*time.Second, func() bool { return countLines(b.proc, warning) >= before+3 }, "a warning for each of 3 calls (had %d before)", before)
+}
+
+// request sends one request and returns its answer with the body read.
+func request(t *testing.T, method, url string, header map[string]string, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res, string(raw)
+}
+
+func TestDoorsCORSOnTheCallerAPIAndPolling(t *testing.T) {
+	const app, evil = "https://app.example", "https://evil.example"
+	b := startBroker(t, "--cors-origin", app)
+	startBridge(t, b, "ws-cors")
+	tok := token(t, "caller", "ws-cors")
+	call := b.url + "/api/v1/workspaces/ws-cors/calls"
+	poll := b.url + "/socket.io/?EIO=4&transport=polling"
+	for name, url := range map[string]string{"API": call, "polling": poll} {
+		t.Run(name, func(t *testing.T) {
+			res, _ := request(t, http.MethodOptions, url, map[string]string{
+				"Origin": app, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type",
+			}, "")
+			if res.StatusCode != http.StatusNoContent || res.Header.Get("Access-Control-Allow-Origin") != app ||
+				res.Header.Get("Access-Control-Allow-Credentials") != "true" ||
+				!strings.Contains(strings.ToLower(res.Header.Get("Access-Control-Allow-Headers")), "authorization") ||
+				!strings.Contains(res.Header.Get("Access-Control-Allow-Methods"), "POST") {
+				t.Errorf("preflight of a listed origin: HTTP %d %v", res.StatusCode, res.Header)
+			}
+			res, _ = request(t, http.MethodOptions, url, map[string]string{"Origin": evil, "Access-Control-Request-Method": "POST"}, "")
+			if res.Header.Get("Access-Control-Allow-Origin") != "" {
+				t.Errorf("preflight of an unlisted origin got Allow-Origin %q", res.Header.Get("Access-Control-Allow-Origin"))
+			}
+		})
+	}
+	// The actual requests: a listed origin is let read the answer; an
+	// unlisted one gets the same answer without the header.
+	for origin, want := range map[string]string{app: app, evil: ""} {
+		res, body := request(t, http.MethodPost, call, map[string]string{"Origin": origin, "Authorization": "Bearer " + tok, "Content-Type": "application/json"},
+			`{"endpoint":"/api/ping","payload":{"cors":1}}`)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, `"success":true`) || res.Header.Get("Access-Control-Allow-Origin") != want {
+			t.Errorf("call from %s: HTTP %d %s, Allow-Origin %q; want 200, success, %q", origin, res.StatusCode, body, res.Header.Get("Access-Control-Allow-Origin"), want)
+		}
+		if !slices.Contains(res.Header.Values("Vary"), "Origin") {
+			t.Errorf("call from %s: Vary %q lacks Origin", origin, res.Header.Values("Vary"))
+		}
+		res, body = request(t, http.MethodGet, poll, map[string]string{"Origin": origin}, "")
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(body, "0{") || res.Header.Get("Access-Control-Allow-Origin") != want {
+			t.Errorf("polling open from %s: HTTP %d %.40q, Allow-Origin %q; want 200, an open packet, %q", origin, res.StatusCode, body, res.Header.Get("Access-Control-Allow-Origin"), want)
+		}
+	}
+}
+
+func TestDoorsCORSWildcardNeverGoesWithCredentials(t *testing.T) {
+	b := startBroker(t, "--cors-origin", "*")
+	res, _ := request(t, http.MethodOptions, b.url+"/api/v1/workspaces", map[string]string{"Origin": "https://any.example", "Access-Control-Request-Method": "GET"}, "")
+	if res.Header.Get("Access-Control-Allow-Origin") != "*" || res.Header.Get("Access-Control-Allow-Credentials") != "" {
+		t.Errorf("wildcard: %v, want * without credentials", res.Header)
+	}
+}
+
+// pollOpenFrom opens a polling session with X-Forwarded-For xff and
+// returns the HTTP status.
+func pollOpenFrom(t *testing.T, b *brokerProc, xff string) int {
+	t.Helper()
+	res, _ := request(t, http.MethodGet, b.url+"/socket.io/?EIO=4&transport=polling", map[string]string{"X-Forwarded-For": xff}, "")
+	return res.StatusCode
+}
+
+func TestDoorsTrustedProxyLimitsEachForwardedClient(t *testing.T) {
+	// The test's requests come from 127.0.0.1: a proxy on this host.
+	b := startBroker(t, "--trusted-proxies", "127.0.0.1/32", "--conn-rate", "0.01", "--conn-burst", "2")
+	for i := range 2 {
+		if s := pollOpenFrom(t, b, "6.6.6.6, 198.51.100.1"); s != http.StatusOK {
+			t.Fatalf("open %d from 198.51.100.1: HTTP %d", i, s)
+		}
+	}
+	if s := pollOpenFrom(t, b, "198.51.100.1"); s != http.StatusTooManyRequests {
+		t.Errorf("third open from 198.51.100.1: HTTP %d, want 429", s)
+	}
+	// Another client behind the same proxy has its own bucket; what the
+	// first wrote to the left of the proxy's entry does not count.
+	for i := range 2 {
+		if s := pollOpenFrom(t, b, "198.51.100.1, 203.0.113.9"); s != http.StatusOK {
+			t.Fatalf("open %d from 203.0.113.9: HTTP %d, want 200 (limited apart from 198.51.100.1)", i, s)
+		}
+	}
+	// The logs name the client too.
+	w := dialWire(t, b.url, "", http.Header{"X-Forwarded-For": {"192.0.2.44"}})
+	w.connect(token(t, "bridge", "ws-xff"), "ws-xff")
+	testwait.Until(t, 5*time.Second, func() bool { return countLines(b.proc, `"remote":"192.0.2.44"`) > 0 }, "a log line naming the forwarded client")
+}
+
+func TestDoorsUntrustedPeerXForwardedForIsIgnored(t *testing.T) {
+	b := startBroker(t, "--trusted-proxies", "10.0.0.0/8", "--limit-loopback", "--conn-rate", "0.01", "--conn-burst", "2")
+	for i, xff := range []string{"198.51.100.1", "203.0.113.9"} {
+		if s := pollOpenFrom(t, b, xff); s != http.StatusOK {
+			t.Fatalf("open %d: HTTP %d", i, s)
+		}
+	}
+	if s := pollOpenFrom(t, b, "192.0.2.77"); s != http.StatusTooManyRequests {
+		t.Errorf("third open from the same peer with yet another X-Forwarded-For: HTTP %d, want 429 (the header ignored)", s)
+	}
+	if countLines(b.proc, "198.51.100.1") > 0 {
+		t.Error("a log line names an address from an untrusted peer's X-Forwarded-For")
+	}
 }

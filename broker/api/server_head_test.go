@@ -155,3 +155,12 @@ func FuzzParseCallHead(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCallHeadDeclinesBrowserAndProxiedRequests(t *testing.T) {
+	for _, field := range []string{"Origin: https://app.example", "X-Forwarded-For: 198.51.100.1", "origin: null"} {
+		head := strings.Replace(testCallHead, "Content-Type:", field+"\r\nContent-Type:", 1)
+		if _, v := parseCallHead([]byte(head+`{"endpoint":"/x"}`), 1000); v != headDecline {
+			t.Errorf("a head with %q: verdict %d, want declined (net/http, behind CORS and the proxy rule)", field, v)
+		}
+	}
+}

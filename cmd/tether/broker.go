@@ -61,7 +61,7 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 }
 
 func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
-	return broker.Config{
+	cfg := broker.Config{
 		Secret:       []byte(f.secret),
 		InstanceID:   f.instanceID,
 		Logger:       log,
@@ -88,6 +88,8 @@ func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 			})
 		},
 	}
+	f.doors.apply(&cfg)
+	return cfg
 }
 
 func offIfZero(v float64) float64 {

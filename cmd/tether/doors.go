@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker"
+	"github.com/tetherdev/tether/broker/proxy"
 	"github.com/tetherdev/tether/internal/runfile"
 )
 
@@ -24,25 +27,48 @@ import (
 type doorFlags struct {
 	secretFile     string
 	insecureNoAuth bool
-	corsOrigins    listFlag
-	trustedProxies string
+	corsOrigins    originsFlag
+	trustedProxies proxiesFlag
 }
 
 func (d *doorFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.secretFile, "secret-file", env("TETHER_SECRET_FILE", ""), "read the token signing secret from this file (better than --secret, which other users may see in the process list)")
 	fs.BoolVar(&d.insecureNoAuth, "insecure-no-auth", false, "turn authentication off (loopback only; every connection and call is logged as a warning). Without it, a broker with no keys generates a secret")
-	fs.Var(&d.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port], or * for any, without credentials) allowed to use the caller API and the polling transport; repeatable; none by default")
-	fs.StringVar(&d.trustedProxies, "trusted-proxies", env("TETHER_TRUSTED_PROXIES", ""), "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client, for the per-address limits and the logs")
+	fs.Var(&d.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port], or * for any, never with credentials) allowed to use the caller API and the polling transport; repeatable; none by default")
+	fs.Var(&d.trustedProxies, "trusted-proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client, for the per-address limits and the logs; none by default")
 }
 
-// listFlag is a repeatable flag.
-type listFlag []string
+// apply puts the doors' settings in the broker's Config.
+func (d *doorFlags) apply(cfg *broker.Config) {
+	cfg.CORSOrigins = d.corsOrigins
+	cfg.TrustedProxies = d.trustedProxies.Trust
+}
 
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
+// originsFlag is --cors-origin, repeatable: "*" or an origin as a browser
+// sends it, scheme://host[:port] and nothing more.
+type originsFlag []string
 
-func (l *listFlag) Set(v string) error {
-	*l = append(*l, v)
+func (o *originsFlag) String() string { return strings.Join(*o, ",") }
+
+func (o *originsFlag) Set(v string) error {
+	if v != "*" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%q is not an origin: want scheme://host[:port] (e.g. https://app.example) or *", v)
+		}
+		v = u.Scheme + "://" + u.Host
+	}
+	*o = append(*o, v)
 	return nil
+}
+
+// proxiesFlag is --trusted-proxies.
+type proxiesFlag struct{ proxy.Trust }
+
+func (p *proxiesFlag) Set(v string) (err error) {
+	p.Trust, err = proxy.Parse(v)
+	return err
 }
 
 // hasKeys reports whether the broker has keys to verify tokens with. The
