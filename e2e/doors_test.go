@@ -338,3 +338,47 @@ func TestDoorsUntrustedPeerXForwardedForIsIgnored(t *testing.T) {
 		t.Error("a log line names an address from an untrusted peer's X-Forwarded-For")
 	}
 }
+
+func TestDoorsReadyzIsFalseFromTheStartOfADrainWhileACallFinishes(t *testing.T) {
+	b := startBroker(t, "--drain", "20s")
+	root := t.TempDir()
+	start(t, "bridge", bridgeCmd(b, "ws-drain", token(t, "bridge", "ws-drain"), root))
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-drain") }, "the broker holding ws-drain")
+	if s := b.readyz(); s != http.StatusOK {
+		t.Fatalf("/readyz = %d before the drain", s)
+	}
+	// A call that is in flight until the test lets it finish: the command
+	// waits for a file the test writes.
+	release := filepath.Join(root, "release")
+	ch := b.goCall("ws-drain", token(t, "caller", "ws-drain"),
+		`{"endpoint":"/api/terminal/execute","timeout":30,"payload":{"hidden":true,"command":"touch started; while [ ! -e release ]; do sleep 0.05; done; echo finished"}}`)
+	testwait.Until(t, 10*time.Second, func() bool { _, err := os.Stat(filepath.Join(root, "started")); return err == nil }, "the call's command to start")
+
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	testwait.Until(t, time.Second, func() bool { return b.readyz() == http.StatusServiceUnavailable }, "/readyz answering 503 within 1s of SIGTERM")
+	t.Logf("/readyz 503 %v after SIGTERM", time.Since(signalled))
+	select {
+	case r := <-ch:
+		t.Fatalf("the call ended before it was let finish: %+v", r)
+	default:
+	}
+	// Still not ready a while later, with the call still in flight.
+	if s := b.readyz(); s != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d during the drain, want 503", s)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, ch, 10*time.Second)
+	if r.err != nil || r.status != http.StatusOK || !r.resp.Success || !strings.Contains(string(r.resp.Result), "finished") {
+		t.Fatalf("the call in flight during the drain: HTTP %d %v %+v, want its success", r.status, r.err, r.resp)
+	}
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broker did not exit once its call was answered")
+	}
+}
