@@ -78,9 +78,9 @@ func TestHTTPTokenFileIsPrivateAndRemovedWhenRunEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	want, err := bridge.TokenFile(dir, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,6 @@ func TestHTTPTokenFileIsPrivateAndRemovedWhenRunEnds(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("Run did not return")
 	}
-	done <- nil // for the deferred receive
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("token file after Run: %v, want it removed", err)
 	}
