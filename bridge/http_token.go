@@ -24,7 +24,7 @@ import (
 
 // HTTPTokenEnv overrides the token file for clients (`tether attach`): the
 // token itself, when a client cannot read the file.
-const HTTPTokenEnv = "TETHER_BRIDGE_TOKEN"
+const HTTPTokenEnv = "TETHER_BRIDGE_HTTP_TOKEN"
 
 // TokenFile is where the token of the listener on addr (host:port, or an
 // http:// URL) is kept in dir (runfile.Dir() when empty). Files are named by port
