@@ -382,3 +382,45 @@ func TestDoorsReadyzIsFalseFromTheStartOfADrainWhileACallFinishes(t *testing.T) 
 		t.Fatal("the broker did not exit once its call was answered")
 	}
 }
+
+func TestDoorsAttachTakesAnExplicitTokenAndRefusesAWrongOne(t *testing.T) {
+	_, addr, runDir := startLocalBridge(t, t.TempDir())
+	path, err := bridge.TokenFile(filepath.Join(runDir, "tether"), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(raw))
+	// Another run directory: attach cannot find the file, so only the
+	// token given explicitly can work.
+	elsewhere := "XDG_RUNTIME_DIR=" + t.TempDir()
+
+	cmd := exec.Command(tetherBin, "attach", "--bridge-http", addr, "--bridge-token", "wrong")
+	cmd.Env = append(os.Environ(), elsewhere)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refused the token") || strings.Contains(string(out), tok) {
+		t.Errorf("attach with a wrong token: %v %s, want a refusal naming the token as the reason", err, out)
+	}
+	cmd = exec.Command(tetherBin, "attach", "--bridge-http", addr)
+	cmd.Env = append(os.Environ(), elsewhere)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--bridge-token") {
+		t.Errorf("attach without a token file: %v %s, want an error pointing to --bridge-token", err, out)
+	}
+	for name, args := range map[string][]string{
+		"--bridge-token": {"--bridge-token", tok},
+		bridge.HTTPTokenEnv: nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(tetherBin, append([]string{"attach", "--bridge-http", addr}, args...)...)
+			cmd.Env = append(os.Environ(), elsewhere)
+			if args == nil {
+				cmd.Env = append(cmd.Env, bridge.HTTPTokenEnv+"="+tok)
+			}
+			p := start(t, "attach", cmd)
+			p.waitLine(10*time.Second, "tether attach: ", "the visible terminal")
+		})
+	}
+}
