@@ -58,6 +58,12 @@ type Config struct {
 	// MaxHTTPBody bounds a request body on the HTTP listener; default
 	// DefaultMaxHTTPBody.
 	MaxHTTPBody int64
+	// HTTPToken is the bearer token every request to the HTTP listener
+	// must carry (http_token.go); empty: a random one for this Bridge.
+	// Run writes it to the listener's TokenFile, in HTTPTokenDir (default
+	// runfile.Dir()), and removes the file when it returns.
+	HTTPToken    string
+	HTTPTokenDir string
 
 	// Terminal configures the terminal routes: OutputCap, KillGrace,
 	// DefaultTimeout, MaxSessions, Shell (zero fields take the terminal
@@ -138,6 +144,9 @@ type Bridge struct {
 
 	running atomic.Bool
 
+	httpToken string                 // Config.HTTPToken or a random one
+	tokenPath atomic.Pointer[string] // the token file, once the listener is up
+
 	connMu sync.Mutex
 	connCh chan struct{} // closed while connected; replaced on disconnect
 }
@@ -162,7 +171,10 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, errors.New("bridge: set HTTPAddr or HTTPListener, not both")
 	}
 
-	b := &Bridge{cfg: cfg, connCh: make(chan struct{})}
+	b := &Bridge{cfg: cfg, connCh: make(chan struct{}), httpToken: cfg.HTTPToken}
+	if b.httpToken == "" {
+		b.httpToken = newHTTPToken()
+	}
 	if cfg.BrokerURL != "" {
 		if cfg.WorkspaceID == "" {
 			return nil, errors.New("bridge: WorkspaceID is required with BrokerURL")

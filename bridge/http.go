@@ -39,7 +39,12 @@ const (
 // answers 200 "ok". GET AttachPath streams the visible terminal
 // (`tether attach`).
 //
-// Every request must be local: from a loopback address, naming a
+// Every request must carry the listener's token (Config.HTTPToken, in
+// its token file: http_token.go) as "Authorization: Bearer"; one without
+// it is refused with 401 and an unauthorized ToolResponse, WebSocket
+// upgrades of `tether attach` included.
+//
+// Every request must also be local: from a loopback address, naming a
 // loopback host (localhost or a loopback IP) and, when served by Run, the
 // listener's port in Host, and carrying no Origin header other than that
 // same loopback origin. Anything else is refused with 403 and a
@@ -60,6 +65,14 @@ func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			Str("path", r.URL.Path).Str("reason", why).Msg("http request refused")
 		writeToolResponse(w, http.StatusForbidden, protocol.Failure(r.Header.Get(HeaderCorrelationID),
 			protocol.CodeForbidden, "the bridge's HTTP listener serves local clients only: "+why))
+		return
+	}
+	if why := b.tokenMissing(r); why != "" {
+		// Never the token itself in the log: only that one was wrong.
+		b.log.Warn().Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Str("reason", why).Msg("http request refused")
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tether bridge"`)
+		writeToolResponse(w, http.StatusUnauthorized, protocol.Failure(r.Header.Get(HeaderCorrelationID),
+			protocol.CodeUnauthorized, "the bridge's HTTP listener needs its token: "+why))
 		return
 	}
 	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
@@ -127,9 +140,10 @@ func writeToolResponse(w http.ResponseWriter, status int, resp protocol.ToolResp
 	return err
 }
 
-// httpServer is the local listener Run owns.
+// httpServer is the local listener Run owns, and its token file.
 type httpServer struct {
-	srv *http.Server
+	srv         *http.Server
+	removeToken func()
 }
 
 // startHTTP serves the route table on the configured listener until
@@ -144,6 +158,11 @@ func (b *Bridge) startHTTP(ctx context.Context, stop context.CancelCauseFunc, wg
 			return nil, fmt.Errorf("bridge: listening for HTTP: %w", err)
 		}
 	}
+	removeToken, err := b.writeTokenFile(ln)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	srv := &http.Server{
 		Handler:           b.HTTPHandler(),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -157,8 +176,8 @@ func (b *Bridge) startHTTP(ctx context.Context, stop context.CancelCauseFunc, wg
 			stop(fmt.Errorf("bridge: serving HTTP on %s: %w", ln.Addr(), err))
 		}
 	}()
-	b.log.Info().Stringer("addr", ln.Addr()).Msg("http listener started")
-	return &httpServer{srv: srv}, nil
+	b.log.Info().Stringer("addr", ln.Addr()).Str("token_file", b.HTTPTokenFile()).Msg("http listener started")
+	return &httpServer{srv: srv, removeToken: removeToken}, nil
 }
 
 func (h *httpServer) shutdown() {
@@ -167,6 +186,7 @@ func (h *httpServer) shutdown() {
 	if err := h.srv.Shutdown(ctx); err != nil {
 		_ = h.srv.Close()
 	}
+	h.removeToken()
 }
 
 // notLocal says why r is not a request from a local client to this

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -23,10 +24,43 @@ func httpBridge(t testing.TB, cfg bridge.Config, mount func(r *bridge.Router)) (
 	}
 	cfg.HTTPListener = ln
 	cfg.WorkspaceID = "ws-http"
+	if cfg.HTTPToken == "" {
+		cfg.HTTPToken = testHTTPToken
+	}
+	if cfg.HTTPTokenDir == "" {
+		cfg.HTTPTokenDir = privateDir(t)
+	}
 	startBridge(t, cfg, mount)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return "http://" + ln.Addr().String(), &http.Client{Transport: tr}
+	return "http://" + ln.Addr().String(), &http.Client{Transport: bearer{cfg.HTTPToken, tr}}
+}
+
+// testHTTPToken is the listener token httpBridge's bridges require.
+const testHTTPToken = "test-listener-token"
+
+// bearer sends every request with the listener's token, as a local tool
+// that read the token file does.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(req)
+}
+
+// privateDir is a fresh directory only this user may enter, for token
+// files.
+func privateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // post sends a call over HTTP and decodes the ToolResponse body.

@@ -21,14 +21,17 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/eio"
+	"github.com/tetherdev/tether/broker/proxy"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
 
 // Config configures a Broker. Zero values take the defaults named.
 type Config struct {
-	// Secret signs and verifies tokens (HS256) when Verifier is nil. Empty
-	// turns authentication off; the command allows that on loopback only.
+	// Secret signs and verifies tokens (HS256) when Verifier is nil. With
+	// neither, authentication is off, and every connection and call let in
+	// is logged as a warning; the command allows that only with
+	// --insecure-no-auth, on loopback.
 	Secret []byte
 	// Verifier, when set, checks tokens instead of one made of Secret: its
 	// keys (a --keys file, JWKS URLs) are the caller's, who reloads and
@@ -90,6 +93,13 @@ type Config struct {
 	ConnBurst          int
 	MaxHandshakesPerIP int
 	LimitLoopback      bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client that the connection limits count and the logs show; the
+	// zero value trusts none (--trusted-proxies).
+	TrustedProxies proxy.Trust
+	// CORSOrigins are the browser origins allowed to use the caller API
+	// and the polling transport (--cors-origin; api.CORS); none by default.
+	CORSOrigins []string
 }
 
 func (c *Config) setDefaults() {
@@ -194,6 +204,9 @@ func New(cfg Config) (*Broker, error) {
 	if b.auth == nil {
 		b.auth = auth.NewVerifier(cfg.Secret)
 	}
+	if !b.auth.Enabled() {
+		b.auth.OnUnchecked(b.warnUnchecked)
+	}
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
@@ -245,6 +258,7 @@ func New(cfg Config) (*Broker, error) {
 		ConnBurst:          cfg.ConnBurst,
 		MaxHandshakesPerIP: cfg.MaxHandshakesPerIP,
 		LimitLoopback:      cfg.LimitLoopback,
+		TrustedProxies:     cfg.TrustedProxies,
 		Logger:             b.log,
 		OnMalformed:        b.metrics.badPackets.Inc,
 		OnRefused:          func(limit string) { b.metrics.connRefused.WithLabelValues(limit).Inc() },
@@ -262,6 +276,7 @@ func New(cfg Config) (*Broker, error) {
 		MaxPayload:   cfg.MaxPayload,
 		WriteTimeout: cfg.WriteTimeout,
 		CallGrace:    cfg.CallGrace,
+		CORSOrigins:  cfg.CORSOrigins,
 	})
 	b.spawn(b.asyncOwner.Sweep)
 	return b, nil
@@ -318,6 +333,13 @@ func (b *Broker) InstanceID() string { return b.cfg.InstanceID }
 
 // AuthEnabled reports whether tokens are checked.
 func (b *Broker) AuthEnabled() bool { return b.auth.Enabled() }
+
+// warnUnchecked logs a connection or call let in without a token: with
+// authentication off, any local process may act as any workspace, and
+// the log is where that shows.
+func (b *Broker) warnUnchecked(role, ws string) {
+	b.log.Warn().Str("role", role).Str("workspace_id", ws).Msg("authentication is off (--insecure-no-auth): let in without a token")
+}
 
 func (b *Broker) isDraining() bool { return b.draining.Load() }
 

@@ -24,6 +24,7 @@
 //	broker/async    the owner's side of async calls: a holder's drain of its workspace's
 //	                queue, submits handed to a local holder, outcomes, the sweep
 //	broker/auth     tokens: issuing and verifying (roles, workspaces, keys)
+//	broker/proxy    the client's address of a request behind trusted reverse proxies
 //	broker/caller   the caller side of the bus: a call published, its answer awaited
 //	broker/bus      the bus: in memory, or Redis and Redis Cluster pub/sub
 //	broker/store    the records of async calls: in memory, or Redis

@@ -53,6 +53,16 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
+		// The run's own directory for the files of tether's local doors
+		// (bridge listener tokens, generated broker secrets): every child
+		// inherits it, and the person's own stays untouched.
+		run, err := os.MkdirTemp("", "tether-e2e-run")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(run)
+		os.Setenv("XDG_RUNTIME_DIR", run)
 		return m.Run()
 	}()
 	os.Exit(leaks.After(code))

@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -49,6 +50,8 @@ import (
 //	  and non-loopback peers: bridge/http_local_test.go
 //	  TestHTTPHandlerRefusesARemoteClient (servers here listen on
 //	  loopback only, so no such peer can be made from a test)
+//	and a local request without the listener's token, a broker without
+//	  keys, CORS, trusted proxies, /readyz in a drain: doors_test.go
 //
 // Related cases elsewhere: malformed packets close only their connection
 // (broker_test.go TestMalformedPacketClosesOnlyThatConnection), HTTP
@@ -579,8 +582,13 @@ func TestSecurityBridgeHTTPListenerRefusesForeignRequests(t *testing.T) {
 		t.Fatal("no HTTP address in the bridge's log")
 	}
 	_, port, _ := net.SplitHostPort(ev.Addr)
+	tok, err := bridge.ReadToken(ev.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	post := func(host, origin, body string) (int, protocol.ToolResponse) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+ev.Addr+"/api/terminal/execute", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok) // refused for Host or Origin alone
 		if host != "" {
 			req.Host = host
 		}

@@ -105,6 +105,9 @@ type Config struct {
 	// answers timeout itself.
 	WriteTimeout time.Duration
 	CallGrace    time.Duration
+	// CORSOrigins are the browser origins allowed (CORS); none: no CORS
+	// header is ever sent.
+	CORSOrigins []string
 }
 
 // API serves the caller HTTP API. Create it with New; all methods are

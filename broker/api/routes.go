@@ -46,7 +46,9 @@ func (a *API) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/socket.io/", a.cfg.Socket)
 	mux.Handle("/", r)
-	return mux
+	// Browsers of the listed origins reach the polling transport and the
+	// API alike (cors.go).
+	return CORS(a.cfg.CORSOrigins, mux)
 }
 
 // handleList answers GET /api/v1/workspaces: the workspaces of every

@@ -46,8 +46,8 @@ var callRoutes = [...]struct {
 
 // callHead is a request head the call server serves: a request line of
 // callRoutes, HTTP/1.1, with a Host; for a POST exactly one
-// Content-Length, for a GET none or 0; and no header that changes how the
-// body or the connection is read.
+// Content-Length, for a GET none or 0; no header that changes how the
+// body or the connection is read, and no Origin.
 type callHead struct {
 	size          int // bytes of the head, the blank line included
 	route         callRoute
@@ -123,6 +123,11 @@ func parseCallHead(b []byte, maxBody int) (h callHead, v headVerdict) {
 			h.close = h.close || close
 		case fieldIs(name, "transfer-encoding"), fieldIs(name, "expect"), fieldIs(name, "upgrade"),
 			fieldIs(name, "trailer"), fieldIs(name, "te"):
+			return h, headDecline
+		case fieldIs(name, "origin"):
+			// A browser's request is net/http's, behind the CORS rule
+			// (cors.go). A proxied one stays here: nothing of a call
+			// reads the client's address.
 			return h, headDecline
 		}
 	}

@@ -155,3 +155,16 @@ func FuzzParseCallHead(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCallHeadDeclinesBrowserRequests(t *testing.T) {
+	for _, field := range []string{"Origin: https://app.example", "origin: null"} {
+		head := strings.Replace(testCallHead, "Content-Type:", field+"\r\nContent-Type:", 1)
+		if _, v := parseCallHead([]byte(head+`{"endpoint":"/x"}`), 1000); v != headDecline {
+			t.Errorf("a head with %q: verdict %d, want declined (net/http, behind CORS)", field, v)
+		}
+	}
+	head := strings.Replace(testCallHead, "Content-Type:", "X-Forwarded-For: 198.51.100.1\r\nContent-Type:", 1)
+	if _, v := parseCallHead([]byte(head+`{"endpoint":"/x"}`), 1000); v != headServe {
+		t.Errorf("a proxied call: verdict %d, want served by the call server", v)
+	}
+}

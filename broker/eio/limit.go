@@ -23,7 +23,9 @@ import (
 // An IPv6 source is limited by its /64, which one host usually holds
 // whole. Loopback peers are exempt unless Config.LimitLoopback is set: a
 // reverse proxy on the same host presents every client as loopback, and
-// local tools and benchmarks open thousands of connections at once.
+// local tools and benchmarks open thousands of connections at once. With
+// Config.TrustedProxies, a session from a trusted proxy is limited as the
+// client its X-Forwarded-For names (proxy.Trust.Client).
 
 // Defaults of the connection limits (Config.ConnRate and friends).
 const (
@@ -102,16 +104,19 @@ func (h *handshake) release() {
 	h.l.mu.Unlock()
 }
 
-// limitKey is the address a remote "host:port" is limited as, and whether
-// it is limited at all.
+// limitKey is the address a remote "host:port" (or a bare address, a
+// client behind a trusted proxy) is limited as, and whether it is limited
+// at all.
 func (l *connLimiter) limitKey(remote string) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		a = ap.Addr()
+	} else if a, err = netip.ParseAddr(remote); err != nil {
 		// Not an IP peer (a Unix socket, a test's odd RemoteAddr): one
 		// shared key, limited like loopback.
 		return netip.Addr{}, l.loopback
 	}
-	a := ap.Addr().Unmap()
+	a = a.Unmap()
 	if a.IsLoopback() && !l.loopback {
 		return a, false
 	}
@@ -203,7 +208,7 @@ func (l *connLimiter) sweepLocked(now time.Time) {
 // admitSession applies the limits to a request that opens a new
 // Engine.IO session. A refused request has been answered 429; ok is false.
 func (srv *Server) admitSession(w http.ResponseWriter, r *http.Request) (*handshake, bool) {
-	h, reason, retry := srv.limits.admit(r.RemoteAddr)
+	h, reason, retry := srv.limits.admit(srv.cfg.TrustedProxies.Client(r))
 	if reason == "" {
 		return h, true
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/broker/proxy"
 	"github.com/tetherdev/tether/internal/tuning"
 )
 
@@ -44,7 +45,10 @@ type Config struct {
 	ConnBurst          int
 	MaxHandshakesPerIP int
 	LimitLoopback      bool
-	Logger             zerolog.Logger
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client a session is limited and logged as; none: the peer.
+	TrustedProxies proxy.Trust
+	Logger         zerolog.Logger
 	// OnMalformed counts a session ended for a malformed packet;
 	// OnRefused a new session the limits refused, by limit. Both must not
 	// block.
@@ -125,7 +129,7 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(rw, r, acceptOptions)
 	if err != nil {
 		hs.release()
-		srv.log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("websocket accept failed")
+		srv.log.Debug().Err(err).Str("remote", srv.cfg.TrustedProxies.Client(r)).Msg("websocket accept failed")
 		return
 	}
 	ws.SetReadLimit(int64(srv.cfg.MaxPayload))
@@ -160,7 +164,7 @@ func (srv *Server) newSession(r *http.Request, hs *handshake) *Session {
 	s := &Session{
 		srv:    srv,
 		id:     newSID(),
-		remote: r.RemoteAddr,
+		remote: srv.cfg.TrustedProxies.Client(r),
 		hs:     hs,
 		ctx:    ctx,
 		cancel: cancel,

@@ -30,6 +30,7 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("bridge-http", env("TETHER_BRIDGE_HTTP", ""), "the bridge's local HTTP address (its --http; tether up prints it)")
+	token := fs.String("bridge-token", "", "the listener's token (default: "+bridge.HTTPTokenEnv+", else read from the token file the bridge wrote for that address)")
 	write := fs.Bool("write", false, "also type into the terminal (Ctrl-] detaches when stdin is a terminal)")
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -41,15 +42,26 @@ func runAttach(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--bridge-http: %v", err)
 	}
+	if *token == "" {
+		if *token, err = bridge.ReadToken(*addr); err != nil {
+			return fmt.Errorf("%w (or pass --bridge-token)", err)
+		}
+	}
 
 	sigCtx, stop := signalContext()
 	defer stop()
 	dialCtx, cancelDial := context.WithTimeout(sigCtx, 10*time.Second)
-	conn, res, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil}}})
+	conn, res, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil}},
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + *token}},
+	})
 	cancelDial()
 	if err != nil {
 		if res != nil && res.StatusCode == http.StatusForbidden {
 			return fmt.Errorf("the bridge at %s refused: attach is served to loopback clients only", *addr)
+		}
+		if res != nil && res.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("the bridge at %s refused the token: it is not this listener's (a bridge restarted on that port?)", *addr)
 		}
 		return fmt.Errorf("connecting to the bridge at %s: %w", *addr, err)
 	}

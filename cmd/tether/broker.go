@@ -40,11 +40,14 @@ type brokerFlags struct {
 	maxHandshakes int
 	limitLoopback bool
 	retention     time.Duration
+	doors         doorFlags // doors.go: secret file, --insecure-no-auth, CORS, trusted proxies
+	// keysGiven: the command has keys beyond the secret (--keys, --jwks-url).
+	keysGiven bool
 }
 
 func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.StringVar(&f.listen, "listen", env("TETHER_LISTEN", defListen), "address to listen on")
-	fs.StringVar(&f.secret, "secret", env("TETHER_SECRET", ""), "token signing secret (required off loopback)")
+	fs.StringVar(&f.secret, "secret", env("TETHER_SECRET", ""), "token signing secret (required off loopback; on loopback a broker without one generates one, kept in a private file)")
 	fs.DurationVar(&f.pingInterval, "ping-interval", 25*time.Second, "Engine.IO ping interval")
 	fs.DurationVar(&f.pingTimeout, "ping-timeout", 20*time.Second, "Engine.IO ping timeout")
 	fs.IntVar(&f.maxPayload, "max-payload", 1_000_000, "largest message and HTTP body, bytes")
@@ -56,10 +59,11 @@ func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", eio.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")
 	fs.BoolVar(&f.limitLoopback, "limit-loopback", false, "apply the connection limits to loopback peers too (exempt by default: a reverse proxy on this host shows every client as loopback)")
 	fs.DurationVar(&f.retention, "call-retention", store.DefaultRetention, "how long an async call's record is kept after its outcome")
+	f.doors.register(fs)
 }
 
 func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
-	return broker.Config{
+	cfg := broker.Config{
 		Secret:       []byte(f.secret),
 		InstanceID:   f.instanceID,
 		Logger:       log,
@@ -86,6 +90,8 @@ func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 			})
 		},
 	}
+	f.doors.apply(&cfg)
+	return cfg
 }
 
 func offIfZero(v float64) float64 {
@@ -181,11 +187,21 @@ func runBroker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.secret == "" && !kf.hasKeys() && !isLoopback(f.listen) {
-		return usagef("refusing to listen on %s without --secret, --keys or --jwks-url: anyone who can reach it could act as any workspace", f.listen)
+	f.keysGiven = kf.hasKeys()
+	if !f.hasKeys() && f.doors.secretFile == "" && !isLoopback(f.listen) {
+		return usagef("refusing to listen on %s without --secret, --secret-file, --keys or --jwks-url: choose the keys of a broker others can reach", f.listen)
 	}
-	if f.secret == "" && !kf.hasKeys() {
-		log.Warn().Msg("no --secret: authentication is off (loopback only)")
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	defer ln.Close() // on an early return; serveBroker closes it otherwise
+	secretFile, err := f.setupAuth(ln.Addr(), log)
+	if err != nil {
+		return err
+	}
+	if secretFile != "" && f.doors.secretFile == "" {
+		log.Warn().Str("secret_file", secretFile).Msg("no keys given: tokens are signed with the generated secret in secret_file (tether token --secret-file)")
 	}
 	if f.instanceID == "" {
 		// One name for the broker's logs and its Redis connections.
@@ -233,11 +249,6 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	served.Store(b)
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		_ = b.Shutdown(context.Background())
-		return fmt.Errorf("listening: %w", err)
-	}
 	ctx, stop := signalContext()
 	defer stop()
 	return serveBroker(ctx, b, ln, log)

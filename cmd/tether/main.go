@@ -29,8 +29,9 @@ var version = "dev"
 const usage = `tether connects AI agents to where code lives.
 
 Usage:
-  tether broker  --listen ADDR [--secret S] [--keys FILE] [--jwks-url URL]...
-                                                        run a broker (SIGHUP re-reads --keys)
+  tether broker  --listen ADDR [--secret-file F] [--keys FILE] [--jwks-url URL]...
+                                                        run a broker (SIGHUP re-reads --keys; without
+                                                        keys it makes and names a secret file)
   tether bridge  --broker URL --workspace ID --token T --root DIR [--http ADDR]
                                                         serve a directory's routes to a broker
   tether up      [--listen ADDR] [--root DIR]          broker + bridge in one process, for trying tether out
@@ -41,7 +42,7 @@ Usage:
                                                         read, wait for or cancel an async call
   tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
-  tether token   --secret S | --keys FILE [--kid K]  --role caller|bridge|admin --workspace ID|'*' [--ttl D] [--json]
+  tether token   --secret-file F | --keys FILE [--kid K]  --role caller|bridge|admin --workspace ID|'*' [--ttl D] [--json]
                                                         mint a token
   tether keys    new --alg EdDSA|ES256|RS256|HS256 --kid K --private FILE --public-set FILE
                  remove --kid K --public-set FILE       keep a broker's --keys set

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -60,10 +58,8 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if *workspace == "" {
 		*workspace = workspaceIDFor(absRoot)
 	}
-	if bf.secret == "" {
-		var b [24]byte
-		_, _ = rand.Read(b[:])
-		bf.secret = hex.EncodeToString(b[:])
+	if bf.doors.insecureNoAuth {
+		return usagef("tether up always authenticates: it makes its bridge's and your caller's tokens")
 	}
 	explicitListen := false
 	fs.Visit(func(f *flag.Flag) { explicitListen = explicitListen || f.Name == "listen" })
@@ -74,6 +70,16 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
+	}
+	// As tether broker: a generated secret, kept in a private file.
+	secretFile, err := bf.setupAuth(ln.Addr(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	secretNote := ""
+	if secretFile != "" {
+		secretNote = "; secret in " + secretFile
 	}
 	b, err := broker.New(bf.config(log))
 	if err != nil {
@@ -123,22 +129,23 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		}
 		attach := ""
 		if httpLn != nil {
-			attach = fmt.Sprintf("\nWatch the commands agents run in the bridge's terminal (--write to type into it):\n\n  %s attach --bridge-http %s\n",
-				shellQuote(self), httpLn.Addr())
+			attach = fmt.Sprintf("\nWatch the commands agents run in the bridge's terminal (--write to type into it):\n\n  %s attach --bridge-http %s\n\n"+
+				"The bridge's HTTP listener needs the token in %s (tether attach reads it).\n",
+				shellQuote(self), httpLn.Addr(), br.HTTPTokenFile())
 		}
 		fmt.Fprintf(stdout, `tether is up: a broker and a bridge serving %s
 
   broker        %s
   workspace     %s
   caller token  %s
-                (valid 24h; secret %s)
+                (valid 24h%s)
 
 Paste this in another terminal:
 
   %s call --broker %s --workspace %s --token %s /api/ping '{"hello":"tether"}'
 %s%s
 Ctrl-C stops it.
-`, absRoot, url, *workspace, callerTok, bf.secret, shellQuote(self), url, *workspace, callerTok, attach, mcpHowTo(self, url, *workspace, callerTok))
+`, absRoot, url, *workspace, callerTok, secretNote, shellQuote(self), url, *workspace, callerTok, attach, mcpHowTo(self, url, *workspace, callerTok))
 	} else if ctx.Err() == nil {
 		fmt.Fprintf(stderr, "tether up: the bridge did not connect within 10s: %v\n", err)
 		stop()

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/sandbox"
 )
 
@@ -121,14 +123,35 @@ func BenchmarkSandbox(b *testing.B) {
 
 	// Search through the route: a bridge process serving this sandbox
 	// root over its local HTTP listener.
-	br := startServer(b, "bridge", bin, func(addr string) []string {
-		return []string{"bridge", "--http", addr, "--sandbox-dir", root, "--root", b.TempDir(), "--log-level", "warn"}
-	}, func(string) []string { return nil })
+	// The listener wants the token its bridge wrote to its token file.
 	client := controlClient(b)
+	var tok string
+	withToken := func(method, url string, body []byte) (*http.Response, error) {
+		req, err := http.NewRequest(method, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return client.Do(req)
+	}
+	_, brAddr := startListening(b, "bridge", bin, func(addr string) []string {
+		return []string{"bridge", "--http", addr, "--sandbox-dir", root, "--root", b.TempDir(), "--log-level", "warn"}
+	}, func(string) []string { return nil }, func(addr string) bool {
+		var err error
+		if tok, err = bridge.ReadToken(addr); err != nil {
+			return false
+		}
+		res, err := withToken(http.MethodGet, "http://"+addr+"/healthz", nil)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
 	payload := []byte(`{"pattern":"NEEDLE","max_results":10000}`)
-	searchURL := br.url + "/api/sandbox/workspaces/" + warm.WorkspaceID + "/search"
+	searchURL := "http://" + brAddr + "/api/sandbox/workspaces/" + warm.WorkspaceID + "/search"
 	viaRoute := func() int {
-		res, err := client.Post(searchURL, "application/json", bytes.NewReader(payload))
+		res, err := withToken(http.MethodPost, searchURL, payload)
 		if err != nil {
 			b.Fatal(err)
 		}
