@@ -42,6 +42,8 @@ Usage:
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
   tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
                                                         mint a token
+  tether revoke  --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)
+                                                        revoke tokens, or list the revocations
   tether version
 
 Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
@@ -102,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runAttach(rest, stdout, stderr)
 	case "token":
 		err = runToken(rest, stdout, stderr)
+	case "revoke":
+		return runRevoke(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "tether", versionString())
 		return 0
