@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/revoke"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
@@ -380,4 +382,71 @@ func TestRevocationClosesTheMCPSessionsOfTheToken(t *testing.T) {
 		t.Fatalf("a tool call on the revoked token's session succeeded: %+v", r)
 	}
 	kept.ok("file_read", map[string]any{"path": "a.txt"}, nil)
+}
+
+// TestRevocationMissedWhileCutOffFromRedisTakesEffectOnReconnect: B's
+// pub/sub connection goes silently dead, so B does not hear a revocation
+// made on A; once B notices and resubscribes it reloads the list, closes
+// the revoked bridge's socket and refuses the revoked caller token.
+func TestRevocationMissedWhileCutOffFromRedisTakesEffectOnReconnect(t *testing.T) {
+	e := newRedisEnv(t)
+	proxy := redistest.StartProxy(t, e.srv.Addr())
+	a := e.broker("a")
+	b := startNamedBroker(t, "broker b", nil, "--instance-id", "b", "--redis", proxy.URL(), "--redis-prefix", e.prefix)
+	const ws = "ws-revoke-missed"
+	bridgeTok := token(t, auth.RoleBridge, ws)
+	callerTok := token(t, auth.RoleCaller, ws)
+	ide, first := startIDE(t, b, ws, bridgeTok, "ack")
+	if first["event"] != "connected" {
+		t.Fatalf("socket.io-client did not connect: %v", first)
+	}
+	if n := proxy.BlackholeSubscribers(); n != 1 {
+		t.Fatalf("black-holed %d connections, want B's pub/sub connection", n)
+	}
+	a.revoke(`{"jti":"` + jtiOf(t, bridgeTok) + `"}`)
+	a.revoke(`{"jti":"` + jtiOf(t, callerTok) + `"}`)
+	ide.await("disconnect", 20*time.Second)
+	b.waitLine(time.Second, "revocations reloaded")
+	b.refusedRevoked(ws, callerTok)
+	ideRefusedRevoked(t, b, ws, bridgeTok)
+}
+
+// TestRevokeCommand: `tether revoke` revokes by jti and by workspace, lists,
+// and exits 1 when the broker refuses (no admin role), 2 on bad usage.
+func TestRevokeCommand(t *testing.T) {
+	b := startBroker(t)
+	run := func(args ...string) (int, string) {
+		t.Helper()
+		var out strings.Builder
+		cmd := exec.Command(tetherBin, append([]string{"revoke", "--broker", b.url}, args...)...)
+		cmd.Stdout = &out
+		return exitCode(t, cmd), out.String()
+	}
+	admin := token(t, auth.RoleAdmin)
+	callerTok := token(t, auth.RoleCaller, "w")
+	if code, out := run("--token", admin, "--jti", jtiOf(t, callerTok)); code != 0 || !strings.Contains(out, jtiOf(t, callerTok)) {
+		t.Fatalf("revoke --jti: exit %d, %s", code, out)
+	}
+	b.refusedRevoked("w", callerTok)
+	if code, out := run("--token", admin, "--workspace", "w2", "--issued-before", "now"); code != 0 || !strings.Contains(out, `"workspace_id": "w2"`) {
+		t.Fatalf("revoke --workspace --issued-before now: exit %d, %s", code, out)
+	}
+	code, out := run("--token", admin, "--list")
+	var list struct {
+		Revocations []revoke.Entry `json:"revocations"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Revocations) != 2 {
+		t.Fatalf("revoke --list: exit %d, %s", code, out)
+	}
+	if code, out := run("--token", callerTok, "--list"); code != 1 || !strings.Contains(out, protocol.CodeUnauthorized) {
+		t.Fatalf("revoke --list with a revoked caller token: exit %d, %s, want 1 and unauthorized", code, out)
+	}
+	if code, out := run("--token", token(t, auth.RoleCaller, "w"), "--list"); code != 1 || !strings.Contains(out, protocol.CodeForbidden) {
+		t.Fatalf("revoke --list with a caller token: exit %d, %s, want 1 and forbidden", code, out)
+	}
+	for _, bad := range [][]string{{"--token", admin}, {"--token", admin, "--jti", "x", "--list"}, {"--token", admin, "--workspace", "w"}} {
+		if code, _ := run(bad...); code != 2 {
+			t.Errorf("revoke %v: exit %d, want 2 (usage)", bad, code)
+		}
+	}
 }
