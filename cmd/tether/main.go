@@ -40,7 +40,7 @@ Usage:
                                                         read, wait for or cancel an async call
   tether mcp     --broker URL --token T --workspace ID  serve the workspace's tools to an agent over MCP (stdio)
   tether attach  --bridge-http ADDR [--write]          show the bridge's visible terminal live
-  tether token   --secret S --role caller|bridge --workspace ID|'*' [--ttl D]
+  tether token   --secret S --role caller|bridge|admin [--workspace ID|'*'] [--ttl D]
                                                         mint a token
   tether revoke  --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)
                                                         revoke tokens, or list the revocations
