@@ -450,3 +450,64 @@ func TestRevokeCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCallInFlightWhenItsCallerTokenIsRevokedGetsItsAnswer: a call accepted
+// before its caller token was revoked finishes with the workspace's answer
+// (it was authorised when it began); the next call with the token is
+// refused.
+func TestCallInFlightWhenItsCallerTokenIsRevokedGetsItsAnswer(t *testing.T) {
+	b := startBroker(t)
+	const ws = "ws-revoke-inflight"
+	ide := connectIDE(t, b, ws, "none")
+	callerTok := token(t, auth.RoleCaller, ws)
+	pending := b.goCall(ws, callerTok, `{"endpoint":"/api/ping","payload":{"n":1},"timeout":10}`)
+	call := ide.await("tool_call", 5*time.Second)
+	b.revoke(`{"jti":"` + jtiOf(t, callerTok) + `"}`)
+	ide.send(map[string]any{"cmd": "answer", "correlation_id": call["correlation_id"], "via": "ack"})
+	if r := await(t, pending, 5*time.Second); r.status != http.StatusOK || !r.resp.Success {
+		t.Fatalf("the call in flight: %d %+v, want its answer", r.status, r.resp)
+	}
+	b.refusedRevoked(ws, callerTok)
+}
+
+// TestTokenLivingPastTheMaxTokenTTLIsRefused: a revocation must be able to
+// end, so a token that lives longer than --max-token-ttl is refused as
+// revoked, at the HTTP API and at CONNECT.
+func TestTokenLivingPastTheMaxTokenTTLIsRefused(t *testing.T) {
+	b := startBroker(t, "--max-token-ttl", "2h")
+	const ws = "ws-long-token"
+	long := func(role string) string {
+		tok, err := auth.IssueToken([]byte(secret), role, []string{ws}, 3*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	ideRefusedRevoked(t, b, ws, long(auth.RoleBridge))
+	connectIDE(t, b, ws, "ack") // an hour's token is served
+	b.refusedRevoked(ws, long(auth.RoleCaller))
+	if r := b.call(ws, token(t, auth.RoleCaller, ws), `{"endpoint":"/api/ping","timeout":5}`); r.status != http.StatusOK {
+		t.Fatalf("an hour's caller token: %d %+v", r.status, r.resp)
+	}
+}
+
+// TestRevocationAcrossBrokersOnARedisCluster: the list is shared on a
+// Cluster too (sharded pub/sub): a revocation on A closes B's socket
+// within a second, and a broker started later refuses the token.
+func TestRevocationAcrossBrokersOnARedisCluster(t *testing.T) {
+	e := newClusterEnv(t)
+	a := e.broker("a")
+	b := e.broker("b")
+	const ws = "ws-revoke-cluster"
+	bridgeTok := token(t, auth.RoleBridge, ws)
+	ide, first := startIDE(t, b, ws, bridgeTok, "ack")
+	if first["event"] != "connected" {
+		t.Fatalf("socket.io-client did not connect: %v", first)
+	}
+	start := time.Now()
+	a.revoke(`{"jti":"` + jtiOf(t, bridgeTok) + `"}`)
+	if took := ide.awaitDisconnect(start, 5*time.Second); took > revocationBound {
+		t.Fatalf("the socket on b closed %s after the revocation on a, want within %s", took, revocationBound)
+	}
+	ideRefusedRevoked(t, e.broker("c"), ws, bridgeTok)
+}
