@@ -8,10 +8,32 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/goleak"
 
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/protocol"
 )
+
+// TestMain fails the run on a goroutine left behind: a list's ends and
+// resyncs, a shared list's Redis connections.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// conformance runs f on a list alone (New) and on one shared on a Redis
+// server (NewShared): both keep the same promises.
+func conformance(t *testing.T, opts Options, f func(t *testing.T, l *List)) {
+	t.Run("memory", func(t *testing.T) {
+		l := New(opts)
+		defer l.Close()
+		f(t, l)
+	})
+	t.Run("redis", func(t *testing.T) {
+		e := &sharedEnv{t: t, url: redistest.Start(t).URL(), prefix: redistest.Prefix(t), opts: opts}
+		f(t, e.list())
+	})
+}
 
 func claims(jti string, iat time.Time, ttl time.Duration, ws ...string) *auth.Claims {
 	return &auth.Claims{Role: auth.RoleBridge, Workspaces: ws, RegisteredClaims: jwt.RegisteredClaims{
@@ -29,8 +51,10 @@ func mustDecode(t *testing.T, body string) Request {
 }
 
 func TestRevokedByJTIRefusesThatTokenOnly(t *testing.T) {
-	l := New(Options{})
-	defer l.Close()
+	conformance(t, Options{}, revokedByJTIRefusesThatTokenOnly)
+}
+
+func revokedByJTIRefusesThatTokenOnly(t *testing.T, l *List) {
 	now := time.Now()
 	a, b := claims("a", now, time.Hour, "w"), claims("b", now, time.Hour, "w")
 	if l.Revoked(a) || l.Revoked(b) {
@@ -53,8 +77,10 @@ func TestRevokedByJTIRefusesThatTokenOnly(t *testing.T) {
 }
 
 func TestRevokedByWorkspaceIssuedBeforeRefusesOlderTokensOfThatWorkspace(t *testing.T) {
-	l := New(Options{})
-	defer l.Close()
+	conformance(t, Options{}, revokedByWorkspaceIssuedBeforeRefusesOlderTokensOfThatWorkspace)
+}
+
+func revokedByWorkspaceIssuedBeforeRefusesOlderTokensOfThatWorkspace(t *testing.T, l *List) {
 	now := time.Now().Truncate(time.Second)
 	cut := now.Add(-10 * time.Second)
 	older := claims("old", cut.Add(-time.Minute), time.Hour, "w", "x")
@@ -81,8 +107,10 @@ func TestRevokedByWorkspaceIssuedBeforeRefusesOlderTokensOfThatWorkspace(t *test
 }
 
 func TestRevokedRefusesATokenLivingLongerThanTheMaximum(t *testing.T) {
-	l := New(Options{MaxTokenTTL: time.Hour})
-	defer l.Close()
+	conformance(t, Options{MaxTokenTTL: time.Hour}, revokedRefusesATokenLivingLongerThanTheMaximum)
+}
+
+func revokedRefusesATokenLivingLongerThanTheMaximum(t *testing.T, l *List) {
 	now := time.Now()
 	if l.Revoked(claims("ok", now, time.Hour, "w")) {
 		t.Fatal("a token of exactly the maximum lifetime is refused")
@@ -131,8 +159,10 @@ func entriesThatEndedAreDropped(t *testing.T) {
 }
 
 func TestRevokeRefusesIssuedBeforeInTheFutureOrLongPast(t *testing.T) {
-	l := New(Options{MaxTokenTTL: time.Hour})
-	defer l.Close()
+	conformance(t, Options{MaxTokenTTL: time.Hour}, revokeRefusesIssuedBeforeInTheFutureOrLongPast)
+}
+
+func revokeRefusesIssuedBeforeInTheFutureOrLongPast(t *testing.T, l *List) {
 	for _, ib := range []time.Time{time.Now().Add(time.Hour), time.Now().Add(-2 * time.Hour)} {
 		_, err := l.Revoke(context.Background(), mustDecode(t, `{"workspace_id":"w","issued_before":"`+ib.Format(time.RFC3339)+`"}`), "")
 		var pe *protocol.Error
@@ -146,8 +176,10 @@ func TestRevokeRefusesIssuedBeforeInTheFutureOrLongPast(t *testing.T) {
 }
 
 func TestTrackEndsTheLiveTokensARevocationCovers(t *testing.T) {
-	l := New(Options{})
-	defer l.Close()
+	conformance(t, Options{}, trackEndsTheLiveTokensARevocationCovers)
+}
+
+func trackEndsTheLiveTokensARevocationCovers(t *testing.T, l *List) {
 	now := time.Now()
 	ended := make(chan string, 3)
 	track := func(c *auth.Claims) func() {

@@ -20,6 +20,7 @@ type sharedEnv struct {
 	url     string
 	cluster []string
 	prefix  string
+	opts    Options
 }
 
 func (e *sharedEnv) list() *List {
@@ -30,7 +31,7 @@ func (e *sharedEnv) list() *List {
 	if err != nil {
 		e.t.Fatalf("bus.NewRedis: %v", err)
 	}
-	l, err := NewShared(ctx, Options{}, RedisConfig{URL: e.url, ClusterAddrs: e.cluster, Prefix: e.prefix, Bus: b})
+	l, err := NewShared(ctx, e.opts, RedisConfig{URL: e.url, ClusterAddrs: e.cluster, Prefix: e.prefix, Bus: b})
 	if err != nil {
 		_ = b.Close()
 		e.t.Fatalf("NewShared: %v", err)
