@@ -2,6 +2,7 @@ package revoke
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tetherdev/tether/protocol"
@@ -26,22 +27,13 @@ func TestDecodeRequestNamesTheField(t *testing.T) {
 			t.Errorf("%s: err = %v, want invalid_request", tc.body, err)
 			continue
 		}
-		if !containsStr(pe.Message, tc.field) {
+		if !strings.Contains(pe.Message, tc.field) {
 			t.Errorf("%s: message %q does not name %s", tc.body, pe.Message, tc.field)
 		}
 	}
 	if r, err := DecodeRequest([]byte(`{"workspace_id":"w","issued_before":"2026-01-02T15:04:05+02:00"}`)); err != nil || r.issuedBefore.Hour() != 13 {
 		t.Fatalf("good workspace request: %+v, %v", r, err)
 	}
-}
-
-func containsStr(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 
 // FuzzDecodeRequest holds DecodeRequest to its promise on any body: a
