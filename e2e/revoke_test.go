@@ -290,9 +290,9 @@ func TestRevocationRoutesNeedTheAdminRole(t *testing.T) {
 }
 
 // rawMCPSession opens an MCP session on the broker's endpoint with tok, as
-// any streamable HTTP client does, and its event stream (GET); ended is
-// closed when the stream ends.
-func rawMCPSession(t *testing.T, b *brokerProc, ws, tok string) (sid string, ended <-chan struct{}) {
+// any streamable HTTP client does, and with stream its event stream (GET);
+// ended is closed when the stream ends (nil without one).
+func rawMCPSession(t *testing.T, b *brokerProc, ws, tok string, stream bool) (sid string, ended <-chan struct{}) {
 	t.Helper()
 	url := b.url + "/api/v1/workspaces/" + ws + "/mcp"
 	post := func(sid, body string) *http.Response {
@@ -319,25 +319,47 @@ func rawMCPSession(t *testing.T, b *brokerProc, ws, tok string) (sid string, end
 	if res := post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode/100 != 2 {
 		t.Fatalf("initialized: %d", res.StatusCode)
 	}
+	if !stream {
+		return sid, nil
+	}
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sid)
 	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("GET event stream: %v %v", err, stream)
+	events, err := http.DefaultClient.Do(req)
+	if err != nil || events.StatusCode != http.StatusOK {
+		t.Fatalf("GET event stream: %v %v", err, events)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(io.Discard, bufio.NewReader(stream.Body))
+		_, _ = io.Copy(io.Discard, bufio.NewReader(events.Body))
 	}()
 	t.Cleanup(func() {
-		stream.Body.Close()
+		events.Body.Close()
 		<-done
 	})
 	return sid, done
+}
+
+// mcpListTools sends tools/list on MCP session sid with tok and returns
+// the status.
+func mcpListTools(t *testing.T, b *brokerProc, ws, tok, sid string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
 }
 
 func TestRevocationClosesTheMCPSessionsOfTheToken(t *testing.T) {
@@ -347,7 +369,8 @@ func TestRevocationClosesTheMCPSessionsOfTheToken(t *testing.T) {
 	// stream is watched.
 	sdkClient := connectMCP(t, "--url", w.b.url+"/api/v1/workspaces/"+w.ws+"/mcp", "--token", tok)
 	sdkClient.list()
-	sid, ended := rawMCPSession(t, w.b, w.ws, tok)
+	sid, ended := rawMCPSession(t, w.b, w.ws, tok, true)
+	idle, _ := rawMCPSession(t, w.b, w.ws, tok, false) // nothing in flight when the token is revoked
 	kept := connectMCP(t, mcpTransports(w.b, w.ws, w.tok)["http"]...) // another token's session
 
 	start := time.Now()
@@ -362,20 +385,16 @@ func TestRevocationClosesTheMCPSessionsOfTheToken(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the MCP event stream of a revoked token stayed open")
 	}
-	// The session is gone: even a good token cannot use its id.
-	req, _ := http.NewRequest(http.MethodPost, w.b.url+"/api/v1/workspaces/"+w.ws+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
-	req.Header.Set("Authorization", "Bearer "+w.tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// The session is gone: even a good token cannot use its id. The idle
+	// one is refused at its next request, and gone from then on.
+	if status := mcpListTools(t, w.b, w.ws, w.tok, sid); status != http.StatusNotFound {
+		t.Fatalf("a request on the closed session: %d, want 404 (no such session)", status)
 	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNotFound {
-		t.Fatalf("a request on the closed session: %d, want 404 (no such session)", res.StatusCode)
+	if status := mcpListTools(t, w.b, w.ws, tok, idle); status != http.StatusUnauthorized {
+		t.Fatalf("a request with the revoked token: %d, want 401", status)
+	}
+	if status := mcpListTools(t, w.b, w.ws, w.tok, idle); status != http.StatusNotFound {
+		t.Fatalf("a request on the idle session after its token's refusal: %d, want 404 (no such session)", status)
 	}
 	// The SDK client's next call is refused; the other token's session serves.
 	if r := sdkClient.call("file_read", map[string]any{"path": "a.txt"}); r.Err == "" {

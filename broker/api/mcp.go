@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -29,6 +30,11 @@ func (a *API) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
 	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleCaller, ws)
 	if err != nil {
+		if revokedToken(err) {
+			// A session idle since its token was revoked: signed with
+			// a good key, so its id is the session's own to end.
+			a.closeMCPSession(ws, c.GetHeader(mcpSessionHeader))
+		}
 		if authStatus(err) == http.StatusUnauthorized {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
 		}
@@ -72,6 +78,13 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // the session.
 type SessionCloser interface {
 	CloseSession(ws, id string)
+}
+
+// revokedToken reports whether Verify refused a token as revoked (not
+// forged, not expired: revocation is asked after the signature).
+func revokedToken(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeUnauthorized && pe.Message == "token revoked"
 }
 
 func (a *API) closeMCPSession(ws, id string) {
