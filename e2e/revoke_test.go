@@ -370,7 +370,7 @@ func TestRevocationClosesTheMCPSessionsOfTheToken(t *testing.T) {
 	sdkClient := connectMCP(t, "--url", w.b.url+"/api/v1/workspaces/"+w.ws+"/mcp", "--token", tok)
 	sdkClient.list()
 	sid, ended := rawMCPSession(t, w.b, w.ws, tok, true)
-	idle, _ := rawMCPSession(t, w.b, w.ws, tok, false) // nothing in flight when the token is revoked
+	idle, _ := rawMCPSession(t, w.b, w.ws, tok, false)                // nothing in flight when the token is revoked
 	kept := connectMCP(t, mcpTransports(w.b, w.ws, w.tok)["http"]...) // another token's session
 
 	start := time.Now()
