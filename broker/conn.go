@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/async"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/protocol"
@@ -30,7 +31,7 @@ import (
 const (
 	ReasonReplaced = "replaced"
 	ReasonBusLost  = "bus connection lost"
-	ReasonRevoked  = "token revoked"
+	ReasonRevoked  = auth.RevokedMessage
 )
 
 // EventDisconnectReason tells a client why the broker is about to disconnect

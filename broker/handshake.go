@@ -71,8 +71,8 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	// are answered workspace_disconnected, as for any disconnect).
 	untrack, ok := c.b.revoked.Track(claims, func() { c.close(ReasonRevoked, true) })
 	if !ok { // revoked since Verify
-		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", protocol.CodeUnauthorized).Msg("CONNECT refused: token revoked")
-		c.connectError("/", "token revoked", protocol.CodeUnauthorized)
+		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", protocol.CodeUnauthorized).Msg("CONNECT refused: " + auth.RevokedMessage)
+		c.connectError("/", auth.RevokedMessage, protocol.CodeUnauthorized)
 		return "CONNECT refused"
 	}
 	c.mu.Lock()

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -30,7 +29,7 @@ func (a *API) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
 	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleCaller, ws)
 	if err != nil {
-		if revokedToken(err) {
+		if auth.IsRevoked(err) {
 			// A session idle since its token was revoked: signed with
 			// a good key, so its id is the session's own to end.
 			a.closeMCPSession(ws, c.GetHeader(mcpSessionHeader))
@@ -54,7 +53,7 @@ func (a *API) handleMCP(c *gin.Context) {
 	})
 	if !ok { // revoked since Verify
 		c.Header("WWW-Authenticate", `Bearer realm="tether"`)
-		apiError(c, http.StatusUnauthorized, protocol.CodeUnauthorized, "token revoked")
+		refuse(c, auth.ErrRevoked())
 		return
 	}
 	defer untrack()
@@ -78,13 +77,6 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // the session.
 type SessionCloser interface {
 	CloseSession(ws, id string)
-}
-
-// revokedToken reports whether Verify refused a token as revoked (not
-// forged, not expired: revocation is asked after the signature).
-func revokedToken(err error) bool {
-	var pe *protocol.Error
-	return errors.As(err, &pe) && pe.Code == protocol.CodeUnauthorized && pe.Message == "token revoked"
 }
 
 func (a *API) closeMCPSession(ws, id string) {
