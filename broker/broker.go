@@ -22,6 +22,7 @@ import (
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/proxy"
+	"github.com/tetherdev/tether/broker/revoke"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -100,6 +101,12 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to use the caller API
 	// and the polling transport (--cors-origin; api.CORS); none by default.
 	CORSOrigins []string
+	// Revocations is the list of revoked tokens every door's Verify asks,
+	// which ends the sockets and MCP streams of a token it revokes (package
+	// revoke). Brokers that share a Redis bus share one (revoke.NewShared,
+	// same Redis and prefix). Nil means a private in-memory list: this
+	// broker alone. The broker does not close a list it was given.
+	Revocations *revoke.List
 }
 
 func (c *Config) setDefaults() {
@@ -158,6 +165,8 @@ type Broker struct {
 	store    store.Store
 	ownStore bool
 	auth     *auth.Verifier
+	revoked  *revoke.List
+	ownRevs  bool
 	metrics  *metrics
 	caller   *caller.BusCaller
 	api      *api.API
@@ -199,6 +208,7 @@ func New(cfg Config) (*Broker, error) {
 		conns:    make(map[*conn]struct{}),
 		holders:  make(map[string]*conn),
 		store:    cfg.Store,
+		revoked:  cfg.Revocations,
 		stopping: make(chan struct{}),
 	}
 	if b.auth == nil {
@@ -207,6 +217,11 @@ func New(cfg Config) (*Broker, error) {
 	if !b.auth.Enabled() {
 		b.auth.OnUnchecked(b.warnUnchecked)
 	}
+	if b.revoked == nil {
+		b.revoked = revoke.New(revoke.Options{Logger: b.log})
+		b.ownRevs = true
+	}
+	b.auth.SetRevocations(b.revoked)
 	if b.bus == nil {
 		b.bus = bus.NewMemory()
 		b.ownBus = true
@@ -267,6 +282,7 @@ func New(cfg Config) (*Broker, error) {
 		Core:         b,
 		Caller:       c,
 		Verifier:     b.auth,
+		Revocations:  b.revoked,
 		Registry:     b.metrics.reg,
 		Socket:       b.sockets,
 		MCP:          cfg.MCP,
@@ -574,8 +590,12 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// closeOwned closes the bus and store the broker made itself.
+// closeOwned closes the bus, store and revocation list the broker made
+// itself.
 func (b *Broker) closeOwned() {
+	if b.ownRevs {
+		_ = b.revoked.Close()
+	}
 	if b.ownStore {
 		_ = b.store.Close()
 	}

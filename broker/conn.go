@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/async"
+	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/protocol"
@@ -30,6 +31,7 @@ import (
 const (
 	ReasonReplaced = "replaced"
 	ReasonBusLost  = "bus connection lost"
+	ReasonRevoked  = auth.RevokedMessage
 )
 
 // EventDisconnectReason tells a client why the broker is about to disconnect
@@ -61,6 +63,9 @@ type conn struct {
 	closed   bool
 	replaced bool // a newer holder took the workspace: stay silent on calls
 	sub      bus.Subscription
+	// untrack forgets the connection's token in the revocation list
+	// (handshake.go); nil before CONNECT.
+	untrack func()
 	// The calls delivered to the client and not answered (calls.go).
 	calls callTable
 
@@ -142,6 +147,8 @@ func (c *conn) Ended(reason string, notify bool) [][]byte {
 	pend := c.calls.takeAllLocked()
 	sub := c.sub
 	c.sub = nil
+	untrack := c.untrack
+	c.untrack = nil
 	// Calls kept while joining reached c alone unless another holder was
 	// subscribed (or that is not known yet): then they are not c's to answer.
 	early := c.early
@@ -151,6 +158,9 @@ func (c *conn) Ended(reason string, notify bool) [][]byte {
 	}
 	c.joining.Store(false)
 	c.mu.Unlock()
+	if untrack != nil {
+		untrack()
+	}
 	gone := "workspace client disconnected: " + reason
 	for _, call := range early {
 		c.calls.finish(&pending{call: call}, endDisconnected, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, gone), reason)

@@ -25,17 +25,20 @@
 //	                queue, submits handed to a local holder, outcomes, the sweep
 //	broker/auth     tokens: issuing and verifying (roles, workspaces, keys)
 //	broker/proxy    the client's address of a request behind trusted reverse proxies
+//	broker/revoke   the revocation list Verify asks (memory, or shared on Redis), and the
+//	                live sockets and MCP requests a revocation ends
 //	broker/caller   the caller side of the bus: a call published, its answer awaited
 //	broker/bus      the bus: in memory, or Redis and Redis Cluster pub/sub
 //	broker/store    the records of async calls: in memory, or Redis
 //
 // Where a new thing goes: TLS on the listener the call server accepts on
 // (api.Server.Serve, which eio's sessions come through); how a token is
-// trusted (keys, JWKS, revocation) in broker/auth behind Verifier.Verify,
-// which every door calls; a trace span or an audit line of a call at its
-// entry in broker/api (begin and end, submit), at its delivery and answer
-// in this package (deliver.go, calls.go finish), of a connection in
-// handshake.go (CONNECT) and conn.go (Ended).
+// trusted (keys, JWKS) in broker/auth behind Verifier.Verify, which every
+// door calls, and revocation in broker/revoke, which Verify asks; a trace
+// span or an audit line of a call at its entry in broker/api (begin and
+// end, submit), at its delivery and answer in this package (deliver.go,
+// calls.go finish), of a connection in handshake.go (CONNECT) and conn.go
+// (Ended).
 //
 // The core never imports the workspace side (bridge, dap, terminal,
 // sandbox) nor package mcp: cmd/tether mounts mcp's endpoint into the API

@@ -67,6 +67,21 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 		c.connectError("/", refusal.Message, refusal.Error)
 		return "CONNECT refused"
 	}
+	// A revocation of the token ends the connection (its pending calls
+	// are answered workspace_disconnected, as for any disconnect).
+	untrack, ok := c.b.revoked.Track(claims, func() { c.close(ReasonRevoked, true) })
+	if !ok { // revoked since Verify
+		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", protocol.CodeUnauthorized).Msg("CONNECT refused: " + auth.RevokedMessage)
+		c.connectError("/", auth.RevokedMessage, protocol.CodeUnauthorized)
+		return "CONNECT refused"
+	}
+	c.mu.Lock()
+	if c.closed { // Ended ran already: it found nothing to forget
+		defer untrack()
+	} else {
+		c.untrack = untrack
+	}
+	c.mu.Unlock()
 	// The token is good: no longer an anonymous handshake, whatever
 	// registering brings.
 	c.s.EndHandshake()

@@ -108,6 +108,23 @@ func (e *Endpoint) workspace(ws string) (*endpointWorkspace, error) {
 	return w, nil
 }
 
+// CloseSession ends the session id of workspace ws, if it is open: its
+// event streams end and its tool calls in flight are cancelled (the broker
+// calls it when the token the session used is revoked).
+func (e *Endpoint) CloseSession(ws, id string) {
+	e.mu.Lock()
+	w := e.workspaces[ws]
+	e.mu.Unlock()
+	if w == nil {
+		return
+	}
+	for ss := range w.server.SDK().Sessions() {
+		if ss.ID() == id {
+			_ = ss.Close()
+		}
+	}
+}
+
 // Close ends every MCP session (their event streams end, so the HTTP
 // server's shutdown need not wait for them); later requests are refused.
 func (e *Endpoint) Close() {

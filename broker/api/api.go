@@ -1,7 +1,7 @@
 // Package api is the broker's HTTP API for callers: POST
 // /api/v1/workspaces/{id}/calls (synchronous and async), the async calls'
-// GET and cancel, GET /api/v1/workspaces, the MCP endpoint's door, and
-// /healthz, /readyz, /metrics. Two servers answer it: net/http through gin
+// GET and cancel, GET /api/v1/workspaces, the MCP endpoint's door, the
+// admin's revocations (admin.go), and /healthz, /readyz, /metrics. Two servers answer it: net/http through gin
 // (routes.go), and the call server (server.go), which reads and writes the
 // hot requests itself. Both take every rule about a call from the same
 // code: a call's body is accepted by acceptCall, a synchronous call starts
@@ -28,6 +28,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/revoke"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -87,6 +88,10 @@ type Config struct {
 	Core     Core
 	Caller   *caller.BusCaller
 	Verifier *auth.Verifier
+	// Revocations is the Verifier's list of revoked tokens: the admin
+	// routes add to it and list it, and an MCP request or stream is
+	// tracked there, so that revoking its token ends it.
+	Revocations *revoke.List
 	// Registry gets the API's metrics; /metrics serves it.
 	Registry *prometheus.Registry
 	// Socket serves /socket.io/ (the Engine.IO server).
@@ -117,6 +122,7 @@ type API struct {
 	core    Core
 	caller  *caller.BusCaller
 	auth    *auth.Verifier
+	revoked *revoke.List
 	log     zerolog.Logger
 	metrics *metrics
 	mcp     Mount // nil: no MCP endpoint
@@ -128,7 +134,7 @@ type API struct {
 
 // New returns the API; its Handler serves it.
 func New(cfg Config) *API {
-	a := &API{cfg: cfg, core: cfg.Core, caller: cfg.Caller, auth: cfg.Verifier, log: cfg.Logger, metrics: newMetrics(cfg.Registry)}
+	a := &API{cfg: cfg, core: cfg.Core, caller: cfg.Caller, auth: cfg.Verifier, revoked: cfg.Revocations, log: cfg.Logger, metrics: newMetrics(cfg.Registry)}
 	if cfg.MCP != nil {
 		a.mcp = cfg.MCP(a)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 
@@ -23,9 +24,21 @@ import (
 // (--oauth-issuer), and a token from one of them is accepted when its
 // audience is the endpoint's URL. A draining broker answers 503
 // broker_shutdown.
+//
+// Each request is tracked in the revocation list while it is served: a
+// revocation of its token ends it (an event stream closes, a request in
+// flight is cancelled) and closes its MCP session, when the Mount can
+// (SessionCloser). A session with nothing in flight is refused (401) at
+// its next request, and closed then.
 func (a *API) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
-	if _, err := a.auth.VerifyFor(bearer(c.Request), auth.RoleCaller, ws, resourceURL(c.Request, ws)); err != nil {
+	claims, err := a.auth.VerifyFor(bearer(c.Request), auth.RoleCaller, ws, resourceURL(c.Request, ws))
+	if err != nil {
+		if auth.IsRevoked(err) {
+			// A session idle since its token was revoked: signed with
+			// a good key, so its id is the session's own to end.
+			a.closeMCPSession(ws, c.GetHeader(mcpSessionHeader))
+		}
 		if authStatus(err) == http.StatusUnauthorized {
 			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+resourceMetadataURL(c.Request, ws)+`"`)
 		}
@@ -36,8 +49,44 @@ func (a *API) handleMCP(c *gin.Context) {
 		apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
 		return
 	}
-	if err := a.mcp.ServeWorkspace(c.Writer, c.Request, ws); err != nil {
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	sid := c.GetHeader(mcpSessionHeader)
+	untrack, ok := a.revoked.Track(claims, func() {
+		cancel()
+		a.closeMCPSession(ws, sid)
+	})
+	if !ok { // revoked since Verify
+		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+resourceMetadataURL(c.Request, ws)+`"`)
+		refuse(c, auth.ErrRevoked())
+		return
+	}
+	defer untrack()
+	if err := a.mcp.ServeWorkspace(c.Writer, c.Request.WithContext(ctx), ws); err != nil {
 		apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "MCP endpoint: "+err.Error())
+		return
+	}
+	// A session this request opened (initialize) is not tracked by its
+	// end func, which had no session id yet: close it if the token was
+	// revoked meanwhile.
+	if sid == "" && a.revoked.Revoked(claims) {
+		a.closeMCPSession(ws, c.Writer.Header().Get(mcpSessionHeader))
+	}
+}
+
+// mcpSessionHeader carries an MCP session's id (streamable HTTP).
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// SessionCloser is a Mount that can end one of its sessions (package mcp's
+// Endpoint): a revocation of the token a session's request carried closes
+// the session.
+type SessionCloser interface {
+	CloseSession(ws, id string)
+}
+
+func (a *API) closeMCPSession(ws, id string) {
+	if sc, ok := a.mcp.(SessionCloser); ok && id != "" {
+		sc.CloseSession(ws, id)
 	}
 }
 

@@ -23,6 +23,8 @@ func (a *API) routes() http.Handler {
 	r.GET("/api/v1/workspaces", a.handleList)
 	r.GET("/api/v1/calls/:cid", a.handleCallStatus)
 	r.POST("/api/v1/calls/:cid/cancel", a.handleCallCancel)
+	r.POST("/api/v1/admin/revocations", a.handleRevoke)
+	r.GET("/api/v1/admin/revocations", a.handleRevocations)
 	if a.mcp != nil {
 		r.Any("/api/v1/workspaces/:id/mcp", a.handleMCP)
 		r.GET(resourceMetadataPrefix+"/api/v1/workspaces/:id/mcp", a.handleResourceMetadata)

@@ -221,7 +221,7 @@ func (a *Verifier) VerifyFor(token, role, workspaceID, resource string) (*Claims
 	}
 	claims := c.claims
 	if a.revoked != nil && a.revoked.Revoked(claims) {
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, "token revoked")
+		return nil, ErrRevoked()
 	}
 	if claims.Role != role {
 		return nil, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)

@@ -179,6 +179,8 @@ func runBroker(args []string, stderr io.Writer) error {
 	rf.register(fs)
 	var kf keyFlags
 	kf.register(fs)
+	var rv revokeFlags
+	rv.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -227,6 +229,7 @@ func runBroker(args []string, stderr io.Writer) error {
 		if b := served.Load(); b != nil {
 			b.Reannounce()
 		}
+		rv.resync()
 	})
 	if err != nil {
 		return err
@@ -244,6 +247,10 @@ func runBroker(args []string, stderr io.Writer) error {
 		defer st.Close() // after the broker's Shutdown: its last outcomes go there
 		log.Info().Str("redis", redactURL(rf.url)).Str("redis_cluster", rf.cluster).Str("prefix", rf.prefix).Dur("call_retention", f.retention).Msg("routing through redis")
 	}
+	if cfg.Revocations, err = rv.open(&rf, rb, log); err != nil {
+		return err
+	}
+	defer cfg.Revocations.Close() // after the broker's Shutdown
 	b, err := broker.New(cfg)
 	if err != nil {
 		return err

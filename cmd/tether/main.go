@@ -46,6 +46,8 @@ Usage:
                                                         mint a token
   tether keys    new --alg EdDSA|ES256|RS256|HS256 --kid K --private FILE --public-set FILE
                  remove --kid K --public-set FILE       keep a broker's --keys set
+  tether revoke  --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)
+                                                        revoke tokens, or list the revocations
   tether version
 
 Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
@@ -108,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runToken(rest, stdout, stderr)
 	case "keys":
 		err = runKeys(rest, stdout, stderr)
+	case "revoke":
+		return runRevoke(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "tether", versionString())
 		return 0
