@@ -41,6 +41,11 @@ type Config struct {
 	// OAuthIssuers are the authorization servers the MCP endpoint names in
 	// its protected-resource metadata (RFC 9728).
 	OAuthIssuers []string
+	// PublicURL is the broker's base URL as its clients reach it
+	// (https://broker.example.com): the MCP endpoint's resource URL, and the
+	// audience a provider's token must name there. Empty: each request's
+	// own scheme and Host.
+	PublicURL string
 	// Bus routes calls between instances. Nil means a private in-memory bus
 	// (one instance). The broker does not close a bus it was given.
 	Bus bus.Bus
@@ -287,6 +292,7 @@ func New(cfg Config) (*Broker, error) {
 		Socket:       b.sockets,
 		MCP:          cfg.MCP,
 		OAuthIssuers: cfg.OAuthIssuers,
+		PublicURL:    cfg.PublicURL,
 		InstanceID:   cfg.InstanceID,
 		Logger:       b.log,
 		MaxPayload:   cfg.MaxPayload,

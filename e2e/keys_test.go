@@ -416,3 +416,45 @@ func TestMCPOAuthDiscoveryAndProviderToken(t *testing.T) {
 		t.Fatalf("token for another audience over plain HTTP: %d %s", res.StatusCode, body)
 	}
 }
+
+// With --public-url the MCP endpoint is that URL's resource whatever Host
+// the client sends: its 401 points there, and a provider token whose
+// audience is the address the client happened to use does not fit; one
+// naming the public resource does.
+func TestMCPResourceIsThePublicURL(t *testing.T) {
+	p := newIDP(t)
+	a1 := newIDPKey(t, auth.AlgES256, "a1")
+	p.serve(false, a1)
+	const public = "https://broker.example.test"
+	b := startBroker(t, "--jwks-url", p.URL, "--token-issuer", idpIssuer, "--oauth-issuer", idpIssuer, "--public-url", public+"/")
+	testwait.Until(t, 15*time.Second, func() bool { s, _ := readyz(t, b); return s == http.StatusOK }, "ready")
+	startBridge(t, b, "ws-public")
+	local := b.url + "/api/v1/workspaces/ws-public/mcp"
+	post := func(tok string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, local, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(body)
+	}
+	res, _ := post("")
+	if want := `Bearer resource_metadata="` + public + `/.well-known/oauth-protected-resource/api/v1/workspaces/ws-public/mcp"`; res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("no token: %d, WWW-Authenticate %q, want %q", res.StatusCode, res.Header.Get("WWW-Authenticate"), want)
+	}
+	hostAud := a1.sign(t, func(c jwt.MapClaims) { c["aud"] = local; c["workspaces"] = []string{"ws-public"} })
+	if res, body := post(hostAud); res.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "wrong audience") {
+		t.Fatalf("token for the address the client used: %d %s, want 401 wrong audience", res.StatusCode, body)
+	}
+	publicAud := a1.sign(t, func(c jwt.MapClaims) { c["aud"] = public + "/api/v1/workspaces/ws-public/mcp"; c["workspaces"] = []string{"ws-public"} })
+	if res, body := post(publicAud); res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+		t.Fatalf("token for the public resource: %d %s", res.StatusCode, body)
+	}
+}

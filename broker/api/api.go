@@ -102,6 +102,10 @@ type Config struct {
 	// OAuthIssuers are the authorization servers the MCP endpoint's
 	// protected-resource metadata names.
 	OAuthIssuers []string
+	// PublicURL is the broker's base URL as clients reach it; the MCP
+	// endpoint's resource URL starts with it. Empty: the request's own
+	// scheme and Host.
+	PublicURL string
 	InstanceID   string
 	Logger       zerolog.Logger
 	MaxPayload   int

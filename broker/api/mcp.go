@@ -32,7 +32,7 @@ import (
 // its next request, and closed then.
 func (a *API) handleMCP(c *gin.Context) {
 	ws := c.Param("id")
-	claims, err := a.auth.VerifyFor(bearer(c.Request), auth.RoleCaller, ws, resourceURL(c.Request, ws))
+	claims, err := a.auth.VerifyFor(bearer(c.Request), auth.RoleCaller, ws, a.resourceURL(c.Request, ws))
 	if err != nil {
 		if auth.IsRevoked(err) {
 			// A session idle since its token was revoked: signed with
@@ -40,7 +40,7 @@ func (a *API) handleMCP(c *gin.Context) {
 			a.closeMCPSession(ws, c.GetHeader(mcpSessionHeader))
 		}
 		if authStatus(err) == http.StatusUnauthorized {
-			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+resourceMetadataURL(c.Request, ws)+`"`)
+			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
 		}
 		refuse(c, err)
 		return
@@ -57,7 +57,7 @@ func (a *API) handleMCP(c *gin.Context) {
 		a.closeMCPSession(ws, sid)
 	})
 	if !ok { // revoked since Verify
-		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+resourceMetadataURL(c.Request, ws)+`"`)
+		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
 		refuse(c, auth.ErrRevoked())
 		return
 	}
@@ -110,25 +110,32 @@ type resourceMetadata struct {
 func (a *API) handleResourceMetadata(c *gin.Context) {
 	ws := c.Param("id")
 	c.JSON(http.StatusOK, resourceMetadata{
-		Resource:               resourceURL(c.Request, ws),
+		Resource:               a.resourceURL(c.Request, ws),
 		AuthorizationServers:   a.cfg.OAuthIssuers,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "tether workspace " + ws,
 	})
 }
 
-// resourceURL is the MCP endpoint of workspace ws as the client reached
-// it: the request's own scheme (TLS or not) and Host. X-Forwarded-* are not
-// read: no proxy is trusted to say where the client connected.
-func resourceURL(r *http.Request, ws string) string {
-	return baseURL(r) + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
+// resourceURL is the MCP endpoint of workspace ws: under --public-url
+// when the broker has one, else as the client reached it, the request's
+// own scheme (TLS or not) and Host. X-Forwarded-* are not read: no proxy is
+// trusted to say where the client connected. Without --public-url the
+// client chooses the Host, so a provider token meant for another server
+// with the same path and issuer would fit; --public-url (or
+// --token-audience) closes that.
+func (a *API) resourceURL(r *http.Request, ws string) string {
+	return a.baseURL(r) + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
 }
 
-func resourceMetadataURL(r *http.Request, ws string) string {
-	return baseURL(r) + resourceMetadataPrefix + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
+func (a *API) resourceMetadataURL(r *http.Request, ws string) string {
+	return a.baseURL(r) + resourceMetadataPrefix + "/api/v1/workspaces/" + url.PathEscape(ws) + "/mcp"
 }
 
-func baseURL(r *http.Request) string {
+func (a *API) baseURL(r *http.Request) string {
+	if a.cfg.PublicURL != "" {
+		return a.cfg.PublicURL
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"

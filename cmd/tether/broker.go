@@ -190,6 +190,9 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	f.keysGiven = kf.hasKeys()
+	if err := kf.checkPublicURL(); err != nil {
+		return err
+	}
 	if !f.hasKeys() && f.doors.secretFile == "" && !isLoopback(f.listen) {
 		return usagef("refusing to listen on %s without --secret, --secret-file, --keys or --jwks-url: choose the keys of a broker others can reach", f.listen)
 	}
@@ -235,7 +238,7 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := f.config(log)
-	cfg.Verifier, cfg.OAuthIssuers = verifier, kf.oauthIssuers
+	cfg.Verifier, cfg.OAuthIssuers, cfg.PublicURL = verifier, kf.oauthIssuers, kf.publicURL
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net/url"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -21,6 +22,7 @@ type keyFlags struct {
 	roleClaim       string
 	workspacesClaim string
 	oauthIssuers    repeatFlag
+	publicURL       string
 }
 
 func (f *keyFlags) register(fs *flag.FlagSet) {
@@ -30,7 +32,22 @@ func (f *keyFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.audiences, "token-audience", "audience a JWKS-verified token must hold (repeatable or comma-separated; default: any, except the MCP endpoint's own URL at that endpoint)")
 	fs.StringVar(&f.roleClaim, "role-claim", "role", "claim holding tether's role in a token")
 	fs.StringVar(&f.workspacesClaim, "workspaces-claim", "workspaces", "claim holding tether's workspaces in a token: an array of strings, or one string of ids separated by spaces or commas")
+	fs.StringVar(&f.publicURL, "public-url", env("TETHER_PUBLIC_URL", ""), "the broker's base URL as its clients reach it (https://broker.example.com): the MCP endpoint's OAuth resource and the audience a provider's token must name there; default: each request's own scheme and Host, which a client chooses")
 	fs.Var(&f.oauthIssuers, "oauth-issuer", "authorization server the MCP endpoint names in its OAuth protected-resource metadata (repeatable)")
+}
+
+// checkPublicURL makes --public-url a base URL: http(s), a host, no query,
+// no trailing slash.
+func (f *keyFlags) checkPublicURL() error {
+	if f.publicURL == "" {
+		return nil
+	}
+	u, err := url.Parse(f.publicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return usagef("--public-url %q is not a base URL: want https://host[:port][/path]", f.publicURL)
+	}
+	f.publicURL = strings.TrimRight(u.String(), "/")
+	return nil
 }
 
 // hasKeys reports whether the broker has a key beyond --secret. A broker
