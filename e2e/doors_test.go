@@ -410,7 +410,7 @@ func TestDoorsAttachTakesAnExplicitTokenAndRefusesAWrongOne(t *testing.T) {
 		t.Errorf("attach without a token file: %v %s, want an error pointing to --bridge-token", err, out)
 	}
 	for name, args := range map[string][]string{
-		"--bridge-token": {"--bridge-token", tok},
+		"--bridge-token":    {"--bridge-token", tok},
 		bridge.HTTPTokenEnv: nil,
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -453,7 +453,10 @@ func TestMCPResourceIsThePublicURL(t *testing.T) {
 	if res, body := post(hostAud); res.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "wrong audience") {
 		t.Fatalf("token for the address the client used: %d %s, want 401 wrong audience", res.StatusCode, body)
 	}
-	publicAud := a1.sign(t, func(c jwt.MapClaims) { c["aud"] = public + "/api/v1/workspaces/ws-public/mcp"; c["workspaces"] = []string{"ws-public"} })
+	publicAud := a1.sign(t, func(c jwt.MapClaims) {
+		c["aud"] = public + "/api/v1/workspaces/ws-public/mcp"
+		c["workspaces"] = []string{"ws-public"}
+	})
 	if res, body := post(publicAud); res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
 		t.Fatalf("token for the public resource: %d %s", res.StatusCode, body)
 	}

@@ -105,10 +105,10 @@ type Config struct {
 	// PublicURL is the broker's base URL as clients reach it; the MCP
 	// endpoint's resource URL starts with it. Empty: the request's own
 	// scheme and Host.
-	PublicURL string
-	InstanceID   string
-	Logger       zerolog.Logger
-	MaxPayload   int
+	PublicURL  string
+	InstanceID string
+	Logger     zerolog.Logger
+	MaxPayload int
 	// WriteTimeout bounds writing one answer; CallGrace is how long past a
 	// call's deadline the API waits for the owner's answer before it
 	// answers timeout itself.
