@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -91,13 +92,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	if !tuning.On(tuning.CallServer) {
 		defer close(s.httpEnd)
-		return s.hs.Serve(accepting(ln))
+		return s.hs.Serve(s.accepting(ln)) // net/http runs TLS handshakes itself
 	}
 	go func() {
 		defer close(s.httpEnd)
 		_ = s.hs.Serve(s.declined)
 	}()
-	ln = accepting(ln)
+	ln = s.accepting(ln)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -130,13 +131,40 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // accepting is the one place where the broker's listener and its
 // connections are made: every connection, a call's, a WebSocket's or a
-// long-polling request's, is accepted here. Today they are read and
-// written with rawnet (system calls the runtime is not told of). TLS goes
-// here next, as a tls.Listener over ln: raw I/O is for plaintext only (a
-// *tls.Conn is no *net.TCPConn, so rawnet.Conn and eio's sock leave it to
-// crypto/tls and net), and what TLS costs per call is measured then
-// against plaintext in bench-peers rather than hand-tuned in advance.
-func accepting(ln net.Listener) net.Listener { return rawnet.Listener(ln) }
+// long-polling request's, is accepted here. They are read and written with
+// rawnet (system calls the runtime is not told of); with hs.TLSConfig set,
+// TLS runs over those same raw connections (a tls.Listener over the
+// rawnet one), so the TLS records are read and written as plaintext is.
+// Above it, a *tls.Conn is no *net.TCPConn and offers no syscall.Conn:
+// rawnet.TryWrite reports it is not one of its own (the call server then
+// writes as usual) and eio's sock is not used (the WebSocket keeps
+// net/http's buffers over the TLS connection).
+//
+// The handshake is not run here, where it would hold up the accept loop,
+// but by the connection's goroutine (handshake), bounded by
+// ReadHeaderTimeout.
+func (s *Server) accepting(ln net.Listener) net.Listener {
+	ln = rawnet.Listener(ln)
+	if s.hs.TLSConfig != nil {
+		ln = tls.NewListener(ln, s.hs.TLSConfig)
+	}
+	return ln
+}
+
+// handshake completes nc's TLS handshake, if it is a TLS connection,
+// within ReadHeaderTimeout; false when it failed. It runs on the
+// connection's goroutine (callConn.serve) before the first request is
+// read: a client that connects and says nothing holds only its
+// own goroutine, and not for longer than a request head could.
+func (s *Server) handshake(nc net.Conn) bool {
+	tc, ok := nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.hs.ReadHeaderTimeout)
+	defer cancel()
+	return tc.HandshakeContext(ctx) == nil
+}
 
 // isTemporary reports an accept error net/http would retry (EMFILE and
 // such report Temporary).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -171,6 +172,8 @@ func runBroker(args []string, stderr io.Writer) error {
 	f.register(fs, "127.0.0.1:8377")
 	var rf redisFlags
 	rf.register(fs)
+	var tf tlsFlags
+	tf.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -179,6 +182,11 @@ func runBroker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsCfg, stopTLS, err := tf.serverConfig(log)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	if f.secret == "" && !isLoopback(f.listen) {
 		return usagef("refusing to listen on %s without --secret: anyone who can reach it could act as any workspace", f.listen)
 	}
@@ -229,7 +237,7 @@ func runBroker(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	return serveBroker(ctx, b, ln, log)
+	return serveBroker(ctx, b, ln, tlsCfg, log)
 }
 
 // redactURL hides the password of a redis:// URL for logs.
@@ -241,12 +249,13 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// serveBroker serves b on ln until ctx ends, then drains and shuts down.
-func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zerolog.Logger) error {
-	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second})
+// serveBroker serves b on ln until ctx ends, then drains and shuts down;
+// over TLS with tlsCfg, plaintext when it is nil.
+func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, tlsCfg *tls.Config, log zerolog.Logger) error {
+	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	e := log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled())
+	e := log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Bool("tls", tlsCfg != nil)
 	if off := tuning.Off(); len(off) > 0 {
 		e = e.Strs("tuning_off", off) // TETHER_TUNING: the plain ways, for a comparison
 	}
