@@ -134,6 +134,14 @@ func (f *tlsFlags) acmeConfig(log zerolog.Logger) (*tls.Config, error) {
 	// on this port: no port 80 is needed.
 	cfg.NextProtos = append(cfg.NextProtos, acme.ALPNProto)
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if hello.ServerName == "" {
+			// A client dialling an IP address sends no name: it gets the
+			// first domain's certificate (a health check, a client told
+			// to skip verification) rather than a failed handshake.
+			h := *hello
+			h.ServerName = f.acmeDomains[0]
+			hello = &h
+		}
 		c, err := m.GetCertificate(hello)
 		if err != nil {
 			log.Warn().Err(err).Str("server_name", hello.ServerName).Msg("acme: no certificate for this handshake")
