@@ -109,6 +109,11 @@ func read(certFile, keyFile string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the key: %w", err)
 	}
+	return parse(certPEM, keyPEM, certFile, keyFile)
+}
+
+// parse is read's work on the files' contents; the errors name the files.
+func parse(certPEM, keyPEM []byte, certFile, keyFile string) (*tls.Certificate, error) {
 	if !hasBlock(certPEM, func(t string) bool { return t == "CERTIFICATE" }) {
 		return nil, fmt.Errorf("the certificate file %s holds no PEM CERTIFICATE block", certFile)
 	}
