@@ -84,8 +84,7 @@ func TestTLSBridgeWithCAAnswersTetherCallWithCA(t *testing.T) {
 		t.Fatalf("tether call --ca: exit %d, %s %s", code, out, errOut)
 	}
 	// wss:// given to the bridge works as https:// does.
-	wss := startBridgeURL(t, b, "wss://"+b.addr(), "ws-wss", "--ca", b.ca.file)
-	_ = wss
+	startBridgeURL(t, b, "wss://"+b.addr(), "ws-wss", "--ca", b.ca.file)
 	r := b.call("ws-wss", token(t, auth.RoleCaller, "ws-wss"), pingBody)
 	if r.err != nil || !r.resp.Success {
 		t.Fatalf("call to the wss:// bridge: %+v %v", r.resp, r.err)
@@ -315,5 +314,34 @@ func TestTLSBadPairAtStartExitsNonZeroNamingTheFile(t *testing.T) {
 	cmd.Stderr = &errOut
 	if code := exitCode(t, cmd); code != 2 || !strings.Contains(errOut.String(), "--tls-cert and --acme-domain exclude each other") {
 		t.Fatalf("--tls-cert with --acme-domain: exit %d, %s", code, errOut.String())
+	}
+}
+
+// TestTLSMCPOverHTTPS: tether mcp --ca (stdio) and the official TypeScript
+// SDK client on the broker's MCP endpoint (trusting the test CA through
+// NODE_EXTRA_CA_CERTS) both run a tool over HTTPS.
+func TestTLSMCPOverHTTPS(t *testing.T) {
+	b := startTLSBroker(t)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"hello.txt": "over tls\n"})
+	start(t, "bridge ws-mcp", bridgeCmd(b.brokerProc, "ws-mcp", token(t, auth.RoleBridge, "ws-mcp"), root, "--ca", b.ca.file))
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds("ws-mcp") }, "%s holding ws-mcp", b.name)
+	t.Setenv("NODE_EXTRA_CA_CERTS", b.ca.file)
+	tok := token(t, auth.RoleCaller, "ws-mcp")
+	stdio, _ := json.Marshal([]string{tetherBin, "mcp", "--broker", b.url, "--workspace", "ws-mcp", "--token", tok, "--ca", b.ca.file})
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"stdio", []string{"--stdio", string(stdio)}},
+		{"http", []string{"--url", b.url + "/api/v1/workspaces/ws-mcp/mcp", "--token", tok}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := connectMCP(t, tc.args...)
+			c.list()
+			if text := c.ok("terminal_run", map[string]any{"command": "cat hello.txt"}, nil); !strings.Contains(text, "over tls") {
+				t.Fatalf("terminal_run over https: %q", text)
+			}
+		})
 	}
 }
