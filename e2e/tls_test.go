@@ -83,6 +83,17 @@ func TestTLSBridgeWithCAAnswersTetherCallWithCA(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &resp) != nil || !resp.Success {
 		t.Fatalf("tether call --ca: exit %d, %s %s", code, out, errOut)
 	}
+	// An async call, read back with tether calls --ca.
+	code, out, errOut = tetherCall(t, b.brokerProc, "ws-br", "--ca", b.ca.file, "--async")
+	if code != 0 {
+		t.Fatalf("tether call --async --ca: exit %d, %s %s", code, out, errOut)
+	}
+	cmd := exec.Command(tetherBin, "calls", "wait", "--broker", b.url, "--token", token(t, auth.RoleCaller, "ws-br"), "--ca", b.ca.file, "--compact", strings.TrimSpace(out))
+	var waited strings.Builder
+	cmd.Stdout, cmd.Stderr = &waited, os.Stderr
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(waited.String(), `"status":"succeeded"`) {
+		t.Fatalf("tether calls wait --ca: exit %d, %s", code, waited.String())
+	}
 	// wss:// given to the bridge works as https:// does.
 	startBridgeURL(t, b, "wss://"+b.addr(), "ws-wss", "--ca", b.ca.file)
 	r := b.call("ws-wss", token(t, auth.RoleCaller, "ws-wss"), pingBody)
