@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -354,5 +355,41 @@ func TestTLSMCPOverHTTPS(t *testing.T) {
 				t.Fatalf("terminal_run over https: %q", text)
 			}
 		})
+	}
+}
+
+// TestTLSOffersHTTP1OnlyFromTLS12: a client offering h2 gets http/1.1 (the
+// call server speaks nothing else), across several connections (net/http
+// must not add h2 once it serves); TLS 1.1 is refused.
+func TestTLSOffersHTTP1OnlyFromTLS12(t *testing.T) {
+	b := startTLSBroker(t)
+	// Let net/http serve something first: it configures HTTP/2 on its
+	// first Serve unless told not to.
+	client := b.ca.client()
+	res, err := client.Get(b.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	client.CloseIdleConnections()
+	for i := range 3 {
+		cfg := b.ca.tlsConfig()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		c, err := tls.Dial("tcp", b.addr(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.ConnectionState().NegotiatedProtocol
+		_ = c.Close()
+		if got != "http/1.1" {
+			t.Fatalf("connection %d: ALPN %q, want http/1.1", i, got)
+		}
+	}
+	cfg := b.ca.tlsConfig()
+	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
+	if c, err := tls.Dial("tcp", b.addr(), cfg); err == nil {
+		_ = c.Close()
+		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
 }

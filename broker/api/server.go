@@ -49,6 +49,8 @@ import (
 type Server struct {
 	a  *API
 	hs *http.Server
+	// tlsConfig is hs.TLSConfig as NewServer found it; nil: plaintext.
+	tlsConfig *tls.Config
 	// declined feeds net/http's Serve the connections it serves.
 	declined *connQueue
 
@@ -67,6 +69,11 @@ type Server struct {
 // NewServer returns a Server for a; hs carries net/http's settings (its
 // Handler is a.Handler() when nil). ReadHeaderTimeout bounds a call's head
 // as well (10s when zero).
+//
+// With hs.TLSConfig set the Server serves TLS (see accepting): a copy of it
+// is taken here, and HTTP/2 is not offered (hs.TLSNextProto is set empty
+// when nil): net/http's Serve would otherwise add "h2" to the config's
+// NextProtos, while the call server speaks HTTP/1.1 only.
 func NewServer(a *API, hs *http.Server) *Server {
 	if hs.Handler == nil {
 		hs.Handler = a.Handler()
@@ -74,7 +81,14 @@ func NewServer(a *API, hs *http.Server) *Server {
 	if hs.ReadHeaderTimeout <= 0 {
 		hs.ReadHeaderTimeout = 10 * time.Second
 	}
-	return &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
+	if hs.TLSNextProto == nil {
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	s := &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
+	if hs.TLSConfig != nil {
+		s.tlsConfig = hs.TLSConfig.Clone()
+	}
+	return s
 }
 
 // Serve accepts connections on ln until Shutdown, and returns
@@ -132,7 +146,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // accepting is the one place where the broker's listener and its
 // connections are made: every connection, a call's, a WebSocket's or a
 // long-polling request's, is accepted here. They are read and written with
-// rawnet (system calls the runtime is not told of); with hs.TLSConfig set,
+// rawnet (system calls the runtime is not told of); with a TLS config,
 // TLS runs over those same raw connections (a tls.Listener over the
 // rawnet one), so the TLS records are read and written as plaintext is.
 // Above it, a *tls.Conn is no *net.TCPConn and offers no syscall.Conn:
@@ -145,8 +159,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // ReadHeaderTimeout.
 func (s *Server) accepting(ln net.Listener) net.Listener {
 	ln = rawnet.Listener(ln)
-	if s.hs.TLSConfig != nil {
-		ln = tls.NewListener(ln, s.hs.TLSConfig)
+	if s.tlsConfig != nil {
+		ln = tls.NewListener(ln, s.tlsConfig)
 	}
 	return ln
 }
