@@ -21,6 +21,8 @@ TOOLS := $(CURDIR)/.bin
 export PATH := $(TOOLS):$(PATH)
 STATICCHECK_VERSION := v0.8.2
 DELVE_VERSION := v1.27.2
+# pebble: Let's Encrypt's test ACME server, for the ACME e2e test.
+PEBBLE_VERSION := v2.10.3
 
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
 # bubblewrap and ripgrep for terminal/sandbox, gcc for -race; python3-aiohttp
@@ -42,7 +44,7 @@ BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 .PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
 
 help:
-	@echo 'make deps       install Debian packages, e2e node clients, staticcheck and delve (idempotent)'
+	@echo 'make deps       install Debian packages, e2e node clients, staticcheck, delve and pebble (idempotent)'
 	@echo 'make build      build bin/tether'
 	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s)'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
@@ -76,7 +78,7 @@ deps-peers: $(PEERS)/node_modules/.package-lock.json
 	cd $* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION)
+deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION) $(TOOLS)/.pebble-$(PEBBLE_VERSION)
 
 # The stamp's name carries the version, so bumping a version reinstalls.
 $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION):
@@ -85,6 +87,10 @@ $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION):
 
 $(TOOLS)/.dlv-$(DELVE_VERSION):
 	GOBIN=$(TOOLS) $(GO) install github.com/go-delve/delve/cmd/dlv@$(DELVE_VERSION)
+	@touch $@
+
+$(TOOLS)/.pebble-$(PEBBLE_VERSION):
+	GOBIN=$(TOOLS) $(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION)
 	@touch $@
 
 build:

@@ -31,9 +31,10 @@
 //	broker/bus      the bus: in memory, or Redis and Redis Cluster pub/sub
 //	broker/store    the records of async calls: in memory, or Redis
 //
-// Where a new thing goes: TLS on the listener the call server accepts on
-// (api.Server.Serve, which eio's sessions come through); how a token is
-// trusted (keys, JWKS) in broker/auth behind Verifier.Verify, which every
+// Where a new thing goes: TLS is on the listener the call server accepts
+// on (api.Server's accepting, which eio's sessions come through; the
+// certificate comes from cmd/tether, in http.Server.TLSConfig); how a token
+// is trusted (keys, JWKS) in broker/auth behind Verifier.Verify, which every
 // door calls, and revocation in broker/revoke, which Verify asks; a trace
 // span or an audit line of a call at its entry in broker/api (begin and
 // end, submit), at its delivery and answer in this package (deliver.go,

@@ -235,6 +235,16 @@ type brokerProc struct {
 	*proc
 	url      string
 	instance string // its instance id, from its "broker listening" line
+	// client makes the harness's requests (http.DefaultClient when nil;
+	// a client trusting the test CA for a broker over TLS).
+	client *http.Client
+}
+
+func (b *brokerProc) httpClient() *http.Client {
+	if b.client != nil {
+		return b.client
+	}
+	return http.DefaultClient
 }
 
 // startBroker runs `tether broker` on a free loopback port.
@@ -284,7 +294,7 @@ func (b *brokerProc) holds(ws string) bool {
 	b.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/v1/workspaces", nil)
 	req.Header.Set("Authorization", "Bearer "+token(b.t, auth.RoleCaller, "*"))
-	res, err := http.DefaultClient.Do(req)
+	res, err := b.httpClient().Do(req)
 	if err != nil {
 		return false
 	}
@@ -315,7 +325,7 @@ func (b *brokerProc) call(ws, tok, body string) callResult {
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := b.httpClient().Do(req)
 	if err != nil {
 		return callResult{err: err, elapsed: time.Since(start)}
 	}

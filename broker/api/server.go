@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -48,6 +49,8 @@ import (
 type Server struct {
 	a  *API
 	hs *http.Server
+	// tlsConfig is hs.TLSConfig as NewServer found it; nil: plaintext.
+	tlsConfig *tls.Config
 	// declined feeds net/http's Serve the connections it serves.
 	declined *connQueue
 
@@ -66,6 +69,11 @@ type Server struct {
 // NewServer returns a Server for a; hs carries net/http's settings (its
 // Handler is a.Handler() when nil). ReadHeaderTimeout bounds a call's head
 // as well (10s when zero).
+//
+// With hs.TLSConfig set the Server serves TLS (see accepting): a copy of it
+// is taken here, and HTTP/2 is not offered (hs.TLSNextProto is set empty
+// when nil): net/http's Serve would otherwise add "h2" to the config's
+// NextProtos, while the call server speaks HTTP/1.1 only.
 func NewServer(a *API, hs *http.Server) *Server {
 	if hs.Handler == nil {
 		hs.Handler = a.Handler()
@@ -73,7 +81,46 @@ func NewServer(a *API, hs *http.Server) *Server {
 	if hs.ReadHeaderTimeout <= 0 {
 		hs.ReadHeaderTimeout = 10 * time.Second
 	}
-	return &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
+	if hs.TLSNextProto == nil {
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	s := &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
+	if hs.TLSConfig != nil {
+		s.tlsConfig = hs.TLSConfig.Clone()
+		keepTLSState(hs)
+	}
+	return s
+}
+
+// keepTLSState gives the requests of a TLS connection the call server
+// declined their r.TLS: net/http sets it only on a *tls.Conn, and a
+// declined connection reaches it as a prefixConn around one. What reads
+// r.TLS (the MCP endpoint's resource URL names https by it) then sees the
+// connection as it is.
+func keepTLSState(hs *http.Server) {
+	type tlsStateKey struct{}
+	connContext := hs.ConnContext
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		if p, ok := c.(*prefixConn); ok {
+			if tc, ok := p.Conn.(*tls.Conn); ok {
+				st := tc.ConnectionState()
+				ctx = context.WithValue(ctx, tlsStateKey{}, &st)
+			}
+		}
+		return ctx
+	}
+	h := hs.Handler
+	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve accepts connections on ln until Shutdown, and returns
@@ -91,13 +138,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	if !tuning.On(tuning.CallServer) {
 		defer close(s.httpEnd)
-		return s.hs.Serve(accepting(ln))
+		return s.hs.Serve(s.accepting(ln)) // net/http runs TLS handshakes itself
 	}
 	go func() {
 		defer close(s.httpEnd)
 		_ = s.hs.Serve(s.declined)
 	}()
-	ln = accepting(ln)
+	ln = s.accepting(ln)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -130,13 +177,40 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // accepting is the one place where the broker's listener and its
 // connections are made: every connection, a call's, a WebSocket's or a
-// long-polling request's, is accepted here. Today they are read and
-// written with rawnet (system calls the runtime is not told of). TLS goes
-// here next, as a tls.Listener over ln: raw I/O is for plaintext only (a
-// *tls.Conn is no *net.TCPConn, so rawnet.Conn and eio's sock leave it to
-// crypto/tls and net), and what TLS costs per call is measured then
-// against plaintext in bench-peers rather than hand-tuned in advance.
-func accepting(ln net.Listener) net.Listener { return rawnet.Listener(ln) }
+// long-polling request's, is accepted here. They are read and written with
+// rawnet (system calls the runtime is not told of); with a TLS config,
+// TLS runs over those same raw connections (a tls.Listener over the
+// rawnet one), so the TLS records are read and written as plaintext is.
+// Above it, a *tls.Conn is no *net.TCPConn and offers no syscall.Conn:
+// rawnet.TryWrite reports it is not one of its own (the call server then
+// writes as usual) and eio's sock is not used (the WebSocket keeps
+// net/http's buffers over the TLS connection).
+//
+// The handshake is not run here, where it would hold up the accept loop,
+// but by the connection's goroutine (handshake), bounded by
+// ReadHeaderTimeout.
+func (s *Server) accepting(ln net.Listener) net.Listener {
+	ln = rawnet.Listener(ln)
+	if s.tlsConfig != nil {
+		ln = tls.NewListener(ln, s.tlsConfig)
+	}
+	return ln
+}
+
+// handshake completes nc's TLS handshake, if it is a TLS connection,
+// within ReadHeaderTimeout; false when it failed. It runs on the
+// connection's goroutine (callConn.serve) before the first request is
+// read: a client that connects and says nothing holds only its
+// own goroutine, and not for longer than a request head could.
+func (s *Server) handshake(nc net.Conn) bool {
+	tc, ok := nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.hs.ReadHeaderTimeout)
+	defer cancel()
+	return tc.HandshakeContext(ctx) == nil
+}
 
 // isTemporary reports an accept error net/http would retry (EMFILE and
 // such report Temporary).

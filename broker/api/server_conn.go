@@ -90,6 +90,9 @@ func (c *callConn) serve() {
 		putCallBuf(c.buf)
 		c.buf = nil
 	}()
+	if !c.s.handshake(c.nc) {
+		return
+	}
 	maxBody := c.s.a.cfg.MaxPayload
 	for {
 		h, v := parseCallHead(c.buf[c.r:c.w], maxBody)

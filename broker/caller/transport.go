@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/tlsclient"
 )
 
 // Transport is an http.RoundTripper for a process that calls one broker
-// over plain HTTP, one call at a time per connection (tether mcp, tether
+// over HTTP or HTTPS, one call at a time per connection (tether mcp, tether
 // call): each request is written, and its answer read, on the goroutine
 // that makes it, over a keep-alive connection of its own pool.
 //
@@ -30,7 +31,7 @@ import (
 // this adds is the connection pool.
 //
 // Requests it does not serve go to Fallback (http.DefaultTransport when
-// nil): another scheme than http, or a URL the proxy settings (Proxy) send
+// nil): another scheme than http and https, or a URL the proxy settings (Proxy) send
 // through a proxy. A connection is used again only after its answer
 // was read to the end and neither side asked to close it, and not after it
 // sat idle for IdleTimeout; a request that fails is not sent again (a
@@ -48,6 +49,9 @@ type Transport struct {
 	// Dial opens connections (default a net.Dialer with a 10 s timeout,
 	// its connections read and written through internal/rawnet).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS runs the handshake of https connections over what Dial opened
+	// (default: the system's roots, tlsclient.New(tlsclient.Options{})).
+	TLS *tlsclient.Dialer
 	// Proxy says which requests go through a proxy, as http.Transport's
 	// (default http.ProxyFromEnvironment); those go to Fallback.
 	Proxy func(*http.Request) (*url.URL, error)
@@ -79,7 +83,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	addr := canonicalAddr(req)
-	c, err := t.get(ctx, addr)
+	c, err := t.get(ctx, req.URL.Scheme, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -107,14 +111,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = c.Close()
 			return
 		}
-		t.put(addr, c)
+		t.put(req.URL.Scheme+"://"+addr, c)
 	}}
 	return res, nil
 }
 
-// serves reports whether req is for this transport: plain HTTP, no proxy.
+// serves reports whether req is for this transport: HTTP or HTTPS, no
+// proxy.
 func (t *Transport) serves(req *http.Request) bool {
-	if req.URL.Scheme != "http" {
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return false
 	}
 	proxyFor := t.Proxy
@@ -130,17 +135,22 @@ func canonicalAddr(req *http.Request) string {
 	host, port := req.URL.Hostname(), req.URL.Port()
 	if port == "" {
 		port = "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
 	}
 	return net.JoinHostPort(host, port)
 }
 
-// get returns an idle connection to addr or dials one.
-func (t *Transport) get(ctx context.Context, addr string) (*leanConn, error) {
+// get returns an idle connection to addr for scheme (http or https) or
+// dials one.
+func (t *Transport) get(ctx context.Context, scheme, addr string) (*leanConn, error) {
 	now := time.Now()
+	key := scheme + "://" + addr
 	t.mu.Lock()
-	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
+	for list := t.idle[key]; len(list) > 0; list = t.idle[key] {
 		c := list[len(list)-1]
-		t.idle[addr] = list[:len(list)-1]
+		t.idle[key] = list[:len(list)-1]
 		if now.Sub(c.since) < t.idleTimeout() {
 			t.mu.Unlock()
 			return c, nil
@@ -156,12 +166,30 @@ func (t *Transport) get(ctx context.Context, addr string) (*leanConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if scheme == "https" {
+		td := t.TLS
+		if td == nil {
+			if td, err = systemTLS(); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+		}
+		tc, err := td.Client(ctx, conn, addr)
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
 	return &leanConn{Conn: conn, br: bufio.NewReaderSize(conn, 4096)}, nil
 }
 
-// put keeps c for the next request to addr, or closes it when the pool is
-// full.
-func (t *Transport) put(addr string, c *leanConn) {
+// systemTLS is Transport.TLS's default: the system's roots.
+var systemTLS = sync.OnceValues(func() (*tlsclient.Dialer, error) { return tlsclient.New(tlsclient.Options{}) })
+
+// put keeps c for the next request to key (scheme://host:port), or closes
+// it when the pool is full.
+func (t *Transport) put(key string, c *leanConn) {
 	_ = c.SetDeadline(time.Time{})
 	c.since = time.Now()
 	maxIdle := t.MaxIdle
@@ -172,8 +200,8 @@ func (t *Transport) put(addr string, c *leanConn) {
 	if t.idle == nil {
 		t.idle = make(map[string][]*leanConn)
 	}
-	if len(t.idle[addr]) < maxIdle {
-		t.idle[addr] = append(t.idle[addr], c)
+	if len(t.idle[key]) < maxIdle {
+		t.idle[key] = append(t.idle[key], c)
 		c = nil
 	}
 	t.mu.Unlock()

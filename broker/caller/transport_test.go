@@ -2,18 +2,23 @@ package caller_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/tlsclient"
 )
 
 // connCounter is an HTTP test server that counts the connections it
@@ -169,10 +174,10 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, errors.New("recorded")
 }
 
-// TestTransportLeavesHTTPSAndProxiesToTheFallback: https URLs, and URLs the
-// proxy settings send through a proxy, go to Fallback. (The package's
-// TestMain checks for leaked goroutines.)
-func TestTransportLeavesHTTPSAndProxiesToTheFallback(t *testing.T) {
+// TestTransportLeavesProxiesToTheFallback: URLs the proxy settings send
+// through a proxy, https ones too, go to Fallback. (The package's TestMain
+// checks for leaked goroutines.)
+func TestTransportLeavesProxiesToTheFallback(t *testing.T) {
 	rec := &recorder{}
 	proxied := func(req *http.Request) (*url.URL, error) {
 		if req.URL.Hostname() == "broker.example" {
@@ -181,11 +186,57 @@ func TestTransportLeavesHTTPSAndProxiesToTheFallback(t *testing.T) {
 		return nil, nil
 	}
 	c := leanClient(t, &caller.Transport{Fallback: rec, Proxy: proxied})
-	_, _ = c.Get("https://127.0.0.1:1/x")
+	_, _ = c.Get("https://broker.example/x")
 	_, _ = c.Get("http://broker.example:8377/y")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.urls) != 2 || rec.urls[0] != "https://127.0.0.1:1/x" || rec.urls[1] != "http://broker.example:8377/y" {
+	if len(rec.urls) != 2 || rec.urls[0] != "https://broker.example/x" || rec.urls[1] != "http://broker.example:8377/y" {
 		t.Fatalf("the fallback got %v", rec.urls)
+	}
+}
+
+// TestTransportServesHTTPSThroughItsTLSDialerOnOneConnection: https calls
+// are made over connections the TLS dialer verified, kept for the next
+// call as plain ones are; a server whose certificate the dialer does not
+// trust is refused with the error that says so.
+func TestTransportServesHTTPSThroughItsTLSDialerOnOneConnection(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(body)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := tlsclient.New(tlsclient.Options{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := leanClient(t, &caller.Transport{TLS: d, Fallback: &recorder{}})
+	for _, body := range []string{"one", "two"} {
+		if got := post(t, c, srv.URL+"/calls", body); got != body {
+			t.Fatalf("got %q, want %q", got, body)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("two https calls used %d connections, want 1", n)
+	}
+
+	sys, err := tlsclient.New(tlsclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusting := leanClient(t, &caller.Transport{TLS: sys, Fallback: &recorder{}})
+	_, err = untrusting.Get(srv.URL + "/x")
+	if !errors.Is(err, tlsclient.ErrUntrusted) || !strings.Contains(err.Error(), "pass --ca FILE") {
+		t.Fatalf("an untrusted certificate: %v", err)
 	}
 }

@@ -134,7 +134,7 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(int64(srv.cfg.MaxPayload))
 	s := srv.newSession(r, hs)
-	s.tr = wsTransport{ws: ws, s: hj.sock, timeout: srv.cfg.WriteTimeout}
+	s.tr = wsTransport{ws: ws, s: hj.sock, plain: hj.plain, timeout: srv.cfg.WriteTimeout}
 	if hj.sock != nil {
 		hj.sock.resume = s.resume
 	}

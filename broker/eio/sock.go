@@ -83,6 +83,9 @@ type socketHijacker struct {
 	writeTimeout time.Duration
 	poller       *poller // nil: the sock never parks
 	sock         *sock   // set by Hijack
+	// plain is set by Hijack instead of sock for a connection that offers
+	// no raw access (a TLS connection).
+	plain *plainConn
 }
 
 // Hijack implements http.Hijacker.
@@ -93,10 +96,12 @@ func (h *socketHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
+		h.plain = &plainConn{nc: nc}
 		return nc, brw, nil
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
+		h.plain = &plainConn{nc: nc}
 		return nc, brw, nil
 	}
 	s := newSock(nc, raw, h.writeTimeout, h.poller)
@@ -281,7 +286,13 @@ func (s *sock) readMessage(r io.Reader) ([]byte, error) {
 	if s.msg == nil {
 		s.msg = getSockBuf()
 	}
-	b := (*s.msg)[:0]
+	return readMessageInto(s.msg, r)
+}
+
+// readMessageInto reads a message from r into *buf, growing it as needed,
+// and returns it; it is valid until *buf is read into again.
+func readMessageInto(buf *[]byte, r io.Reader) ([]byte, error) {
+	b := (*buf)[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
@@ -289,7 +300,7 @@ func (s *sock) readMessage(r io.Reader) ([]byte, error) {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err != nil {
-			*s.msg = b
+			*buf = b
 			if err == io.EOF {
 				return b, nil
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/tetherdev/tether/bridge"
@@ -22,6 +23,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", ""), "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
 	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
+	var cf caFlags
+	cf.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -36,7 +39,12 @@ func runBridge(args []string, stderr io.Writer) error {
 	if *brokerURL != "" && *workspace == "" {
 		return usagef("--workspace is required with --broker")
 	}
+	tlsDialer, err := cf.dialer(log)
+	if err != nil {
+		return err
+	}
 	b, err := bridge.New(bridge.Config{
+		HTTPClient:  &http.Client{Transport: tlsDialer.Transport()},
 		BrokerURL:   *brokerURL,
 		WorkspaceID: *workspace,
 		Token:       *token,

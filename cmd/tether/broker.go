@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -181,6 +182,8 @@ func runBroker(args []string, stderr io.Writer) error {
 	kf.register(fs)
 	var rv revokeFlags
 	rv.register(fs)
+	var tf tlsFlags
+	tf.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -189,6 +192,10 @@ func runBroker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads files (the key set, the certificate pair) from
+	// here on, rather than ending the process.
+	stopHangups := watchHangups(log)
+	defer stopHangups()
 	f.keysGiven = kf.hasKeys()
 	if err := kf.checkPublicURL(); err != nil {
 		return err
@@ -201,6 +208,11 @@ func runBroker(args []string, stderr io.Writer) error {
 		return fmt.Errorf("listening: %w", err)
 	}
 	defer ln.Close() // on an early return; serveBroker closes it otherwise
+	tlsCfg, stopTLS, err := tf.serverConfig(log)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	secretFile, err := f.setupAuth(ln.Addr(), log)
 	if err != nil {
 		return err
@@ -213,8 +225,6 @@ func runBroker(args []string, stderr io.Writer) error {
 		f.instanceID = uuid.NewString()[:8]
 	}
 	// Keys first: a key file that is not a key set stops the start here.
-	stopHangups := watchHangups(log)
-	defer stopHangups()
 	verifier, closeVerifier, err := kf.verifier(f.secret, log)
 	if err != nil {
 		return err
@@ -261,7 +271,7 @@ func runBroker(args []string, stderr io.Writer) error {
 	served.Store(b)
 	ctx, stop := signalContext()
 	defer stop()
-	return serveBroker(ctx, b, ln, log)
+	return serveBroker(ctx, b, ln, tlsCfg, log)
 }
 
 // redactURL hides the password of a redis:// URL for logs.
@@ -273,12 +283,13 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// serveBroker serves b on ln until ctx ends, then drains and shuts down.
-func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, log zerolog.Logger) error {
-	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second})
+// serveBroker serves b on ln until ctx ends, then drains and shuts down;
+// over TLS with tlsCfg, plaintext when it is nil.
+func serveBroker(ctx context.Context, b *broker.Broker, ln net.Listener, tlsCfg *tls.Config, log zerolog.Logger) error {
+	srv := broker.NewServer(b, &http.Server{ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	e := log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled())
+	e := log.Info().Str("listen", ln.Addr().String()).Str("instance", b.InstanceID()).Bool("auth", b.AuthEnabled()).Bool("tls", tlsCfg != nil)
 	if off := tuning.Off(); len(off) > 0 {
 		e = e.Strs("tuning_off", off) // TETHER_TUNING: the plain ways, for a comparison
 	}

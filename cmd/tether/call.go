@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
@@ -29,6 +31,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	compact := fs.Bool("compact", false, "print the response on one line")
 	async := fs.Bool("async", false, "submit a durable async call and print its id; see 'tether calls'")
 	key := fs.String("idempotency-key", "", "with --async: a retry with the same key returns the call already made")
+	var cf caFlags
+	cf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tether call [flags] ENDPOINT [PAYLOAD_JSON | -]")
 		fs.PrintDefaults()
@@ -67,9 +71,14 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		payload = raw
 	}
+	client, err := cf.callerClient(zerolog.New(stderr).With().Timestamp().Logger())
+	if err != nil {
+		fmt.Fprintf(stderr, "tether call: %v\n", err)
+		return 2
+	}
 	ctx, stop := signalContext()
 	defer stop()
-	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token}
+	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: client}
 	req := caller.Request{
 		WorkspaceID:      *workspace,
 		Endpoint:         fs.Arg(0),

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
@@ -53,6 +55,8 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
 	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token")
 	compact := fs.Bool("compact", false, "print the record on one line")
+	var cf caFlags
+	cf.register(fs)
 	var max *time.Duration
 	switch verb {
 	case "status", "cancel":
@@ -77,11 +81,15 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cid := fs.Arg(0)
+	client, err := cf.callerClient(zerolog.New(stderr).With().Timestamp().Logger())
+	if err != nil {
+		fmt.Fprintf(stderr, "tether calls: %v\n", err)
+		return 2
+	}
 	ctx, stop := signalContext()
 	defer stop()
-	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token}
+	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: client}
 	var rec store.Record
-	var err error
 	switch verb {
 	case "status":
 		rec, err = c.Status(ctx, cid)

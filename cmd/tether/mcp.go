@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +25,8 @@ func runMCP(args []string, stderr io.Writer) error {
 	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
 	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token for the workspace")
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id the tools act on")
+	var cf caFlags
+	cf.register(fs)
 	mkLog := logFlags(fs, stderr)
 	_ = fs.Set("log-level", env("TETHER_LOG_LEVEL", "warn"))
 	if err := parse(fs, args, 0); err != nil {
@@ -40,7 +41,11 @@ func runMCP(args []string, stderr io.Writer) error {
 	}
 	// Every tool call is relayed to the broker: on the calling goroutine
 	// (caller.Transport), not through net/http's connection goroutines.
-	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: &http.Client{Transport: &caller.Transport{}}}
+	client, err := cf.callerClient(log)
+	if err != nil {
+		return err
+	}
+	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: client}
 	ctx, stop := signalContext()
 	defer stop()
 	if err := checkCaller(ctx, c, *workspace, log); err != nil {

@@ -116,7 +116,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	defer stopBridge()
 	brokerDone := make(chan error, 1)
 	bridgeDone := make(chan error, 1)
-	go func() { brokerDone <- serveBroker(ctx, b, ln, log) }()
+	go func() { brokerDone <- serveBroker(ctx, b, ln, nil, log) }()
 	go func() { bridgeDone <- br.Run(bridgeCtx) }()
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, 10*time.Second)

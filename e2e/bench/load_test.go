@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,7 +186,7 @@ func runLoadOver(tb testing.TB, tgts []target, conc int, cfg loadConfig, watch [
 					return
 				}
 				if byHost[host] == nil {
-					c, err := dialCaller(host)
+					c, err := dialCaller(host, strings.HasPrefix(tgt.url, "https://"))
 					if err != nil { // byHost holds only callers to close
 						r.err = err
 						return
@@ -331,8 +332,16 @@ func callRequest(tgt target) (host string, req []byte, err error) {
 	return u.Host, b.Bytes(), nil
 }
 
-func dialCaller(host string) (*httpCaller, error) {
-	conn, err := net.DialTimeout("tcp", host, 5*time.Second)
+// dialCaller opens a keep-alive connection to host; over TLS (the bench's
+// certificate) it handshakes once here, and every call after reuses it.
+func dialCaller(host string, overTLS bool) (*httpCaller, error) {
+	var conn net.Conn
+	var err error
+	if overTLS {
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", host, benchClientTLS())
+	} else {
+		conn, err = net.DialTimeout("tcp", host, 5*time.Second)
+	}
 	if err != nil {
 		return nil, err
 	}

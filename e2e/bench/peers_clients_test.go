@@ -48,12 +48,16 @@ type echoEvent struct {
 // of them are connected (bounded by 30s plus 10ms a connection).
 func startEchoClients(b *testing.B, e *peersEnvironment, name string, conns []echoConn) *echoClients {
 	b.Helper()
-	config, err := json.Marshal(map[string]any{"conns": conns, "parallel": 200})
+	config := map[string]any{"conns": conns, "parallel": 200}
+	if strings.HasPrefix(conns[0].URL, "https://") {
+		config["ca"], _, _ = benchTLSFiles(b)
+	}
+	raw, err := json.Marshal(config)
 	if err != nil {
 		b.Fatal(err)
 	}
 	path := filepath.Join(childDir(b, "echo-clients"), "echo-clients.json")
-	if err := os.WriteFile(path, config, 0o600); err != nil {
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(e.node, filepath.Join(e.clientsDir, "echo_clients.js"), "--config", path)

@@ -40,6 +40,8 @@ var peersTargets = []peersTarget{
 	{"one instance, c=1: calls per broker CPU-s", "tether/node", topoSingle, 1, metricCPU, 1.5, true},
 	{"two instances, c=64: calls per broker CPU-s", "tether/node", topoTwo, 64, metricCPU, 2.5, true},
 	{"two instances, c=64: p99", "tether/node", topoTwo, 64, metricP99, 0.4, false},
+	{"one instance over TLS, c=64: calls per broker CPU-s", "tether/node", topoTLS, 64, metricCPU, 2, true},
+	{"over TLS, c=64: broker CPU per call against plaintext", sysTether, topoTLS, 64, metricTLSCost, 1.3, false},
 	{"idle: memory per connection", "tether/node", topoIdle, 0, metricIdleKB, 0.5, false},
 	{"one instance, c=64: calls per broker CPU-s", "tether/python", topoSingle, 64, metricCPU, 10, true},
 	{"two instances, c=64: calls per broker CPU-s", "tether/python", topoTwo, 64, metricCPU, 10, true},
@@ -186,6 +188,21 @@ func (r *peersRun) writeMarkdown(out io.Writer, chart string) {
 			}
 		}
 	}
+	var tlsRows []string
+	for _, sys := range r.Config.Systems {
+		for _, conc := range r.Config.Concs {
+			if f := r.figure(sys, topoTLS, conc, metricTLSCost); f != nil {
+				tlsRows = append(tlsRows, fmt.Sprintf("| %s | %d | %s |\n", systemLabels[sys], conc, rng(f, "%.2f")))
+			}
+		}
+	}
+	if len(tlsRows) > 0 {
+		fmt.Fprintf(out, "\n#### What TLS costs: broker CPU per call over TLS / in plaintext, one instance (medians of the ratios within each round)\n\n")
+		fmt.Fprintf(out, "| system | c | TLS / plaintext |\n|---|--:|--:|\n")
+		for _, row := range tlsRows {
+			fmt.Fprint(out, row)
+		}
+	}
 	if len(r.Idle) > 0 {
 		fmt.Fprintf(out, "\n#### Idle connections: %d socket.io-client connections to one instance\n\n", r.Config.IdleConns)
 		fmt.Fprintf(out, "| system | RSS growth per connection KB | goroutines per connection | Go heap per connection KB | tether / this |\n")
@@ -262,6 +279,8 @@ func topologyLabel(topo string) string {
 		return "one instance"
 	case topoTwo:
 		return "two instances, Redis"
+	case topoTLS:
+		return "one instance, TLS"
 	}
 	return topo
 }

@@ -119,6 +119,10 @@ const (
 	metricP50  = "p50_ms"
 	metricP99  = "p99_ms"
 	metricRSS  = "broker_peak_rss_mb"
+	// metricTLSCost is a system's broker CPU per call over TLS against its
+	// own in plaintext (one instance), round by round: 1.3 means TLS adds
+	// 30%.
+	metricTLSCost = "tls_cpu_per_call_x_plain"
 
 	metricIdleKB         = "idle_kb_per_conn"
 	metricIdleGoroutines = "idle_goroutines_per_conn"
@@ -289,6 +293,23 @@ func (r *peersRun) summarize() {
 					r.Figures = append(r.Figures, newFigure(k.system+"/"+peer, k.topology, k.conc, m.name, samples))
 				}
 			}
+		}
+	}
+	// What TLS costs each system: its plaintext calls per broker CPU-s
+	// over its TLS ones, within each round.
+	for _, k := range keys {
+		plain := byRound[cellKey{k.system, topoSingle, k.conc}]
+		if k.topology != topoTLS || plain == nil {
+			continue
+		}
+		var samples []float64
+		for _, round := range sortedRounds(byRound[k]) {
+			if p, ok := plain[round]; ok && p.CallsPerBrokerCPUS > 0 && byRound[k][round].CallsPerBrokerCPUS > 0 {
+				samples = append(samples, p.CallsPerBrokerCPUS/byRound[k][round].CallsPerBrokerCPUS)
+			}
+		}
+		if len(samples) > 0 {
+			r.Figures = append(r.Figures, newFigure(k.system, topoTLS, k.conc, metricTLSCost, samples))
 		}
 	}
 

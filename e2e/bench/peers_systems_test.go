@@ -30,6 +30,7 @@ const (
 
 	topoSingle = "single" // one instance, no Redis
 	topoTwo    = "two"    // two instances on one Redis
+	// topoTLS ("tls", peers_tls_test.go): one instance over HTTPS and WSS
 )
 
 // systemLabels name the systems in reports.
@@ -220,6 +221,12 @@ func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix 
 	b.Helper()
 	onRedis := topology == topoTwo
 	base, tune := splitVariant(system)
+	// Over TLS every system serves the same certificate.
+	scheme, tlsArgs := "http", []string(nil)
+	if topology == topoTLS {
+		_, cert, key := benchTLSFiles(b)
+		scheme, tlsArgs = "https", []string{"--tls-cert", cert, "--tls-key", key}
+	}
 	switch base {
 	case sysTether, sysBridge:
 		bin, env := e.tether, []string(nil)
@@ -229,22 +236,22 @@ func (e *peersEnvironment) startServerOf(b *testing.B, system, topology, prefix 
 		case tune != "":
 			env = []string{tuning.Env + "=" + tune}
 		}
-		var extra []string
+		extra := tlsArgs
 		if onRedis {
-			extra = []string{"--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-" + strconv.Itoa(i)}
+			extra = append(extra, "--redis", e.redis.url(), "--redis-prefix", prefix, "--instance-id", "peers-"+strconv.Itoa(i))
 		}
 		return startBrokerEnv(b, bin, e.secret, env, extra...)
 	case sysNode:
-		return startServer(b, "node-peer", e.node, func(addr string) []string {
-			args := []string{filepath.Join(e.peersDir, "node_peer.js"), "--listen", addr}
+		return startServerScheme(b, scheme, "node-peer", e.node, func(addr string) []string {
+			args := append([]string{filepath.Join(e.peersDir, "node_peer.js"), "--listen", addr}, tlsArgs...)
 			if onRedis {
 				args = append(args, "--redis", e.redis.url(), "--key", prefix+"socket.io")
 			}
 			return args
 		}, func(string) []string { return nil })
 	case sysPython:
-		return startServer(b, "python-peer", systemPython, func(addr string) []string {
-			args := []string{filepath.Join(e.peersDir, "python_peer.py"), "--listen", addr}
+		return startServerScheme(b, scheme, "python-peer", systemPython, func(addr string) []string {
+			args := append([]string{filepath.Join(e.peersDir, "python_peer.py"), "--listen", addr}, tlsArgs...)
 			if onRedis {
 				args = append(args, "--redis", e.redis.url(), "--channel", prefix+"socketio")
 			}

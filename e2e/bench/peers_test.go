@@ -36,7 +36,7 @@ type peersConfig struct {
 // Defaults of a full run; the report says when a run differs from them.
 var (
 	peersDefaultSystems    = []string{sysTether, sysBridge, sysNode, sysPython}
-	peersDefaultTopologies = []string{topoSingle, topoTwo}
+	peersDefaultTopologies = []string{topoSingle, topoTwo, topoTLS}
 	peersDefaultConcs      = []int{1, 16, 64}
 )
 

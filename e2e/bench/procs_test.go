@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func freeAddr(tb testing.TB) string {
 // controlClient is for setup and checks, not for load. Its connections are
 // closed in Cleanup, so no transport goroutine outlives the benchmark.
 func controlClient(tb testing.TB) *http.Client {
-	tr := &http.Transport{Proxy: nil, DisableCompression: true}
+	tr := &http.Transport{Proxy: nil, DisableCompression: true, TLSClientConfig: benchClientTLS()}
 	tb.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
@@ -106,9 +108,16 @@ type server struct {
 // args(addr) and waits until GET /healthz answers 200 (startListening).
 func startServer(tb testing.TB, name, path string, args func(addr string) []string, env func(addr string) []string) *server {
 	tb.Helper()
+	return startServerScheme(tb, "http", name, path, args, env)
+}
+
+// startServerScheme is startServer for a server speaking scheme (http, or
+// https with the bench's certificate).
+func startServerScheme(tb testing.TB, scheme, name, path string, args func(addr string) []string, env func(addr string) []string) *server {
+	tb.Helper()
 	client := controlClient(tb)
 	p, addr := startListening(tb, name, path, args, env, func(addr string) bool {
-		res, err := client.Get("http://" + addr + "/healthz")
+		res, err := client.Get(scheme + "://" + addr + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -116,7 +125,7 @@ func startServer(tb testing.TB, name, path string, args func(addr string) []stri
 		_ = res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	})
-	return &server{proc: p, url: "http://" + addr}
+	return &server{proc: p, url: scheme + "://" + addr}
 }
 
 // startListening starts a process that listens on the loopback address it
@@ -180,7 +189,11 @@ func startBrokerWithSecret(tb testing.TB, bin string, secret []byte, extra ...st
 // environment.
 func startBrokerEnv(tb testing.TB, bin string, secret []byte, env []string, extra ...string) *server {
 	tb.Helper()
-	return startServer(tb, "broker", bin, func(addr string) []string {
+	scheme := "http"
+	if slices.Contains(extra, "--tls-cert") {
+		scheme = "https"
+	}
+	return startServerScheme(tb, scheme, "broker", bin, func(addr string) []string {
 		return append([]string{"broker", "--listen", addr, "--secret", string(secret), "--log-level", "warn"}, extra...)
 	}, func(string) []string { return env })
 }
@@ -202,8 +215,12 @@ func startEcho(tb testing.TB) *server {
 func startBridge(tb testing.TB, bin string, brk *server, secret []byte, ws string) *proc {
 	tb.Helper()
 	tok := mintToken(tb, secret, auth.RoleBridge, ws)
-	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
-		"--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"})
+	args := []string{"bridge", "--broker", brk.url, "--workspace", ws, "--token", tok, "--root", childDir(tb, "bridge-root"), "--log-level", "warn"}
+	if strings.HasPrefix(brk.url, "https://") {
+		caFile, _, _ := benchTLSFiles(tb)
+		args = append(args, "--ca", caFile)
+	}
+	p := startProc(tb, "bridge", bin, args)
 	caller := mintToken(tb, secret, auth.RoleCaller, auth.AnyWorkspace)
 	client := controlClient(tb)
 	var err error

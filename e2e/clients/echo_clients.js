@@ -7,7 +7,8 @@
 //   node echo_clients.js --config FILE
 //
 // FILE is JSON: {"conns": [{"url": URL, "workspace": W, "token": T}, ...],
-// "parallel": P}. Each entry is one connection, with its own Manager (no
+// "parallel": P, "ca": CA_FILE}. With "ca", https:// servers are verified
+// against that PEM CA (socket.io-client's ca option). Each entry is one connection, with its own Manager (no
 // multiplexing), WebSocket transport only, sending {workspace_id: W, token: T}
 // in the CONNECT auth (servers that do not check tokens ignore it). At most
 // P (default 200) handshakes are in flight at once.
@@ -44,6 +45,7 @@ try {
 if (!Array.isArray(config.conns) || config.conns.length === 0) usage('config: "conns" must be a non-empty list');
 const parallel = config.parallel === undefined ? 200 : config.parallel;
 if (!Number.isInteger(parallel) || parallel < 1) usage('config: "parallel" must be a positive integer');
+const ca = config.ca ? fs.readFileSync(config.ca) : undefined;
 
 function say(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
@@ -68,6 +70,7 @@ function connect(entry) {
       reconnection: false,
       timeout: 60000,
       auth: { workspace_id: entry.workspace, token: entry.token || '' },
+      ...(ca ? { ca } : {}),
     });
     sockets.push(socket);
     socket.on('tool_call', (call, ack) => {

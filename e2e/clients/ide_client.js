@@ -6,9 +6,11 @@
 // Usage:
 //   node ide_client.js --url http://127.0.0.1:PORT --token T --workspace W --mode MODE
 //     [--path /socket.io] [--token-via auth|header|both] [--reconnect]
-//     [--transports websocket|polling|polling,websocket|default]
+//     [--transports websocket|polling|polling,websocket|default] [--ca CA.pem]
 //
 // --url is the origin only: a path in it would be taken as a namespace.
+// --ca trusts that PEM CA (alone) for an https:// broker, through
+// socket.io-client's own `ca` option.
 //
 // Modes, for each tool_call(call, ack):
 //   ack                   ack({correlation_id, success:true, result:{via:"ack", echo:payload}})
@@ -59,7 +61,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const opts = { path: '/socket.io', tokenVia: 'auth', reconnect: false, transports: 'websocket' };
   const names = { '--url': 'url', '--token': 'token', '--workspace': 'workspace', '--mode': 'mode',
-    '--path': 'path', '--token-via': 'tokenVia', '--transports': 'transports' };
+    '--path': 'path', '--token-via': 'tokenVia', '--transports': 'transports', '--ca': 'ca' };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--reconnect') { opts.reconnect = true; continue; }
@@ -99,6 +101,7 @@ const clientOpts = {
   reconnectionDelay: 100,
   reconnectionDelayMax: 1000,
 };
+if (opts.ca) clientOpts.ca = require('fs').readFileSync(opts.ca);
 if (opts.tokenVia !== 'auth') clientOpts.extraHeaders = { Authorization: `Bearer ${opts.token}` };
 
 const socket = io(opts.url, clientOpts);

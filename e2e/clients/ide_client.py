@@ -1,15 +1,18 @@
 #!/usr/bin/python3
 """A python-socketio client playing an IDE extension, for tether's e2e tests.
 
-Usage: ide_client.py URL TOKEN WORKSPACE [TRANSPORTS]
+Usage: ide_client.py URL TOKEN WORKSPACE [TRANSPORTS [CA_FILE]]
 Connects with python-socketio's defaults (polling, then upgrade) unless
-TRANSPORTS (comma-separated) is given, answers every tool_call by returning
+TRANSPORTS (comma-separated, or "default") is given, verifying an https://
+broker against CA_FILE when given (a requests session's verify, which
+python-engineio uses for polling and hands the WebSocket as ca_certs), answers every tool_call by returning
 its response from the handler (the Socket.IO ack), and prints one JSON line
 per event: connected, tool_call, disconnect. Exits when stdin closes.
 """
 import json
 import sys
 
+import requests
 import socketio
 
 
@@ -19,8 +22,15 @@ def say(**event):
 
 def main():
     url, token, workspace = sys.argv[1:4]
-    transports = sys.argv[4].split(",") if len(sys.argv) > 4 else None
-    sio = socketio.Client(reconnection=False)
+    transports = sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] != "default" else None
+    options = {}
+    if len(sys.argv) > 5:
+        session = requests.Session()
+        session.verify = sys.argv[5]
+        # Else REQUESTS_CA_BUNDLE in the environment would win over it.
+        session.trust_env = False
+        options["http_session"] = session
+    sio = socketio.Client(reconnection=False, **options)
 
     @sio.event
     def connect():

@@ -32,9 +32,11 @@ const (
 	// off, connections are read and written as net makes them.
 	RawNet Piece = "rawnet"
 	// Sock: broker/eio's sock, a WebSocket's TCP connection over small
-	// pooled buffers with corked batch writes; off, coder/websocket reads
-	// and writes through net/http's hijacked buffers (and no session
-	// parks: the poller needs the sock).
+	// pooled buffers with corked batch writes (over TLS, where no sock can
+	// read, writes bounded by the connection's deadline and a kept read
+	// buffer: eio's plainConn); off, coder/websocket reads and writes
+	// through net/http's hijacked buffers (and no session parks: the
+	// poller needs the sock).
 	Sock Piece = "sock"
 	// Poller: broker/eio's epoll poller, which parks a quiet WebSocket
 	// without a goroutine; off, every session keeps its reader.

@@ -6,6 +6,10 @@
 //
 // Usage:
 //   node node_peer.js --listen 127.0.0.1:PORT [--redis redis://HOST:PORT --key PREFIX]
+//     [--tls-cert CERT.pem --tls-key KEY.pem]
+//
+// With --tls-cert and --tls-key it serves HTTPS and WSS (https.createServer,
+// HTTP/1.1 as tether), else plain HTTP.
 //
 // Socket.IO clients connect on /socket.io/ (WebSocket transport) with
 // {workspace_id} in the CONNECT auth and join the room of that workspace;
@@ -19,23 +23,26 @@
 // adapter finds the socket on whichever instance holds it.
 'use strict';
 
+const fs = require('node:fs');
 const http = require('node:http');
+const https = require('node:https');
 const { randomUUID } = require('node:crypto');
 const { Server } = require('socket.io');
 
 function usage(msg) {
-  process.stderr.write(`node_peer: ${msg}\nusage: node node_peer.js --listen HOST:PORT [--redis URL --key PREFIX]\n`);
+  process.stderr.write(`node_peer: ${msg}\nusage: node node_peer.js --listen HOST:PORT [--redis URL --key PREFIX] [--tls-cert FILE --tls-key FILE]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const opts = { key: 'socket.io' };
   for (let i = 0; i < argv.length; i += 2) {
-    const name = { '--listen': 'listen', '--redis': 'redis', '--key': 'key' }[argv[i]];
+    const name = { '--listen': 'listen', '--redis': 'redis', '--key': 'key', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey' }[argv[i]];
     if (!name || i + 1 >= argv.length) usage(`bad argument ${argv[i]}`);
     opts[name] = argv[i + 1];
   }
   if (!opts.listen) usage('--listen is required');
+  if (!opts.tlsCert !== !opts.tlsKey) usage('--tls-cert and --tls-key go together');
   const colon = opts.listen.lastIndexOf(':');
   opts.host = opts.listen.slice(0, colon);
   opts.port = Number(opts.listen.slice(colon + 1));
@@ -88,7 +95,7 @@ async function call(io, res, workspace, body) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let io;
-  const server = http.createServer((req, res) => {
+  const handler = (req, res) => {
     if (req.method === 'GET' && req.url === '/healthz') {
       return send(res, 200, { status: 'ok', connections: io.of('/').sockets.size });
     }
@@ -104,7 +111,10 @@ async function main() {
       if (size > MAX_BODY) return send(res, 413, { success: false, error: 'payload_too_large', message: `body over ${MAX_BODY} bytes` });
       call(io, res, decodeURIComponent(m[1]), Buffer.concat(chunks).toString('utf8'));
     });
-  });
+  };
+  const server = opts.tlsCert
+    ? https.createServer({ cert: fs.readFileSync(opts.tlsCert), key: fs.readFileSync(opts.tlsKey), minVersion: 'TLSv1.2', ALPNProtocols: ['http/1.1'] }, handler)
+    : http.createServer(handler);
   io = new Server(server, { transports: ['websocket'], serveClient: false });
 
   const redisClients = [];

@@ -8,6 +8,10 @@ python3-redis.
 
 Usage:
   python3 python_peer.py --listen 127.0.0.1:PORT [--redis redis://HOST:PORT --channel NAME]
+      [--tls-cert CERT.pem --tls-key KEY.pem]
+
+With --tls-cert and --tls-key it serves HTTPS and WSS (aiohttp with an
+ssl.SSLContext), else plain HTTP.
 
 Socket.IO clients connect on /socket.io/ (WebSocket transport) with
 {workspace_id} in the CONNECT auth and enter the room of that workspace;
@@ -28,6 +32,7 @@ import json
 import os
 import resource
 import signal
+import ssl
 import sys
 import uuid
 
@@ -118,7 +123,17 @@ def main():
     parser.add_argument("--listen", required=True, help="HOST:PORT")
     parser.add_argument("--redis", help="Redis URL shared with the other instances")
     parser.add_argument("--channel", default="socketio", help="the Redis manager's channel")
+    parser.add_argument("--tls-cert", help="PEM certificate: serve HTTPS and WSS")
+    parser.add_argument("--tls-key", help="PEM key of --tls-cert")
     args = parser.parse_args()
+    ssl_context = None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
+    if args.tls_cert:
+        ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ssl_context.minimum_version = ssl.TLSVersion.TLSv1_2
+        ssl_context.set_alpn_protocols(["http/1.1"])
+        ssl_context.load_cert_chain(args.tls_cert, args.tls_key)
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
         parser.error("--listen %s: want HOST:PORT" % args.listen)
@@ -130,7 +145,7 @@ def main():
     # their disconnects still being processed) takes longer than the
     # benchmark waits.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    web.run_app(make_app(args), host=host, port=int(port), handle_signals=False,
+    web.run_app(make_app(args), host=host, port=int(port), handle_signals=False, ssl_context=ssl_context,
                 access_log=None, print=None)
     return 0
 

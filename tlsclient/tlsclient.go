@@ -1,0 +1,161 @@
+// Package tlsclient is how tether's clients (tether bridge, call, calls,
+// mcp and the caller package) trust a broker's certificate: the one place
+// their tls.Config is built, their TLS connections are dialled, a
+// certificate that does not verify is explained, and skipping verification
+// is warned about.
+//
+// Trust: the system's roots by default; with a CA file (--ca), that file's
+// certificates only, not added to the system's: a client told to trust a
+// private CA for its broker has no reason to also accept a certificate some
+// public CA issued for that name.
+package tlsclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/internal/rawnet"
+)
+
+// Options say whom a client trusts.
+type Options struct {
+	// CAFile is a PEM file of the CA certificates to trust instead of the
+	// system's.
+	CAFile string
+	// InsecureSkipVerify accepts any certificate (tests only); every
+	// connection made so logs a warning on Logger.
+	InsecureSkipVerify bool
+	// Logger gets the warning of InsecureSkipVerify.
+	Logger zerolog.Logger
+}
+
+// Dialer dials TLS connections to a broker. The zero value is not usable:
+// make one with New. It is safe for concurrent use.
+type Dialer struct {
+	cfg      *tls.Config
+	insecure bool
+	log      zerolog.Logger
+	// Dial opens the TCP connection (rawnet's dialer by default).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// New builds a Dialer from o; a CA file that cannot be read or holds no
+// certificate is an error naming it.
+func New(o Options) (*Dialer, error) {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// tether's clients speak HTTP/1.1 (the call API, WebSocket
+		// upgrades); a broker offers nothing else.
+		NextProtos: []string{"http/1.1"},
+		// Resumed sessions skip the certificate exchange and its
+		// signature when a client connects again (a bridge reconnecting,
+		// a short-lived tether call).
+		ClientSessionCache: tls.NewLRUClientSessionCache(64),
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("the CA file %s holds no PEM certificate", o.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.InsecureSkipVerify {
+		cfg.InsecureSkipVerify = true
+	}
+	return &Dialer{cfg: cfg, insecure: o.InsecureSkipVerify, log: o.Logger,
+		dial: rawnet.Dial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})}, nil
+}
+
+// Config is a copy of the client configuration, for a client that makes
+// its own TLS connections (ServerName is left for it to set). Connections
+// made with it do not log the warning of InsecureSkipVerify: use
+// DialTLSContext or Client where one can.
+func (d *Dialer) Config() *tls.Config { return d.cfg.Clone() }
+
+// DialTLSContext dials addr (host:port) and completes the TLS handshake,
+// verifying the certificate for host (http.Transport.DialTLSContext's
+// shape). A certificate that does not verify is an error that says so.
+func (d *Dialer) DialTLSContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	nc, err := d.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := d.Client(ctx, nc, addr)
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// Client runs the TLS handshake on nc, a connection to addr (host:port),
+// until ctx ends. The caller closes nc on error.
+func (d *Dialer) Client(ctx context.Context, nc net.Conn, addr string) (*tls.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	cfg := d.cfg
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	if d.insecure {
+		d.log.Warn().Str("broker", addr).Msg("--insecure-skip-verify: the broker's certificate is not checked; anyone on the path can read and change this connection")
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, Explain(err)
+	}
+	return tc, nil
+}
+
+// Transport is an http.Transport whose https connections are this
+// Dialer's and whose plain ones are read and written through rawnet.
+func (d *Dialer) Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = d.dial
+	t.DialTLSContext = d.DialTLSContext
+	t.ForceAttemptHTTP2 = false
+	return t
+}
+
+// ErrUntrusted is what Explain wraps a certificate that does not verify in.
+var ErrUntrusted = errors.New("the broker's certificate is not trusted")
+
+// Explain turns a failed certificate verification into an error that says
+// what to do about it; other errors are returned as they are.
+func Explain(err error) error {
+	var (
+		ve  *tls.CertificateVerificationError
+		ua  x509.UnknownAuthorityError
+		he  x509.HostnameError
+		inv x509.CertificateInvalidError
+	)
+	if errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &inv) {
+		return &untrusted{err: err}
+	}
+	return err
+}
+
+// untrusted is a verification failure with its advice.
+type untrusted struct{ err error }
+
+func (u *untrusted) Error() string {
+	return fmt.Sprintf("%v: %v; pass --ca FILE with the CA that signed it", ErrUntrusted, u.err)
+}
+
+func (u *untrusted) Unwrap() []error { return []error{ErrUntrusted, u.err} }
