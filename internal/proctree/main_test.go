@@ -1,0 +1,42 @@
+package proctree_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+
+	"github.com/tetherdev/tether/internal/leakcheck"
+	"github.com/tetherdev/tether/internal/proctree"
+)
+
+// ownerEnv makes the test binary a watchdog's owner (ownerMain) instead of
+// running tests: the process a test kills with -9.
+const ownerEnv = "PROCTREE_TEST_OWNER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(ownerEnv) != "" {
+		ownerMain()
+	}
+	os.Exit(leakcheck.Main(m))
+}
+
+// ownerMain starts a watchdog and a `sleep` in a process group of its own
+// that the watchdog guards, prints the sleep's pid, and waits to be killed.
+func ownerMain() {
+	d, err := proctree.NewWatchdog()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	d.Watch(cmd.Process.Pid)
+	fmt.Println(cmd.Process.Pid)
+	select {}
+}
