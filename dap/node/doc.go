@@ -10,7 +10,7 @@
 // package's tests use it directly. What a separate process would give, a
 // crash that cannot take the bridge down, is had by recovering every
 // handler's panic into a failed response; and node itself is a child of
-// the bridge in its own process group, killed with the bridge (Pdeathsig)
+// the bridge in its own process group, killed with the bridge (proctree.Start)
 // and ended with its process tree on disconnect.
 //
 // # Pieces
