@@ -37,6 +37,9 @@ func (*Bwrap) Name() string { return "bwrap" }
 // answer is measured once.
 func (b *Bwrap) Available() error {
 	b.once.Do(func() {
+		if b.probe = bwrapPlatform(); b.probe != nil {
+			return
+		}
 		bin := b.Bin
 		if bin == "" {
 			bin = "bwrap"
