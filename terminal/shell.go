@@ -70,7 +70,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 	}
 	cmd := exec.Command(m.bash, "--noprofile", "--norc", "--noediting", "-i")
 	cmd.Dir = m.root
-	cmd.Env = mergeEnv(os.Environ(), map[string]string{
+	cmd.Env = mergeEnv(mergeEnv(os.Environ(), platformShellEnv), map[string]string{
 		// Plain output for the agent, no pager waiting for a key.
 		"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat",
 		"SYSTEMD_PAGER": "cat", "PROMPT_COMMAND": "", "PS1": "",
