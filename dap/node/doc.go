@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package node is tether's built-in Node.js debug adapter: a Debug Adapter
 // Protocol server, written in Go, that drives node's V8 inspector over the
 // Chrome DevTools Protocol. It needs nothing but node on the machine (VS

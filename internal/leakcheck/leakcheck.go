@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package leakcheck tells whether a test binary left something behind once
 // its tests ran: a goroutine (goleak), an open file descriptor, or a process
 // it started, directly or not (a bridge's shell, a debug adapter's

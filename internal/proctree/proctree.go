@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package proctree starts, finds and ends process trees: a child that
 // cannot outlive this process (Start), the processes below a pid, the
 // members of a process group, and a kill that waits until each killed

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package termios reads and sets a terminal's mode through
 // golang.org/x/sys/unix, with each platform's ioctl: TCGETS and TCSETS on
 // Linux, TIOCGETA and TIOCSETA on macOS (request_*.go). The terminal

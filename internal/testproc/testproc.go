@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package testproc runs the child processes of the e2e tests, the
 // benchmarks, the chaos run and the soak: brokers, bridges, node clients.
 //
