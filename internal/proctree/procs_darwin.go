@@ -90,12 +90,12 @@ func SessionMembers(ids ...int) []int {
 		if k.Proc.P_stat == sZomb {
 			continue
 		}
-		pid := int(k.Proc.P_pid)
-		sid, err := unix.Getsid(pid)
-		if err != nil {
-			sid = -1 // gone meanwhile, or not ours to ask: its group may still match
+		pid, pgrp := int(k.Proc.P_pid), int(k.Eproc.Pgid)
+		if member(ids, pgrp, -1) {
+			out = append(out, pid) // its group says so: no getsid needed
+			continue
 		}
-		if member(ids, int(k.Eproc.Pgid), sid) {
+		if sid, err := unix.Getsid(pid); err == nil && member(ids, pgrp, sid) {
 			out = append(out, pid)
 		}
 	}
