@@ -3,8 +3,9 @@ package proctree
 import "syscall"
 
 // deathSignal: the kernel signals a child when its parent dies, so Start
-// needs no watchdog.
-const deathSignal = true
+// needs no watchdog. A variable only so that a test can run Start the way
+// macOS does (export_test.go).
+var deathSignal = true
 
 // DieWithParent asks the kernel to send sig to the child attr starts when
 // this process dies (Pdeathsig), and returns attr. Where there is no such
@@ -15,6 +16,8 @@ const deathSignal = true
 // outlive such a thread is also guarded by other means (the terminal's
 // reaper).
 func DieWithParent(attr *syscall.SysProcAttr, sig syscall.Signal) *syscall.SysProcAttr {
-	attr.Pdeathsig = sig
+	if deathSignal {
+		attr.Pdeathsig = sig
+	}
 	return attr
 }

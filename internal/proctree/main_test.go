@@ -26,19 +26,35 @@ func TestMain(m *testing.M) {
 
 // ownerMain starts a watchdog and a `sleep` in a process group of its own
 // that the watchdog guards, prints the sleep's pid, and waits to be killed.
+//
+// With ownerEnv=start it starts the sleep as macOS does, through Start
+// without a parent-death signal (so only the package's own watchdog can
+// end it); otherwise with a watchdog of its own, through Watch.
 func ownerMain() {
-	d, err := proctree.NewWatchdog()
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
 	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
+	if os.Getenv(ownerEnv) == "start" {
+		proctree.WithoutDeathSignal()
+		if err := proctree.Start(cmd); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		if attr := cmd.SysProcAttr; proctree.DeathSignalOf(attr) != 0 || !attr.Setpgid {
+			fmt.Println("error: Start set", attr)
+			os.Exit(1)
+		}
+	} else {
+		d, err := proctree.NewWatchdog()
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		d.Watch(cmd.Process.Pid)
 	}
-	d.Watch(cmd.Process.Pid)
 	fmt.Println(cmd.Process.Pid)
 	select {}
 }

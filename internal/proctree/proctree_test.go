@@ -118,8 +118,21 @@ func TestRunningComparesStartTimes(t *testing.T) {
 // signal (macOS). It is plain Unix, so it runs here: kill -9 the process
 // that owns it, and the group it guards ends within a bound.
 func TestWatchdogKillsGuardedGroupWhenItsOwnerDies(t *testing.T) {
+	killOwnerAndWait(t, "watch")
+}
+
+// Start, run as on macOS (no Pdeathsig), guards its child through the
+// package's own watchdog: kill -9 the process that started it, and the
+// child ends within a bound.
+func TestStartWithoutDeathSignalGuardsTheChildByTheWatchdog(t *testing.T) {
+	killOwnerAndWait(t, "start")
+}
+
+// killOwnerAndWait runs the test binary as an owner (ownerMain, in mode),
+// kills it with SIGKILL, and waits for the sleep it guarded to end.
+func killOwnerAndWait(t *testing.T, mode string) {
 	owner := exec.Command(os.Args[0], "-test.run=^$")
-	owner.Env = append(os.Environ(), ownerEnv+"=1")
+	owner.Env = append(os.Environ(), ownerEnv+"="+mode)
 	owner.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := owner.StdoutPipe()
 	if err != nil {
