@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,7 @@ func (*Bwrap) Name() string { return "bwrap" }
 // answer is measured once.
 func (b *Bwrap) Available() error {
 	b.once.Do(func() {
-		if b.probe = bwrapPlatform(); b.probe != nil {
+		if b.probe = bwrapOn(runtime.GOOS); b.probe != nil {
 			return
 		}
 		bin := b.Bin

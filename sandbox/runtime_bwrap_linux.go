@@ -1,4 +1,0 @@
-package sandbox
-
-// bwrapPlatform: bubblewrap runs on Linux; whether it can here is probed.
-func bwrapPlatform() error { return nil }
