@@ -139,6 +139,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, h
 	go func() {
 		readers.Wait()
 		_ = cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		close(p.exited)
 	}()
 	if !spec.Listen {

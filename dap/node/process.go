@@ -76,6 +76,7 @@ func startNode(ctx context.Context, spec launchSpec, out func(category, text str
 	go func() {
 		readers.Wait() // Wait closes the pipes: the last output first
 		err := cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		var ee *exec.ExitError
 		switch {
 		case err == nil:

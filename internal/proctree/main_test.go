@@ -32,6 +32,20 @@ func TestMain(m *testing.M) {
 // end it); otherwise with a watchdog of its own, through Watch.
 func ownerMain() {
 	cmd := exec.Command("sleep", "60")
+	if os.Getenv(ownerEnv) == "reaped" {
+		// The leader exits at once, leaving the sleep in its group, and
+		// is reaped: the group is not empty, so it stays guarded.
+		proctree.WithoutDeathSignal()
+		cmd = exec.Command("sh", "-c", "sleep 60 & echo $!")
+		cmd.Stdout = os.Stdout
+		if err := proctree.Start(cmd); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		_ = cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
+		select {}
+	}
 	if os.Getenv(ownerEnv) == "start" {
 		proctree.WithoutDeathSignal()
 		if err := proctree.Start(cmd); err != nil {

@@ -49,8 +49,9 @@ type entry struct {
 // Start starts cmd as the leader of a process group of its own (cmd's
 // SysProcAttr may ask for a session instead with Setsid) that cannot
 // outlive this process: Pdeathsig where the kernel has it, the watchdog
-// elsewhere. Call Forget with the pid once the group has been killed or
-// has ended, so that a later group with the same id is never touched.
+// elsewhere. Call Reaped with the pid once the leader has been waited for,
+// and Forget once the group has been killed, so that a later group with
+// the same id is never touched.
 func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -72,6 +73,18 @@ func Start(cmd *exec.Cmd) error {
 // or its owner killed it. A no-op where the kernel does the guarding.
 func Forget(pgid int) {
 	if !deathSignal {
+		defaultWatchdog().Forget(pgid)
+	}
+}
+
+// Reaped is called once the leader of a group Start made has been waited
+// for. If nothing is left in the group it is forgotten: its id is free
+// for the kernel to give to another group, which the watchdog must then
+// never kill. Otherwise the group still exists, so its id cannot be
+// reused, and it stays guarded until Forget. A no-op where the kernel
+// does the guarding.
+func Reaped(pgid int) {
+	if !deathSignal && len(Group(pgid)) == 0 {
 		defaultWatchdog().Forget(pgid)
 	}
 }

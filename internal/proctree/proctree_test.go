@@ -128,6 +128,11 @@ func TestStartWithoutDeathSignalGuardsTheChildByTheWatchdog(t *testing.T) {
 	killOwnerAndWait(t, "start")
 }
 
+// A group whose leader was reaped while a member lives on stays guarded.
+func TestReapedKeepsAGroupWithMembersGuarded(t *testing.T) {
+	killOwnerAndWait(t, "reaped")
+}
+
 // killOwnerAndWait runs the test binary as an owner (ownerMain, in mode),
 // kills it with SIGKILL, and waits for the sleep it guarded to end.
 func killOwnerAndWait(t *testing.T, mode string) {

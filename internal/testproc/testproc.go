@@ -107,6 +107,7 @@ func Start(name string, cmd *exec.Cmd, logPath string) (*Proc, error) {
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		close(p.done)
 	}()
 	return p, nil
