@@ -3,6 +3,7 @@
 package proctree_test
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,15 +36,25 @@ func ownerMain() {
 	if os.Getenv(ownerEnv) == "reaped" {
 		// The leader exits at once, leaving the sleep in its group, and
 		// is reaped: the group is not empty, so it stays guarded.
+		// The pid is printed only after Reaped, so that the test's kill
+		// follows it.
 		proctree.WithoutDeathSignal()
 		cmd = exec.Command("sh", "-c", "sleep 60 & echo $!")
-		cmd.Stdout = os.Stdout
+		r, w, err := os.Pipe()
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		cmd.Stdout = w // a file: Wait does not wait for the sleep to close it
 		if err := proctree.Start(cmd); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
+		_ = w.Close()
 		_ = cmd.Wait()
 		proctree.Reaped(cmd.Process.Pid)
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		fmt.Print(line)
 		select {}
 	}
 	if os.Getenv(ownerEnv) == "start" {
