@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package bridge is the workspace side of tether: a Socket.IO v5 client that
 // connects to a broker, serves the broker's tool_call events through a route
 // table, and answers each one exactly once.

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package bridge
 
 // White-box fuzz targets for the bridge's own parsing of broker input (the

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package bridge
 
 // mountRoutes mounts every route the bridge serves, in one place, so the

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package dap
 
 import (
@@ -27,17 +29,25 @@ func (lldbDAP) Types() []string {
 func (lldbDAP) Languages() []string {
 	return []string{"c", "cpp", "c++", "rust", "objc", "objective-c", "swift"}
 }
-func (lldbDAP) InstallHint() string {
-	return "install lldb-dap (Debian/Ubuntu: apt install lldb-19, which provides lldb-dap-19)"
-}
+func (lldbDAP) InstallHint() string { return lldbInstallHint }
 
 func (lldbDAP) Find(env *Env) (Command, error) {
+	if p := env.findLLDBDAP(); p != "" {
+		return Command{Path: p}, nil
+	}
+	return Command{}, fmt.Errorf("neither lldb-dap, lldb-dap-NN, lldb-vscode nor lldb-vscode-NN is on PATH%s", lldbElsewhere)
+}
+
+// findLLDBDAP is the lldb-dap to run: on PATH (or its older name
+// lldb-vscode, or a Debian versioned one), else where the platform's
+// developer tools install it (Xcode's on macOS); "" if none.
+func (e *Env) findLLDBDAP() string {
 	for _, name := range []string{"lldb-dap", "lldb-vscode"} {
-		if p := env.lookVersioned(name); p != "" {
-			return Command{Path: p}, nil
+		if p := e.lookVersioned(name); p != "" {
+			return p
 		}
 	}
-	return Command{}, fmt.Errorf("neither lldb-dap, lldb-dap-NN, lldb-vscode nor lldb-vscode-NN is on PATH")
+	return e.platformLLDBDAP()
 }
 
 func (lldbDAP) Arguments(cfg map[string]any) map[string]any {

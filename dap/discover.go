@@ -1,3 +1,5 @@
+//go:build !windows
+
 package dap
 
 import (
@@ -11,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // Env is where adapters and native debuggers are looked up, with every
@@ -180,7 +184,7 @@ func (e *Env) output(path string, args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = e.Environ
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -196,11 +200,7 @@ func (e *Env) NativeDebuggers() map[string]string {
 		}
 	}
 	set("lldb", e.lookVersioned("lldb"))
-	lldbDap := e.lookVersioned("lldb-dap")
-	if lldbDap == "" {
-		lldbDap = e.lookVersioned("lldb-vscode")
-	}
-	set("lldb_dap", lldbDap)
+	set("lldb_dap", e.findLLDBDAP())
 	set("gdb", e.lookVersioned("gdb"))
 	set("dlv", e.bestDelve())
 	py := e.pythonWithDebugpy()

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package dap runs debug sessions through real debug adapters speaking the
 // Debug Adapter Protocol: lldb-dap for C, C++ and Rust, debugpy for Python,
 // delve for Go, and for Node.js (JavaScript, TypeScript through source maps)

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package dap_test
 
 import (
@@ -5,15 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
-
-// becomeSubreaper makes orphaned grandchildren (a debuggee whose adapter
-// died) reparent to this test process, so descendants still finds them.
-func becomeSubreaper() {
-	const prSetChildSubreaper = 36
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-}
 
 // descendants lists the live (non-zombie) processes below this one, as
 // "pid command".

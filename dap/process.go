@@ -1,3 +1,5 @@
+//go:build !windows
+
 package dap
 
 import (
@@ -11,7 +13,6 @@ import (
 	"os/exec"
 	"regexp"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tetherdev/tether/internal/proctree"
@@ -86,7 +87,7 @@ type Command struct {
 var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\d+)`)
 
 // startAdapter starts spec with its own process group, killed with the
-// bridge (Pdeathsig), and connects a Client to it.
+// bridge (proctree.Start), and connects a Client to it.
 func startAdapter(ctx context.Context, spec Command, dir string, env []string, h handlers) (*adapterProc, error) {
 	if spec.Dial != "" {
 		return dialAdapter(ctx, spec.Dial, h)
@@ -97,7 +98,6 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, h
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &adapterProc{cmd: cmd, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
 
 	var stdin io.WriteCloser
@@ -113,7 +113,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, h
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := proctree.Start(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", spec.Path, err)
 	}
 	addrCh := make(chan string, 1)
@@ -139,6 +139,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, h
 	go func() {
 		readers.Wait()
 		_ = cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		close(p.exited)
 	}()
 	if !spec.Listen {
@@ -257,6 +258,7 @@ func (p *adapterProc) stop(grace time.Duration) {
 // session.
 func (p *adapterProc) killGroup(tree []proctree.Ref) {
 	proctree.KillGroup(p.cmd.Process.Pid, tree)
+	proctree.Forget(p.cmd.Process.Pid)
 }
 
 type stdioConn struct {

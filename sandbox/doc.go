@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package sandbox gives agents durable, isolated places to work on
 // repositories. It knows nothing of tunnels: the bridge adapts Service to
 // routes in bridge/routes_sandbox.go.

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package sandbox
 
 import (
@@ -12,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -111,7 +114,6 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 	if req.Stdin != "" {
 		cmd.Stdin = strings.NewReader(req.Stdin)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
 
 	p.mu.Lock()
@@ -120,7 +122,9 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 		return ExecResult{}, errRuntimeStopped
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	// Its own group, so a timeout or Stop ends all it started, killed
+	// with the bridge.
+	if err := proctree.Start(cmd); err != nil {
 		p.mu.Unlock()
 		return ExecResult{}, fmt.Errorf("starting the command: %w", err)
 	}
@@ -143,6 +147,7 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 	close(done)
 	// Whatever the command left running in its group goes with it.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	proctree.Forget(pgid)
 	p.mu.Lock()
 	delete(p.running, pgid)
 	p.mu.Unlock()

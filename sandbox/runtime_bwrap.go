@@ -1,9 +1,12 @@
+//go:build !windows
+
 package sandbox
 
 import (
 	"bytes"
 	"context"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +40,9 @@ func (*Bwrap) Name() string { return "bwrap" }
 // answer is measured once.
 func (b *Bwrap) Available() error {
 	b.once.Do(func() {
+		if b.probe = bwrapOn(runtime.GOOS); b.probe != nil {
+			return
+		}
 		bin := b.Bin
 		if bin == "" {
 			bin = "bwrap"

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package sandbox_test
 
 import (
@@ -119,6 +121,21 @@ func TestBwrapWhereItCannotRunIsUnavailable(t *testing.T) {
 	wantCode(t, err, protocol.CodeRuntimeUnavailable)
 	if list := e.svc.List(sandbox.ListRequest{}); len(list.Workspaces) != 0 {
 		t.Fatalf("a refused acquire left %+v", list.Workspaces)
+	}
+}
+
+// On macOS (and anywhere but Linux) bwrap cannot exist: the answer is
+// runtime_unavailable naming the platform and the runtime that does run.
+func TestBwrapOffLinuxIsUnavailableSayingWhy(t *testing.T) {
+	if err := sandbox.BwrapOn("linux"); err != nil {
+		t.Fatalf("BwrapOn(linux) = %v, want nil (then probed)", err)
+	}
+	err := sandbox.BwrapOn("darwin")
+	wantCode(t, err, protocol.CodeRuntimeUnavailable)
+	for _, want := range []string{"Linux namespaces", "darwin", "subprocess"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("BwrapOn(darwin) = %q, want it to say %q", err, want)
+		}
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package terminal runs commands for the bridge's terminal routes: sync
 // and async, in the visible terminal a person can watch with `tether
 // attach`, or as hidden processes.

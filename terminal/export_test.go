@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 // Hooks for the black-box tests in package terminal_test, which fuzz the

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 import (
@@ -10,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -65,7 +68,7 @@ func (m *Manager) startHidden(s *session, sp spec, cwd string) error {
 	// The reaper ends the session if this process dies without Close;
 	// Pdeathsig covers the leader until the reaper knows of it (see
 	// reaper.go for why it is not the whole answer).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setsid: true}, syscall.SIGKILL)
 	err = cmd.Start()
 	closeAll(inR, outW, errW)
 	if err != nil {

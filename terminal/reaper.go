@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 import (
@@ -36,6 +38,9 @@ import (
 // end closes only when the whole process is gone (it is close-on-exec, so
 // commands never hold it). Commands keep Pdeathsig on their session
 // leader only to cover the microseconds between fork and registration.
+// macOS has no Pdeathsig, and the reaper is its whole answer there: the
+// pipe, sessions and signals are plain Unix, and it finds the members of
+// a session through proctree (sysctl and getsid) instead of /proc.
 
 // ReaperCommand is the first argument that makes ReaperMain run the
 // reaper instead of returning.

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 // ring keeps the most recent size bytes of a stream and counts every byte

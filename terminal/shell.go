@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 import (
@@ -6,13 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/internal/proctree"
+	"github.com/tetherdev/tether/internal/termios"
 )
 
 // shellStartTimeout bounds how long a new visible shell may take to run
@@ -69,7 +72,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 	}
 	cmd := exec.Command(m.bash, "--noprofile", "--norc", "--noediting", "-i")
 	cmd.Dir = m.root
-	cmd.Env = mergeEnv(os.Environ(), map[string]string{
+	cmd.Env = mergeEnv(mergeEnv(os.Environ(), platformShellEnv), map[string]string{
 		// Plain output for the agent, no pager waiting for a key.
 		"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "MANPAGER": "cat",
 		"SYSTEMD_PAGER": "cat", "PROMPT_COMMAND": "", "PS1": "",
@@ -78,7 +81,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 	// An interactive bash passes SIGHUP on to its jobs before exiting,
 	// but not to a command running from a sourced file, which is how
 	// agent commands run: the reaper ends those if this process dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGHUP}
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}, syscall.SIGHUP)
 	err = cmd.Start()
 	_ = tty.Close()
 	if err != nil {
@@ -136,7 +139,7 @@ func (m *Manager) startShell(ctx context.Context) (*shell, error) {
 func baselineMode(tty *os.File) (unix.Termios, error) {
 	var t unix.Termios
 	err := control(tty, func(fd int) error {
-		cur, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		cur, err := termios.Get(fd)
 		if err != nil {
 			return err
 		}
@@ -145,7 +148,7 @@ func baselineMode(tty *os.File) (unix.Termios, error) {
 		cur.Oflag &^= unix.ONLCR
 		cur.Iflag |= unix.ICRNL
 		t = *cur
-		return unix.IoctlSetTermios(fd, unix.TCSETS, cur)
+		return termios.Set(fd, cur)
 	})
 	return t, err
 }
@@ -169,7 +172,7 @@ func control(f *os.File, fn func(fd int) error) error {
 func (sh *shell) restoreMode() {
 	_ = control(sh.pty, func(fd int) error {
 		t := sh.base
-		return unix.IoctlSetTermios(fd, unix.TCSETS, &t)
+		return termios.Set(fd, &t)
 	})
 }
 
@@ -178,7 +181,7 @@ func (sh *shell) restoreMode() {
 func (sh *shell) canonicalSilent() bool {
 	ok := false
 	_ = control(sh.pty, func(fd int) error {
-		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		t, err := termios.Get(fd)
 		if err == nil {
 			ok = t.Lflag&unix.ICANON != 0 && t.Lflag&unix.ECHO == 0
 		}
@@ -210,13 +213,7 @@ func (sh *shell) signalForeground(sig syscall.Signal, toShell bool) bool {
 }
 
 // cwd is the shell's current directory, which `cd` in a command changes.
-func (sh *shell) cwd() string {
-	p, err := os.Readlink("/proc/" + strconv.Itoa(sh.pid) + "/cwd")
-	if err != nil || strings.HasSuffix(p, " (deleted)") {
-		return ""
-	}
-	return p
-}
+func (sh *shell) cwd() string { return proctree.Cwd(sh.pid) }
 
 // write types p into the terminal, one writer at a time, giving up when
 // ctx ends or the shell exits.

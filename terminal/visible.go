@@ -1,3 +1,5 @@
+//go:build !windows
+
 package terminal
 
 import (
@@ -6,11 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // visibleTerminal is the Manager's named terminal: at most one shell,
@@ -407,9 +410,5 @@ func procComm(pid int) string {
 	if pid <= 0 {
 		return ""
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	return proctree.Ref{Pid: pid}.Comm()
 }

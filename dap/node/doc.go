@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package node is tether's built-in Node.js debug adapter: a Debug Adapter
 // Protocol server, written in Go, that drives node's V8 inspector over the
 // Chrome DevTools Protocol. It needs nothing but node on the machine (VS
@@ -10,7 +12,7 @@
 // package's tests use it directly. What a separate process would give, a
 // crash that cannot take the bridge down, is had by recovering every
 // handler's panic into a failed response; and node itself is a child of
-// the bridge in its own process group, killed with the bridge (Pdeathsig)
+// the bridge in its own process group, killed with the bridge (proctree.Start)
 // and ended with its process tree on disconnect.
 //
 // # Pieces

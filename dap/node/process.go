@@ -1,3 +1,5 @@
+//go:build !windows
+
 package node
 
 import (
@@ -19,7 +21,7 @@ import (
 const inspectorWait = 10 * time.Second
 
 // process is a node the adapter launched: in a process group of its own,
-// killed with this process (Pdeathsig), its stdout and stderr forwarded as
+// killed with this process (proctree.Start), its stdout and stderr forwarded as
 // output.
 type process struct {
 	cmd    *exec.Cmd
@@ -49,7 +51,6 @@ func startNode(ctx context.Context, spec launchSpec, out func(category, text str
 	cmd := exec.Command(spec.node, args...)
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
@@ -58,7 +59,7 @@ func startNode(ctx context.Context, spec launchSpec, out func(category, text str
 	if err != nil {
 		return nil, "", err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := proctree.Start(cmd); err != nil {
 		return nil, "", fmt.Errorf("starting %s: %w", spec.node, err)
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{})}
@@ -75,6 +76,7 @@ func startNode(ctx context.Context, spec launchSpec, out func(category, text str
 	go func() {
 		readers.Wait() // Wait closes the pipes: the last output first
 		err := cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
@@ -150,5 +152,6 @@ func (p *process) stderrTail() string {
 // until node has been reaped.
 func (p *process) kill() {
 	proctree.KillGroup(p.cmd.Process.Pid, append(proctree.Descendants(p.cmd.Process.Pid), p.ref))
+	proctree.Forget(p.cmd.Process.Pid)
 	<-p.exited
 }

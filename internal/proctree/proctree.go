@@ -1,19 +1,34 @@
-// Package proctree finds and ends process trees through /proc: the
-// processes below a pid, the members of a process group, and a kill that
-// waits until each killed process is gone. The debug adapters use it so
-// that no adapter, debuggee or child of theirs outlives its session, even
-// when it left the adapter's process group (lldb-dap starts lldb-server
-// with --setsid) or was reparented after its parent died.
+//go:build !windows
+
+// Package proctree starts, finds and ends process trees: a child that
+// cannot outlive this process (Start), the processes below a pid, the
+// members of a process group, and a kill that waits until each killed
+// process is gone. The debug adapters, the sandbox and the terminal use it
+// so that no adapter, debuggee, command or child of theirs outlives its
+// owner, even when it left the adapter's process group (lldb-dap starts
+// lldb-server with --setsid) or was reparented after its parent died.
 //
-// Linux only; every function is safe for concurrent use.
+// How each platform does it:
+//
+//   - Listing processes: /proc on Linux (procs_linux.go); sysctl
+//     kern.proc.all, kern.proc.pid and kern.procargs2 on macOS
+//     (procs_darwin.go), which has no /proc.
+//   - Orphan-proofing: on Linux the kernel sends a child SIGKILL when this
+//     process dies (Pdeathsig). macOS has no parent-death signal, so a
+//     watchdog does it (watchdog.go): one small sh per process, started on
+//     first use, told over a pipe which process groups to guard. Only this
+//     process holds the pipe's write end (close-on-exec, so children never
+//     inherit it); when the watchdog reads end of file, this process is
+//     gone, whatever killed it, and it SIGKILLs every group still guarded.
+//     A process that left its group (setsid) is not reached, as on Linux,
+//     where Pdeathsig reaches the group leader only.
+//
+// Every function is safe for concurrent use.
 package proctree
 
 import (
-	"bytes"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"os/exec"
 	"syscall"
 	"time"
 )
@@ -25,18 +40,53 @@ type Ref struct {
 	Start uint64
 }
 
-// Of returns the Ref of the running process pid (ok false if there is none).
-func Of(pid int) (Ref, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return Ref{}, false
+// entry is one process as the platform's process table describes it.
+type entry struct {
+	Ref
+	ppid, pgrp int
+}
+
+// Start starts cmd as the leader of a process group of its own (cmd's
+// SysProcAttr may ask for a session instead with Setsid) that cannot
+// outlive this process: Pdeathsig where the kernel has it, the watchdog
+// elsewhere. Call Reaped with the pid once the leader has been waited for,
+// and Forget once the group has been killed, so that a later group with
+// the same id is never touched.
+func Start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	f := statFields(b)
-	if len(f) < 20 {
-		return Ref{}, false
+	if !cmd.SysProcAttr.Setsid {
+		cmd.SysProcAttr.Setpgid = true
 	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	return Ref{pid, st}, err == nil
+	DieWithParent(cmd.SysProcAttr, syscall.SIGKILL)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if !deathSignal {
+		defaultWatchdog().Watch(cmd.Process.Pid)
+	}
+	return nil
+}
+
+// Forget stops guarding the process group pgid (one Start made): it ended,
+// or its owner killed it. A no-op where the kernel does the guarding.
+func Forget(pgid int) {
+	if !deathSignal {
+		defaultWatchdog().Forget(pgid)
+	}
+}
+
+// Reaped is called once the leader of a group Start made has been waited
+// for. If nothing is left in the group it is forgotten: its id is free
+// for the kernel to give to another group, which the watchdog must then
+// never kill. Otherwise the group still exists, so its id cannot be
+// reused, and it stays guarded until Forget. A no-op where the kernel
+// does the guarding.
+func Reaped(pgid int) {
+	if !deathSignal && len(Group(pgid)) == 0 {
+		defaultWatchdog().Forget(pgid)
+	}
 }
 
 // KillWait bounds how long KillAll waits for the processes it killed.
@@ -57,7 +107,7 @@ func KillAll(procs []Ref) {
 	deadline := time.Now().Add(KillWait)
 	for _, q := range killed {
 		for q.Running() && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // no event tells that a non-child has exited
 		}
 	}
 }
@@ -69,59 +119,6 @@ func KillGroup(pgid int, also []Ref) {
 	procs := append(also, Group(pgid)...)
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	KillAll(procs)
-}
-
-// Running reports whether q still runs: its pid names the same process
-// (same start time) and that process is not a zombie.
-func (q Ref) Running() bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.Pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := statFields(b)
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return false
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	return err == nil && st == q.Start
-}
-
-// statFields returns the fields of /proc/pid/stat after the command name
-// (the first is the state, field 3).
-func statFields(b []byte) []string {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
-}
-
-// entry is one process as /proc/PID/stat describes it.
-type entry struct {
-	Ref
-	ppid, pgrp int
-}
-
-// processes reads every process from /proc.
-func processes() []entry {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	out := make([]entry, 0, len(stats))
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		fields := statFields(b)
-		if len(fields) < 20 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		pgrp, _ := strconv.Atoi(fields[2])
-		start, _ := strconv.ParseUint(fields[19], 10, 64)
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		out = append(out, entry{Ref{pid, start}, ppid, pgrp})
-	}
-	return out
 }
 
 // Descendants lists the processes below pid.
@@ -161,32 +158,35 @@ func Group(pgid int) []Ref {
 // reparented after its parent died. Processes whose environment cannot be
 // read (another user's, already gone) are not listed.
 func WithEnv(key, part string) []Ref {
-	prefix := []byte(key + "=")
 	var out []Ref
 	self := os.Getpid()
 	for _, e := range processes() {
 		if e.Pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(e.Pid) + "/environ")
-		if err != nil {
-			continue
-		}
-		for kv := range bytes.SplitSeq(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, prefix); ok && bytes.Contains(v, []byte(part)) && e.Running() {
-				out = append(out, e.Ref)
-				break
-			}
+		if envHas(e.Pid, key, part) && e.Running() {
+			out = append(out, e.Ref)
 		}
 	}
 	return out
 }
 
-// Comm returns the command name of process q ("" once it is gone).
-func (q Ref) Comm() string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.Pid) + "/comm")
-	if err != nil {
-		return ""
+// member reports whether a process of group pgrp and session sid belongs
+// to one of ids, each a session or a process group.
+func member(ids []int, pgrp, sid int) bool {
+	for _, id := range ids {
+		if sid == id || pgrp == id {
+			return true
+		}
 	}
-	return strings.TrimSpace(string(b))
+	return false
+}
+
+// Prepare starts now what Start will need: the watchdog, where the kernel
+// has no parent-death signal. A leak check calls it before its baseline,
+// so the watchdog's pipe is not counted as a descriptor its tests leaked.
+func Prepare() {
+	if !deathSignal {
+		defaultWatchdog()
+	}
 }

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package testproc runs the child processes of the e2e tests, the
 // benchmarks, the chaos run and the soak: brokers, bridges, node clients.
 //
@@ -5,7 +7,8 @@
 // while it runs. Its own group keeps a terminal's Ctrl-C away from it (the
 // signal reaches the test binary only, which stops the children in order:
 // OnInterrupt) and lets a stop reach what the child started in turn. It gets
-// SIGKILL if the test binary dies without stopping it (Pdeathsig).
+// SIGKILL if the test binary dies without stopping it (proctree.Start:
+// Pdeathsig on Linux, a watchdog on macOS).
 //
 // All functions and methods are safe for concurrent use.
 package testproc
@@ -26,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // GroupGrace bounds how long a group may take to empty once its leader is
@@ -79,14 +84,13 @@ func Start(name string, cmd *exec.Cmd, logPath string) (*Proc, error) {
 			cmd.Stderr = f
 		}
 	}
-	// Should the test binary die without stopping it, the child goes too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	children.mu.Lock()
 	if children.stopping {
 		children.mu.Unlock()
 		return nil, fmt.Errorf("starting %s: %w", name, ErrStopping)
 	}
-	if err := cmd.Start(); err != nil {
+	// Should the test binary die without stopping it, the child goes too.
+	if err := proctree.Start(cmd); err != nil {
 		children.mu.Unlock()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -103,6 +107,7 @@ func Start(name string, cmd *exec.Cmd, logPath string) (*Proc, error) {
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		proctree.Reaped(cmd.Process.Pid)
 		close(p.done)
 	}()
 	return p, nil
@@ -195,6 +200,7 @@ func (p *Proc) forget() bool {
 // exited: what is left is killed. It returns what it had to kill, for the
 // report; "" when the group was empty.
 func (p *Proc) Reap() string {
+	defer proctree.Forget(p.Pid())
 	left := Members(p.Pid())
 	if len(left) == 0 {
 		return ""
@@ -305,21 +311,12 @@ func State(pid int) (state string, pgrp int, comm string, ok bool) {
 }
 
 // Members lists the live (not zombie) processes of process group pgid as
-// "pid (command)", from /proc.
+// "pid (command)".
 func Members(pgid int) []string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		state, pgrp, comm, ok := State(pid)
-		if ok && pgrp == pgid && state != "Z" && state != "X" {
-			out = append(out, fmt.Sprintf("%d (%s)", pid, comm))
+	for _, q := range proctree.Group(pgid) {
+		if q.Running() {
+			out = append(out, fmt.Sprintf("%d (%s)", q.Pid, q.Comm()))
 		}
 	}
 	return out
