@@ -16,27 +16,6 @@ import (
 // first acquire from a fetched repo cache, and removed by Destroy. The
 // request's checks are in validate.go.
 
-// AcquireRequest is the payload of /api/sandbox/workspaces.
-type AcquireRequest struct {
-	Repo           string `json:"repo"`
-	BaseRef        string `json:"base_ref,omitempty"`
-	Mode           string `json:"mode"`
-	UserID         string `json:"user_id"`
-	ProjectID      string `json:"project_id"`
-	ConversationID string `json:"conversation_id,omitempty"`
-	TaskID         string `json:"task_id,omitempty"`
-	// AuthToken is used for this acquire's clone or fetch only; it is
-	// never stored.
-	AuthToken string `json:"auth_token,omitempty"`
-	// Runtime is "subprocess" or "bwrap"; default Config.DefaultRuntime.
-	Runtime string `json:"runtime,omitempty"`
-	// Network is "none" or "host"; default "none" for bwrap, "host" for
-	// subprocess.
-	Network string `json:"network,omitempty"`
-	// Pinned keeps the workspace from eviction.
-	Pinned *bool `json:"pinned,omitempty"`
-}
-
 // key returns the workspace id and branch the request maps to.
 func (r *AcquireRequest) key(repo Repo) (id, branch string) {
 	var disc string
@@ -50,25 +29,6 @@ func (r *AcquireRequest) key(repo Repo) (id, branch string) {
 	}
 	sum := sha256.Sum256([]byte(r.Mode + "\x00" + r.UserID + "\x00" + r.ProjectID + "\x00" + disc + "\x00" + repo.Key()))
 	return "ws-" + hex.EncodeToString(sum[:10]), branch
-}
-
-// AcquireResult answers acquire.
-type AcquireResult struct {
-	WorkspaceID  string       `json:"workspace_id"`
-	Mode         string       `json:"mode"`
-	Branch       string       `json:"branch"`
-	BaseRef      string       `json:"base_ref"`
-	BaseCommit   string       `json:"base_commit"`
-	Runtime      string       `json:"runtime"`
-	Network      string       `json:"network"`
-	Capabilities Capabilities `json:"capabilities"`
-	// Created: this call made the worktree; false when it already existed.
-	Created bool `json:"created"`
-	// Path is the worktree on the machine serving the sandbox.
-	Path string `json:"path"`
-	// Artifact is the patch saved when an earlier worktree of this key was
-	// evicted dirty.
-	Artifact string `json:"artifact,omitempty"`
 }
 
 // AcquireWorkspace returns the workspace of the request's key, creating

@@ -14,63 +14,6 @@ import (
 
 var _ Changes = (*LocalGit)(nil)
 
-// GitStatus answers git/status.
-type GitStatus struct {
-	Branch string `json:"branch"`
-	Head   string `json:"head"`
-	Clean  bool   `json:"clean"`
-	// Entries are `git status --porcelain` lines split into the two-letter
-	// status and the path.
-	Entries []StatusEntry `json:"entries"`
-}
-
-// StatusEntry is one changed path.
-type StatusEntry struct {
-	Status string `json:"status"`
-	Path   string `json:"path"`
-}
-
-// StatusRequest is the payload of git/status.
-type StatusRequest struct {
-	// Path limits the status to a file or directory.
-	Path string `json:"path,omitempty"`
-}
-
-// DiffRequest is the payload of git/diff.
-type DiffRequest struct {
-	// Ref is what the diff is against: HEAD (the default), a branch, a
-	// tag or a commit id, optionally followed by ~N or ^N.
-	Ref string `json:"ref,omitempty"`
-	// Staged shows the index against Ref instead of the worktree against
-	// Ref.
-	Staged bool `json:"staged,omitempty"`
-	// Path limits the diff to one file or directory.
-	Path string `json:"path,omitempty"`
-}
-
-// GitDiff answers git/diff: the diff of tracked files against the ref,
-// capped at 256 KiB, and the untracked files (not in the diff).
-type GitDiff struct {
-	Diff      string   `json:"diff"`
-	Untracked []string `json:"untracked"`
-	Truncated bool     `json:"truncated"`
-}
-
-// GitCommit answers git/commit.
-type GitCommit struct {
-	Commit    string `json:"commit"`
-	Branch    string `json:"branch"`
-	Committed bool   `json:"committed"`
-	Message   string `json:"message,omitempty"`
-}
-
-// GitPush answers git/push.
-type GitPush struct {
-	Remote string `json:"remote"`
-	Branch string `json:"branch"`
-	Commit string `json:"commit"`
-}
-
 // maxDiff caps a diff result, so that with the rest of the answer it
 // fits the broker's default maxPayload (1 MB) after JSON encoding.
 const maxDiff = 256 << 10

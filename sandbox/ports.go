@@ -48,17 +48,6 @@ type Changes interface {
 	SavePatch(ctx context.Context, rec *Record, path string) error
 }
 
-// Capabilities say truthfully what a runtime gives the commands it runs.
-type Capabilities struct {
-	// Writable: commands may change the worktree.
-	Writable bool `json:"writable"`
-	// Isolated: commands cannot change anything outside the worktree (and
-	// a private /tmp).
-	Isolated bool `json:"isolated"`
-	// Network: commands can open network connections.
-	Network bool `json:"network"`
-}
-
 // RuntimeSpec is what a runtime is started for.
 type RuntimeSpec struct {
 	// Dir is the worktree, absolute.

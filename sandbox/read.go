@@ -19,45 +19,6 @@ import (
 // big file costs no memory beyond what is returned, and the line count
 // comes with it; anything else is returned as base64 bytes.
 
-// ReadFileRequest is the payload of read-file. Lines are 1-based and
-// inclusive; zero means the start or the end of the file.
-type ReadFileRequest struct {
-	Path      string `json:"path"`
-	StartLine int    `json:"start_line,omitempty"`
-	EndLine   int    `json:"end_line,omitempty"`
-	// MaxBytes bounds Content (line number prefixes included); default,
-	// and at most, the tree's ReadCap. Content ends at a line boundary
-	// unless its first line alone is longer.
-	MaxBytes int `json:"max_bytes,omitempty"`
-	// LineNumbers prefixes each line of Content with its number, as
-	// "%6d\t" (cat -n).
-	LineNumbers bool `json:"line_numbers,omitempty"`
-	// Encoding "base64" returns the raw bytes base64-encoded, and refuses
-	// the line options. A file that is not text (a NUL byte, or not
-	// UTF-8) is returned so even when not asked, unless a line option
-	// was given, which then answers invalid_payload.
-	Encoding string `json:"encoding,omitempty"`
-}
-
-// ReadFileResult answers read-file.
-type ReadFileResult struct {
-	Path     string `json:"path"`
-	Content  string `json:"content"`
-	Encoding string `json:"encoding,omitempty"`
-	Size     int64  `json:"size"`
-	// TotalLines counts the file's lines (a last line without '\n'
-	// included). It is 0 for base64 results and for text files over
-	// 64 MiB, which are not read to their end.
-	TotalLines int `json:"total_lines"`
-	// StartLine and EndLine are the first and last line in Content; both
-	// 0 when it holds none.
-	StartLine int `json:"start_line"`
-	EndLine   int `json:"end_line"`
-	// Truncated: Content stops before the end of the range asked for
-	// (the file's end by default) because of MaxBytes.
-	Truncated bool `json:"truncated"`
-}
-
 const (
 	// maxScanBytes is how far a text read goes to count lines or reach a
 	// range.

@@ -23,50 +23,6 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// SearchRequest is the payload of search.
-type SearchRequest struct {
-	// Pattern is a regular expression (Rust regex syntax with ripgrep, Go
-	// RE2 syntax without it; they agree on the common subset), or a plain
-	// string with Fixed.
-	Pattern string `json:"pattern"`
-	// Path limits the search to a file or directory of the tree.
-	Path string `json:"path,omitempty"`
-	// Fixed (or its other name Literal) searches for Pattern as it is.
-	Fixed           bool `json:"fixed,omitempty"`
-	Literal         bool `json:"literal,omitempty"`
-	CaseInsensitive bool `json:"case_insensitive,omitempty"`
-	// Glob limits the files searched, e.g. "*.go".
-	Glob string `json:"glob,omitempty"`
-	// Context is how many lines before and after each hit come with it;
-	// at most 10.
-	Context int `json:"context,omitempty"`
-	// MaxResults bounds the hits; default 1000, at most 10000.
-	MaxResults int `json:"max_results,omitempty"`
-}
-
-// SearchHit is one matching line, with its context lines when asked.
-type SearchHit struct {
-	Path   string   `json:"path"`
-	Line   int      `json:"line"`
-	Text   string   `json:"text"`
-	Before []string `json:"before,omitempty"`
-	After  []string `json:"after,omitempty"`
-}
-
-// SearchResult answers search.
-type SearchResult struct {
-	Hits []SearchHit `json:"hits"`
-	// Rendered is the hits as text, one line each: "path:line: text" for
-	// a hit, "path-line- text" for a context line, "--" between groups
-	// that are not adjacent (grep's layout).
-	Rendered string `json:"rendered"`
-	// Truncated: there were more hits than MaxResults, or than 192 KiB
-	// of rendered text.
-	Truncated bool `json:"truncated"`
-	// Engine is "rg" or "go".
-	Engine string `json:"engine"`
-}
-
 const (
 	defaultSearchResults = 1000
 	maxSearchResults     = 10000

@@ -17,13 +17,6 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// Workspace modes.
-const (
-	ModeAnalysis = "analysis"
-	ModeEdit     = "edit"
-	ModeTask     = "task"
-)
-
 // Defaults of Config.
 const (
 	DefaultFetchInterval = 5 * time.Minute

@@ -99,11 +99,6 @@ func (s *Service) GitDiff(ctx context.Context, id string, req DiffRequest) (GitD
 	return onWorkspace(ctx, s, id, reading, s.changes.Diff, req)
 }
 
-// CommitRequest is the payload of git/commit.
-type CommitRequest struct {
-	Message string `json:"message"`
-}
-
 // GitCommit commits every change of the workspace on its branch.
 func (s *Service) GitCommit(ctx context.Context, id string, req CommitRequest) (GitCommit, error) {
 	if req.Message == "" {
@@ -115,13 +110,6 @@ func (s *Service) GitCommit(ctx context.Context, id string, req CommitRequest) (
 		}
 		return s.changes.Commit(ctx, rec, req.Message)
 	}, req)
-}
-
-// PushRequest is the payload of git/push.
-type PushRequest struct {
-	Remote string `json:"remote,omitempty"`
-	// AuthToken is used for this push only; it is never stored.
-	AuthToken string `json:"auth_token,omitempty"`
 }
 
 // GitPush pushes the workspace's branch.
