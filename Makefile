@@ -41,13 +41,16 @@ UPDATE_DOCS ?=
 RENDER ?=
 BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 
-.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
+.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz cross fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
 
 help:
 	@echo 'make deps       install Debian packages, e2e node clients, staticcheck, delve and pebble (idempotent)'
 	@echo 'make build      build bin/tether'
-	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s)'
+	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s),'
+	@echo '                 then make cross'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
+	@echo 'make cross      compile and vet for macOS (darwin/arm64, darwin/amd64) and Windows (windows/amd64:'
+	@echo '                 the broker and clients), which CI cannot run (docs/platforms.md)'
 	@echo 'make fmt        gofmt -w the Go files'
 	@echo 'make lint       gofmt -l, go mod tidy -diff, go vet, staticcheck'
 	@echo 'make bench      Go benchmarks, then bench-e2e'
@@ -101,6 +104,9 @@ test: deps build
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+cross:
+	@GO=$(GO) scripts/cross.sh
 
 # Tracked and new (not ignored) Go files; node_modules and tools stay out.
 GO_FILES = $(shell git ls-files -co --exclude-standard -- '*.go')

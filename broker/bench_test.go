@@ -1,3 +1,8 @@
+//go:build !windows
+
+// The bridge, which these benchmarks run in process, does not build on
+// Windows (docs/platforms.md).
+
 package broker_test
 
 import (

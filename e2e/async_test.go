@@ -738,7 +738,7 @@ func TestAsyncTypeScriptExampleAgainstARealBridge(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", filepath.Join(example, "test"))
 	cmd.Env = append(os.Environ(), "TETHER_BROKER="+tb.b.url, "TETHER_TOKEN="+tb.tok, "TETHER_WORKSPACE="+tb.ws,
 		"TETHER_SANDBOX_MODULE=file://"+filepath.Join(out, "sandbox.js"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 	report, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test examples/typescript/test: %v\n%s", err, report)

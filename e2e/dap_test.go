@@ -488,7 +488,7 @@ func TestDebugAttachByPid(t *testing.T) {
 	d := startDebugWorkspace(t, map[string]string{"loop.c": dbgLoopC}, nil)
 	d.build("loop.c", "loop")
 	prog := exec.Command(filepath.Join(d.root, "loop"))
-	prog.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	prog.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -642,7 +642,7 @@ type dbgAttachTarget struct {
 func startAttachTarget(t *testing.T, root string, cmd *exec.Cmd, owns func(string) bool) *dbgAttachTarget {
 	t.Helper()
 	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

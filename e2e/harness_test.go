@@ -111,7 +111,7 @@ func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -425,7 +425,7 @@ func startNode(t *testing.T, dir string, args ...string) (*exec.Cmd, io.WriteClo
 	t.Helper()
 	cmd := exec.Command("node", args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

@@ -402,7 +402,7 @@ func TestMCPBadTokensRefused(t *testing.T) {
 
 // TestMCPStdioLeavesItsPipesAsItFoundThem: tether mcp on pipes reads and
 // writes them non-blocking while it serves (through Go's poller, see
-// cmd/tether/mcp_stdio.go), and leaves each pipe in the mode it found it in
+// cmd/tether/mcp_stdio_unix.go), and leaves each pipe in the mode it found it in
 // when it exits: a blocking pipe blocking, a non-blocking one non-blocking.
 func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 	b := startBroker(t)
@@ -416,10 +416,10 @@ func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 	}
 	for _, startNonblocking := range []bool{false, true} {
 		var in, out [2]int // in: the child's stdin (read end, ours to write); out: its stdout
-		if err := syscall.Pipe2(in[:], syscall.O_CLOEXEC); err != nil {
+		if err := pipeCloexec(in[:]); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Pipe2(out[:], syscall.O_CLOEXEC); err != nil {
+		if err := pipeCloexec(out[:]); err != nil {
 			t.Fatal(err)
 		}
 		for _, fd := range []int{in[0], in[1], out[0], out[1]} {
@@ -432,7 +432,7 @@ func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 		feed, answers := os.NewFile(uintptr(in[1]), "feed"), os.NewFile(uintptr(out[0]), "answers")
 		cmd := exec.Command(tetherBin, "mcp", "--broker", b.url, "--workspace", "ws-pipes", "--token", tok)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = childIn, childOut, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -481,7 +481,7 @@ func TestRedisPythonExampleGetsAnswers(t *testing.T) {
 
 	// --wait: the script says it waits; then the workspace connects on C.
 	cmd := exec.Command(py, script, "--redis", e.srv.URL(), "--prefix", e.prefix, "--workspace", "ws-py-late", "--timeout", "15", "--wait", "/api/ping", `"late"`)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 	waiting := &signalWriter{want: "waiting for workspace ws-py-late", seen: make(chan struct{})}
 	cmd.Stderr = waiting
 	var stdout bytes.Buffer

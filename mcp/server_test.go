@@ -1,3 +1,8 @@
+//go:build !windows
+
+// These tests serve a workspace with a bridge in process, which does not
+// build on Windows (docs/platforms.md).
+
 package mcp_test
 
 import (

@@ -64,7 +64,8 @@ type Server struct {
 	accept func(*Session) Handler
 	limits *connLimiter
 	// sock: a WebSocket is read and written through a sock (sock.go),
-	// unless TETHER_TUNING turned it off. poller wakes parked socks; nil
+	// unless TETHER_TUNING turned it off or the platform has none
+	// (rawSockets). poller wakes parked socks; nil
 	// where there is none, and then every session keeps its reader.
 	sock   bool
 	poller *poller
@@ -79,7 +80,7 @@ type Server struct {
 // NewServer returns a Server; accept gives each new session its Handler,
 // or nil to refuse it (the broker is shutting down).
 func NewServer(cfg Config, accept func(*Session) Handler) *Server {
-	srv := &Server{cfg: cfg, log: cfg.Logger, accept: accept, sock: tuning.On(tuning.Sock)}
+	srv := &Server{cfg: cfg, log: cfg.Logger, accept: accept, sock: rawSockets && tuning.On(tuning.Sock)}
 	srv.limits = newConnLimiter(&cfg, cfg.Logger, cfg.OnRefused)
 	srv.beats = newHeartbeats(cfg.PingInterval, cfg.PingTimeout)
 	if srv.sock && tuning.On(tuning.Poller) {

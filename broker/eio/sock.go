@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/tetherdev/tether/internal/rawnet"
 )
 
 // The TCP connection under a client's WebSocket. coder/websocket reads and
@@ -259,7 +255,7 @@ func (s *sock) readOnce(fd uintptr) bool {
 		dst = (*s.rdBuf)[:cap(*s.rdBuf)]
 	}
 	s.rdN, s.rdErr = readFD(fd, dst)
-	if s.rdErr == unix.EAGAIN {
+	if s.rdErr == errWouldBlock {
 		if s.rdBuf != nil {
 			putSockBuf(s.rdBuf)
 			s.rdBuf = nil
@@ -410,34 +406,8 @@ func (s *sock) closing() {
 // writeOnce is one write(2) of a raw write, of wrP; it never waits (what
 // the socket did not take is written by writeLocked, with a deadline).
 func (s *sock) writeOnce(fd uintptr) bool {
-	for {
-		s.wrN, s.wrErr = rawnet.Write(int(fd), s.wrP)
-		if s.wrErr != unix.EINTR {
-			break
-		}
-	}
-	switch s.wrErr {
-	case nil:
-	case unix.EAGAIN:
-		s.wrN, s.wrErr = 0, nil
-	default:
-		s.wrN = 0
-	}
+	s.wrN, s.wrErr = writeFD(fd, s.wrP)
 	return true
-}
-
-// readFD is one read(2), retried on EINTR.
-func readFD(fd uintptr, p []byte) (int, error) {
-	for {
-		n, err := rawnet.Read(int(fd), p)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		return n, nil
-	}
 }
 
 // cork makes writes collect until the matching uncork.

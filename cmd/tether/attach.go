@@ -1,3 +1,5 @@
+//go:build !windows
+
 package main
 
 import (
@@ -180,7 +182,7 @@ func attachURL(addr string, write bool) (string, error) {
 // included) goes to the remote shell as typed. It reports false, and
 // changes nothing, when fd is not a terminal.
 func makeRaw(fd int) (restore func(), ok bool) {
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	old, err := unix.IoctlGetTermios(fd, getTermios)
 	if err != nil {
 		return func() {}, false
 	}
@@ -191,8 +193,8 @@ func makeRaw(fd int) (restore func(), ok bool) {
 	t.Cflag &^= unix.CSIZE | unix.PARENB
 	t.Cflag |= unix.CS8
 	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+	if err := unix.IoctlSetTermios(fd, setTermios, &t); err != nil {
 		return func() {}, false
 	}
-	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }, true
+	return func() { _ = unix.IoctlSetTermios(fd, setTermios, old) }, true
 }

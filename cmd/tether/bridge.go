@@ -1,3 +1,5 @@
+//go:build !windows
+
 package main
 
 import (
@@ -9,6 +11,10 @@ import (
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/terminal"
 )
+
+// reaperMain runs this binary as a bridge terminal's reaper when the
+// bridge re-executed it as one, and returns otherwise.
+func reaperMain() { terminal.ReaperMain() }
 
 func runBridge(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)

@@ -142,7 +142,7 @@ func readSecretFile(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the secret file: %w", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if runfile.OpenToOthers(st) {
 		return "", fmt.Errorf("the secret file %s is open to other users (mode %o): chmod 600 it", path, st.Mode().Perm())
 	}
 	raw, err := os.ReadFile(path)

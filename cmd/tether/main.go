@@ -20,7 +20,6 @@ import (
 	"github.com/tetherdev/tether/internal/gcpace"
 	"github.com/tetherdev/tether/internal/procpace"
 	"github.com/tetherdev/tether/internal/tuning"
-	"github.com/tetherdev/tether/terminal"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -56,7 +55,7 @@ TETHER_WORKSPACE. Run 'tether COMMAND -h' for a command's flags.
 
 func main() {
 	// A bridge's terminal re-executes this binary as its reaper.
-	terminal.ReaperMain()
+	reaperMain()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -286,7 +286,7 @@ func bareScenario(tb testing.TB, lldbDAP, root string) time.Duration {
 	began := time.Now()
 	cmd := exec.Command(lldbDAP)
 	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -409,7 +409,7 @@ func bareNodeScenario(tb testing.TB, nodePath, root string) time.Duration {
 	script := filepath.Join(root, "calc.js")
 	cmd := exec.Command(nodePath, "--inspect-brk=127.0.0.1:0", script)
 	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting node: %v", err)

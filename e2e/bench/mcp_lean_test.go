@@ -143,7 +143,7 @@ func startLeanStdio(tb testing.TB, cmd *exec.Cmd) *leanStdio {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting %s: %v", cmd.Path, err)
 	}

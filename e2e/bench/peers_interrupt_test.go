@@ -37,7 +37,7 @@ func TestPeersInterruptStopsEveryChild(t *testing.T) {
 				"BENCH_PEERS_IDLE_CONNS=0", "BENCH_RUNS=1", "BENCH_DURATION=2m", "BENCH_WARMUP=0s",
 				"BENCH_PEERS_OUT="+t.TempDir(), "BENCH_PEERS_BASELINE=", "BENCH_PEERS_DOC=", "BENCH_PEERS_TUNING=", "BENCH_PEERS_OTHER_BIN=")
 			cmd.Stderr = os.Stderr
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+			cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)

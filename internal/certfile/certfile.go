@@ -14,7 +14,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -162,9 +161,5 @@ func fileStampOf(name string) fileStamp {
 	if err != nil {
 		return fileStamp{}
 	}
-	s := fileStamp{mod: fi.ModTime(), size: fi.Size()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-	}
-	return s
+	return fileStamp{mod: fi.ModTime(), size: fi.Size(), ino: inode(fi)}
 }

@@ -20,8 +20,9 @@
 // the one where calls wait on the bus.
 //
 // The runtime has no such setting: GOMAXPROCS is fixed unless set, so this
-// is done by hand, from the process's own CPU time (getrusage, which
-// counts every thread, the kernel's time in syscalls included) sampled
+// is done by hand, from the process's own CPU time (getrusage on Unix,
+// GetProcessTimes on Windows: each counts every thread, the kernel's time
+// in syscalls included) sampled
 // every Interval. A change stops the world for a moment; the hysteresis
 // (Up at one P, Down for DownAfter at the default) keeps changes rare.
 package procpace
@@ -29,7 +30,6 @@ package procpace
 import (
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -156,13 +156,4 @@ func (p *Pacer) run() {
 			lastCPU, lastAt = cpuTime(), time.Now() // its own CPU is not load
 		}
 	}
-}
-
-// cpuTime is the process's CPU time so far, user and system, all threads.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,11 +3,7 @@ package rawnet
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrUnexpectedData is what a checked connection's health check reports
@@ -35,40 +31,6 @@ func dialChecked(d *net.Dialer, always bool) func(ctx context.Context, network, 
 		if err != nil {
 			return nil, err
 		}
-		if rc, ok := wrap(c, always).(*rawTCPConn); ok {
-			return &checkedConn{rawTCPConn: rc}, nil
-		}
-		return c, nil
+		return checked(wrap(c, always)), nil
 	}
-}
-
-// checkedConn is a rawTCPConn whose SyscallConn is a checkRawConn.
-type checkedConn struct{ *rawTCPConn }
-
-func (c *checkedConn) SyscallConn() (syscall.RawConn, error) { return checkRawConn{c.raw}, nil }
-
-// checkRawConn is a RawConn whose Read is a health check (DialChecked).
-type checkRawConn struct{ syscall.RawConn }
-
-func (r checkRawConn) Read(func(fd uintptr) bool) error {
-	var n int
-	var perr error
-	if err := r.Control(func(fd uintptr) {
-		for {
-			if n, perr = Peek(int(fd)); perr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	switch {
-	case perr == unix.EAGAIN:
-		return nil
-	case perr != nil:
-		return perr
-	case n == 0:
-		return io.EOF
-	}
-	return ErrUnexpectedData
 }

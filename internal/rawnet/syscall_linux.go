@@ -8,6 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// rawSyscalls: Linux has the system calls below, so connections are
+// wrapped (while the piece is on).
+const rawSyscalls = true
+
 // Read and Write are read(2) and write(2) of a non-blocking socket
 // that do not tell the Go runtime they enter a system call (RawSyscall, as
 // the runtime's own netpoller calls epoll). A system call the runtime is

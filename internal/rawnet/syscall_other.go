@@ -1,8 +1,13 @@
-//go:build !linux
+//go:build unix && !linux
 
 package rawnet
 
 import "golang.org/x/sys/unix"
+
+// rawSyscalls: this platform's Read and Write are the plain system calls,
+// which gain nothing over net's own, so connections stay as net makes
+// them (syscall_linux.go says what Linux gains).
+const rawSyscalls = false
 
 // Read and Write are read(2) and write(2) (syscall_linux.go says why
 // Linux makes them differently).

@@ -38,7 +38,7 @@ func Write(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if OpenToOthers(st) {
 		return fmt.Errorf("%s is open to other users (mode %o): want 0700", dir, st.Mode().Perm())
 	}
 	if !ownedBySelf(st) {

@@ -186,7 +186,7 @@ func (s *Server) launch() error {
 	cmd.Stdout = logf // *os.File: no copying goroutine
 	cmd.Stderr = logf
 	// Do not outlive a test binary that dies without running its cleanups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", s.bin, err)
 	}
