@@ -276,3 +276,41 @@ type ContextRequest struct {
 	// File resolves ${file} in launch.json.
 	File string `json:"file,omitempty"`
 }
+
+// DebugContext is what a workspace offers for debugging.
+type DebugContext struct {
+	LaunchConfigs []LaunchConfig `json:"launch_configs"`
+	// LaunchError is set when launch.json exists but cannot be read.
+	LaunchError      string            `json:"launch_error,omitempty"`
+	DebugAdapters    []AdapterInfo     `json:"debug_adapters"`
+	NativeDebuggers  map[string]string `json:"native_debuggers"`
+	InferredCommands []InferredCommand `json:"inferred_commands"`
+}
+
+// InferredCommand is a build or test command suggested by the files present.
+type InferredCommand struct {
+	Kind    string `json:"kind"` // build, test or run
+	Command string `json:"command"`
+	Reason  string `json:"reason"` // the file that suggested it
+}
+
+// AdapterInfo describes an adapter that was found and answered initialize.
+type AdapterInfo struct {
+	Name  string   `json:"name"`
+	Types []string `json:"types"`
+	Path  string   `json:"path"`
+	// Implementation says which program serves the adapter when there is a
+	// choice (node: builtin-cdp, tether's own, or js-debug).
+	Implementation string `json:"implementation,omitempty"`
+	Version        string `json:"version,omitempty"`
+}
+
+// LaunchConfig is one configuration of launch.json, variables resolved. It
+// is kept as a map because every adapter has its own keys.
+type LaunchConfig map[string]any
+
+// Name is the configuration's "name".
+func (c LaunchConfig) Name() string { s, _ := c["name"].(string); return s }
+
+// Type is the configuration's "type".
+func (c LaunchConfig) Type() string { s, _ := c["type"].(string); return s }

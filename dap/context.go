@@ -10,23 +10,6 @@ import (
 	"strings"
 )
 
-// DebugContext is what a workspace offers for debugging.
-type DebugContext struct {
-	LaunchConfigs []LaunchConfig `json:"launch_configs"`
-	// LaunchError is set when launch.json exists but cannot be read.
-	LaunchError      string            `json:"launch_error,omitempty"`
-	DebugAdapters    []AdapterInfo     `json:"debug_adapters"`
-	NativeDebuggers  map[string]string `json:"native_debuggers"`
-	InferredCommands []InferredCommand `json:"inferred_commands"`
-}
-
-// InferredCommand is a build or test command suggested by the files present.
-type InferredCommand struct {
-	Kind    string `json:"kind"` // build, test or run
-	Command string `json:"command"`
-	Reason  string `json:"reason"` // the file that suggested it
-}
-
 // InferCommands suggests build and test commands from the files at root.
 func InferCommands(root string) []InferredCommand {
 	has := func(name string) bool {

@@ -224,17 +224,6 @@ func (e *Env) nodeVersion(node string) string {
 	return v
 }
 
-// AdapterInfo describes an adapter that was found and answered initialize.
-type AdapterInfo struct {
-	Name  string   `json:"name"`
-	Types []string `json:"types"`
-	Path  string   `json:"path"`
-	// Implementation says which program serves the adapter when there is a
-	// choice (node: builtin-cdp, tether's own, or js-debug).
-	Implementation string `json:"implementation,omitempty"`
-	Version        string `json:"version,omitempty"`
-}
-
 // Probe reports whether a can really be launched: found on the path and
 // answering initialize. The answer is cached for the Env's life.
 func (e *Env) Probe(ctx context.Context, a Adapter) (string, error) {

@@ -111,16 +111,6 @@ func (v Vars) resolveAll(x any) any {
 	return x
 }
 
-// LaunchConfig is one configuration of launch.json, variables resolved. It
-// is kept as a map because every adapter has its own keys.
-type LaunchConfig map[string]any
-
-// Name is the configuration's "name".
-func (c LaunchConfig) Name() string { s, _ := c["name"].(string); return s }
-
-// Type is the configuration's "type".
-func (c LaunchConfig) Type() string { s, _ := c["type"].(string); return s }
-
 // ParseLaunchJSON reads launch.json content: JSON with comments and trailing
 // commas. It returns the configurations with variables resolved; entries that
 // are not objects are skipped.
