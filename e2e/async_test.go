@@ -19,6 +19,7 @@ import (
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
@@ -738,7 +739,7 @@ func TestAsyncTypeScriptExampleAgainstARealBridge(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", filepath.Join(example, "test"))
 	cmd.Env = append(os.Environ(), "TETHER_BROKER="+tb.b.url, "TETHER_TOKEN="+tb.tok, "TETHER_WORKSPACE="+tb.ws,
 		"TETHER_SANDBOX_MODULE=file://"+filepath.Join(out, "sandbox.js"))
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	report, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test examples/typescript/test: %v\n%s", err, report)

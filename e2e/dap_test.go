@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -488,7 +489,7 @@ func TestDebugAttachByPid(t *testing.T) {
 	d := startDebugWorkspace(t, map[string]string{"loop.c": dbgLoopC}, nil)
 	d.build("loop.c", "loop")
 	prog := exec.Command(filepath.Join(d.root, "loop"))
-	prog.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+	prog.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -642,7 +643,7 @@ type dbgAttachTarget struct {
 func startAttachTarget(t *testing.T, root string, cmd *exec.Cmd, owns func(string) bool) *dbgAttachTarget {
 	t.Helper()
 	cmd.Dir = root
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setpgid: true}, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/leakcheck"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -111,7 +112,7 @@ func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setpgid: true}, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -425,7 +426,7 @@ func startNode(t *testing.T, dir string, args ...string) (*exec.Cmd, io.WriteClo
 	t.Helper()
 	cmd := exec.Command("node", args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

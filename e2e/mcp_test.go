@@ -17,6 +17,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
@@ -432,7 +433,7 @@ func TestMCPStdioLeavesItsPipesAsItFoundThem(t *testing.T) {
 		feed, answers := os.NewFile(uintptr(in[1]), "feed"), os.NewFile(uintptr(out[0]), "answers")
 		cmd := exec.Command(tetherBin, "mcp", "--broker", b.url, "--workspace", "ws-pipes", "--token", tok)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = childIn, childOut, os.Stderr
-		cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+		cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus/redistest"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -481,7 +482,7 @@ func TestRedisPythonExampleGetsAnswers(t *testing.T) {
 
 	// --wait: the script says it waits; then the workspace connects on C.
 	cmd := exec.Command(py, script, "--redis", e.srv.URL(), "--prefix", e.prefix, "--workspace", "ws-py-late", "--timeout", "15", "--wait", "/api/ping", `"late"`)
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	waiting := &signalWriter{want: "waiting for workspace ws-py-late", seen: make(chan struct{})}
 	cmd.Stderr = waiting
 	var stdout bytes.Buffer

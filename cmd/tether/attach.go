@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/internal/termios"
 )
 
 // detachKey ends `tether attach --write` on a terminal, where Ctrl-C is
@@ -182,7 +183,7 @@ func attachURL(addr string, write bool) (string, error) {
 // included) goes to the remote shell as typed. It reports false, and
 // changes nothing, when fd is not a terminal.
 func makeRaw(fd int) (restore func(), ok bool) {
-	old, err := unix.IoctlGetTermios(fd, getTermios)
+	old, err := termios.Get(fd)
 	if err != nil {
 		return func() {}, false
 	}
@@ -193,8 +194,8 @@ func makeRaw(fd int) (restore func(), ok bool) {
 	t.Cflag &^= unix.CSIZE | unix.PARENB
 	t.Cflag |= unix.CS8
 	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, setTermios, &t); err != nil {
+	if err := termios.Set(fd, &t); err != nil {
 		return func() {}, false
 	}
-	return func() { _ = unix.IoctlSetTermios(fd, setTermios, old) }, true
+	return func() { _ = termios.Set(fd, old) }, true
 }

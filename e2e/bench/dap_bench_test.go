@@ -28,6 +28,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/dap/node"
+	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 )
 
@@ -286,7 +287,7 @@ func bareScenario(tb testing.TB, lldbDAP, root string) time.Duration {
 	began := time.Now()
 	cmd := exec.Command(lldbDAP)
 	cmd.Dir = root
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setpgid: true}, syscall.SIGKILL)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -409,7 +410,7 @@ func bareNodeScenario(tb testing.TB, nodePath, root string) time.Duration {
 	script := filepath.Join(root, "calc.js")
 	cmd := exec.Command(nodePath, "--inspect-brk=127.0.0.1:0", script)
 	cmd.Dir = root
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setpgid: true}, syscall.SIGKILL)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting node: %v", err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // A lean MCP client: just enough of the protocol to open a session and
@@ -143,7 +145,7 @@ func startLeanStdio(tb testing.TB, cmd *exec.Cmd) *leanStdio {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{})
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting %s: %v", cmd.Path, err)
 	}

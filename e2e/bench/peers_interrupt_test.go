@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // TestPeersInterruptStopsEveryChild interrupts BenchmarkPeers with SIGINT
@@ -37,7 +39,7 @@ func TestPeersInterruptStopsEveryChild(t *testing.T) {
 				"BENCH_PEERS_IDLE_CONNS=0", "BENCH_RUNS=1", "BENCH_DURATION=2m", "BENCH_WARMUP=0s",
 				"BENCH_PEERS_OUT="+t.TempDir(), "BENCH_PEERS_BASELINE=", "BENCH_PEERS_DOC=", "BENCH_PEERS_TUNING=", "BENCH_PEERS_OTHER_BIN=")
 			cmd.Stderr = os.Stderr
-			cmd.SysProcAttr = dieWithTest(&syscall.SysProcAttr{Setpgid: true})
+			cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{Setpgid: true}, syscall.SIGKILL)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // startWait bounds how long a redis-server may take to answer PING.
@@ -186,7 +188,7 @@ func (s *Server) launch() error {
 	cmd.Stdout = logf // *os.File: no copying goroutine
 	cmd.Stderr = logf
 	// Do not outlive a test binary that dies without running its cleanups.
-	cmd.SysProcAttr = dieWithTest()
+	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", s.bin, err)
 	}
