@@ -142,7 +142,9 @@ type Bridge struct {
 	tree   *sandbox.Tree // the root, for the workspace routes
 	term   *lazy[*terminal.Manager]
 	sbx    *lazy[*sandbox.Service] // nil without Config.SandboxDir
-	debug  *lazy[*dap.Manager]
+	// sbxRuntimes are the sandbox Service's runtimes, for capabilities.
+	sbxRuntimes []sandbox.RuntimeProvider
+	debug       *lazy[*dap.Manager]
 
 	running atomic.Bool
 

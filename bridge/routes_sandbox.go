@@ -20,6 +20,10 @@ func mountSandbox(r *Router, b *Bridge) {
 		return
 	}
 	cfg := sandbox.Config{Root: b.cfg.SandboxDir, Logger: b.log, Evict: sandbox.EvictPolicy{Interval: sandboxEvictInterval}}
+	// The runtimes are made here, not by the Service, so capabilities can
+	// say which run here without opening the Service.
+	cfg.Runtimes = sandbox.DefaultRuntimes(cfg)
+	b.sbxRuntimes = cfg.Runtimes
 	// Opened on first use, so a bridge that serves no sandbox call takes
 	// no lock on the sandbox directory and starts no eviction loop.
 	// Closing it stops the eviction loop and every sandbox command;

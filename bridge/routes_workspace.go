@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/sandbox"
 )
 
 // mountWorkspace mounts the files, search and git routes on the bridge's
@@ -53,6 +54,9 @@ func (b *Bridge) capabilities() protocol.CapabilitiesResult {
 		served[routeGroup(path)] = true
 	}
 	slices.Sort(res.Routes)
+	if served[GroupSandbox] && b.sbxRuntimes != nil {
+		res.SandboxRuntimes = sandbox.RuntimeStatuses(b.sbxRuntimes)
+	}
 	for _, g := range routeGroups {
 		if served[g] {
 			res.Groups = append(res.Groups, g)

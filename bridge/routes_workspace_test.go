@@ -317,3 +317,24 @@ func FuzzWorkspacePayload(f *testing.F) {
 		}
 	})
 }
+
+// Capabilities list the sandbox's runtimes and whether each runs here,
+// without opening the sandbox (no lock is taken on its directory): on this
+// Linux machine with bubblewrap installed, both do; a bridge without the
+// sandbox routes lists none.
+func TestCapabilitiesListTheSandboxRuntimesThatRunHere(t *testing.T) {
+	dir := t.TempDir()
+	b := startBridge(t, bridge.Config{SandboxDir: dir}, nil)
+	caps := workspaceOK[protocol.CapabilitiesResult](t, b, protocol.WorkspaceCapabilitiesEndpoint, `{}`)
+	want := []protocol.RuntimeStatus{{Name: "subprocess", Available: true}, {Name: "bwrap", Available: true}}
+	if !slices.Equal(caps.SandboxRuntimes, want) {
+		t.Fatalf("sandbox runtimes: %+v, want %+v", caps.SandboxRuntimes, want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("capabilities opened the sandbox: %v in its directory", entries)
+	}
+	b2 := startBridge(t, bridge.Config{}, nil)
+	if caps := workspaceOK[protocol.CapabilitiesResult](t, b2, protocol.WorkspaceCapabilitiesEndpoint, `{}`); caps.SandboxRuntimes != nil {
+		t.Fatalf("sandbox runtimes without the sandbox routes: %+v", caps.SandboxRuntimes)
+	}
+}

@@ -16,4 +16,20 @@ type CapabilitiesResult struct {
 	// Routes are the mounted routes that are served, sorted; a refused
 	// route is left out.
 	Routes []string `json:"routes"`
+	// SandboxRuntimes are the sandbox's runtimes, each with whether it
+	// can run here and why not (bwrap needs Linux namespaces, and
+	// bubblewrap installed); absent when the sandbox routes are not
+	// served.
+	SandboxRuntimes []RuntimeStatus `json:"sandbox_runtimes,omitempty"`
+}
+
+// RuntimeStatus is one sandbox runtime of CapabilitiesResult.
+type RuntimeStatus struct {
+	// Name is the runtime as an acquire request names it ("subprocess",
+	// "bwrap").
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	// Reason says why a runtime is not available: the runtime_unavailable
+	// message a request for it would get.
+	Reason string `json:"reason,omitempty"`
 }

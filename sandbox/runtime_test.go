@@ -184,3 +184,13 @@ func TestReleaseStopsRuntimeKeepsWorkspace(t *testing.T) {
 		t.Fatalf("exec after release: %+v", r)
 	}
 }
+
+// RuntimeStatuses asks each runtime that can tell whether it runs here,
+// and passes a refusal's own words on.
+func TestRuntimeStatusesSayWhyARuntimeCannotRun(t *testing.T) {
+	got := sandbox.RuntimeStatuses([]sandbox.RuntimeProvider{&sandbox.Subprocess{}, &sandbox.Bwrap{Bin: "/nonexistent/bwrap"}})
+	if len(got) != 2 || got[0] != (protocol.RuntimeStatus{Name: "subprocess", Available: true}) ||
+		got[1].Name != "bwrap" || got[1].Available || !strings.Contains(got[1].Reason, "bwrap is not installed here") {
+		t.Fatalf("statuses: %+v", got)
+	}
+}

@@ -155,7 +155,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	provs := cfg.Runtimes
 	if provs == nil {
-		provs = []RuntimeProvider{&Subprocess{OutputCap: cfg.OutputCap}, &Bwrap{Bin: cfg.BwrapBin, OutputCap: cfg.OutputCap}}
+		provs = DefaultRuntimes(cfg)
 	}
 	s.runtimes = map[string]RuntimeProvider{}
 	for _, p := range provs {
@@ -271,6 +271,32 @@ func (s *Service) List(req ListRequest) ListResult {
 		}
 		_, running := s.live[r.ID]
 		out.Workspaces = append(out.Workspaces, WorkspaceInfo{Record: r, Running: running})
+	}
+	return out
+}
+
+// DefaultRuntimes are the runtimes a Service of cfg has when cfg.Runtimes
+// is nil: subprocess and bwrap.
+func DefaultRuntimes(cfg Config) []RuntimeProvider {
+	return []RuntimeProvider{&Subprocess{OutputCap: cfg.OutputCap}, &Bwrap{Bin: cfg.BwrapBin, OutputCap: cfg.OutputCap}}
+}
+
+// RuntimeStatuses says of each of provs whether it can run here, in
+// order: a provider that can tell (an Available method, as Bwrap's) is
+// asked, once per provider; any other is available.
+func RuntimeStatuses(provs []RuntimeProvider) []protocol.RuntimeStatus {
+	out := make([]protocol.RuntimeStatus, 0, len(provs))
+	for _, p := range provs {
+		st := protocol.RuntimeStatus{Name: p.Name(), Available: true}
+		if a, ok := p.(interface{ Available() error }); ok {
+			if err := a.Available(); err != nil {
+				st.Available, st.Reason = false, err.Error()
+				if pe, ok := errors.AsType[*protocol.Error](err); ok {
+					st.Reason = pe.Message
+				}
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }
