@@ -62,13 +62,9 @@ func New(o Options) (*Dialer, error) {
 		ClientSessionCache: tls.NewLRUClientSessionCache(64),
 	}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pool, err := CAPool(o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading the CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("the CA file %s holds no PEM certificate", o.CAFile)
+			return nil, err
 		}
 		cfg.RootCAs = pool
 	}
@@ -159,3 +155,18 @@ func (u *untrusted) Error() string {
 }
 
 func (u *untrusted) Unwrap() []error { return []error{ErrUntrusted, u.err} }
+
+// CAPool reads the PEM certificates of file into a pool to trust instead
+// of the system's roots; a file that cannot be read or holds no
+// certificate is an error naming it.
+func CAPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading the CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("the CA file %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"net/http"
@@ -110,13 +109,9 @@ func (f *tlsFlags) acmeConfig(log zerolog.Logger) (*tls.Config, error) {
 	}
 	client := &acme.Client{DirectoryURL: f.acmeDirectory}
 	if f.acmeCA != "" {
-		pem, err := os.ReadFile(f.acmeCA)
+		pool, err := tlsclient.CAPool(f.acmeCA)
 		if err != nil {
 			return nil, fmt.Errorf("--acme-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--acme-ca: %s holds no PEM certificate", f.acmeCA)
 		}
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
