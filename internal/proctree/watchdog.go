@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // watchdogScript is the watchdog: it keeps the list of guarded process
@@ -75,7 +77,23 @@ func (d *Watchdog) send(op byte, pgid int) {
 		return
 	}
 	b := append([]byte{op, ' '}, strconv.Itoa(pgid)...)
-	_, _ = d.w.Write(append(b, '\n'))
+	d.write(append(b, '\n'))
+}
+
+// write writes line at once or not at all: Start and Forget run on
+// request paths, which a watchdog that stopped reading must not hold up
+// (a plain Write would wait for room in the pipe). A line is under
+// PIPE_BUF, so the kernel takes it whole or answers EAGAIN; a full pipe
+// loses the line, as the terminal's reaper does.
+func (d *Watchdog) write(line []byte) {
+	rc, err := d.w.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Write(func(fd uintptr) bool {
+		_, _ = unix.Write(int(fd), line)
+		return true
+	})
 }
 
 // Close ends the watchdog without killing anything: it forgets every
@@ -85,7 +103,7 @@ func (d *Watchdog) Close() error {
 		return nil
 	}
 	// A line the script cannot match empties its list before end of file.
-	_, _ = d.w.Write([]byte("reset\n"))
+	d.write([]byte("reset\n"))
 	_ = d.w.Close()
 	return d.cmd.Wait()
 }
