@@ -74,6 +74,8 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 	workspace := fs.String("workspace", "", "revoke this workspace's tokens issued before --issued-before")
 	before := fs.String("issued-before", "", "RFC 3339 time, or 'now'")
 	list := fs.Bool("list", false, "list the revocations in effect")
+	var cf caFlags
+	cf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tether revoke --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)")
 		fs.PrintDefaults()
@@ -124,7 +126,12 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(hreq)
+	client, err := cf.callerClient(zerolog.New(stderr).With().Timestamp().Logger())
+	if err != nil {
+		fmt.Fprintf(stderr, "tether revoke: %v\n", err)
+		return 2
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		fmt.Fprintf(stderr, "tether revoke: %v\n", err)
 		return 1
