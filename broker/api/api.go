@@ -131,6 +131,10 @@ type API struct {
 	metrics *metrics
 	mcp     Mount // nil: no MCP endpoint
 	handler http.Handler
+	// tls: a Server serves this API over TLS (NewServer with a TLS
+	// config), so every request came over TLS, whether net/http saw its
+	// *tls.Conn (r.TLS) or got the connection from the call server.
+	tls atomic.Bool
 
 	calls    sync.WaitGroup // requests that wait on a call or the store
 	inFlight atomic.Int64   // synchronous calls begun and not ended

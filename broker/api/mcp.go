@@ -137,7 +137,7 @@ func (a *API) baseURL(r *http.Request) string {
 		return a.cfg.PublicURL
 	}
 	scheme := "http"
-	if r.TLS != nil {
+	if r.TLS != nil || a.tls.Load() {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host

@@ -87,40 +87,9 @@ func NewServer(a *API, hs *http.Server) *Server {
 	s := &Server{a: a, hs: hs, conns: make(map[*callConn]struct{}), httpEnd: make(chan struct{})}
 	if hs.TLSConfig != nil {
 		s.tlsConfig = hs.TLSConfig.Clone()
-		keepTLSState(hs)
+		a.tls.Store(true)
 	}
 	return s
-}
-
-// keepTLSState gives the requests of a TLS connection the call server
-// declined their r.TLS: net/http sets it only on a *tls.Conn, and a
-// declined connection reaches it as a prefixConn around one. What reads
-// r.TLS (the MCP endpoint's resource URL names https by it) then sees the
-// connection as it is.
-func keepTLSState(hs *http.Server) {
-	type tlsStateKey struct{}
-	connContext := hs.ConnContext
-	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if connContext != nil {
-			ctx = connContext(ctx, c)
-		}
-		if p, ok := c.(*prefixConn); ok {
-			if tc, ok := p.Conn.(*tls.Conn); ok {
-				st := tc.ConnectionState()
-				ctx = context.WithValue(ctx, tlsStateKey{}, &st)
-			}
-		}
-		return ctx
-	}
-	h := hs.Handler
-	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil {
-			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
-				r.TLS = st
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // Serve accepts connections on ln until Shutdown, and returns
