@@ -41,9 +41,8 @@ type Options struct {
 // Dialer dials TLS connections to a broker. The zero value is not usable:
 // make one with New. It is safe for concurrent use.
 type Dialer struct {
-	cfg      *tls.Config
-	insecure bool
-	log      zerolog.Logger
+	cfg *tls.Config
+	log zerolog.Logger
 	// Dial opens the TCP connection (rawnet's dialer by default).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -71,7 +70,7 @@ func New(o Options) (*Dialer, error) {
 	if o.InsecureSkipVerify {
 		cfg.InsecureSkipVerify = true
 	}
-	return &Dialer{cfg: cfg, insecure: o.InsecureSkipVerify, log: o.Logger,
+	return &Dialer{cfg: cfg, log: o.Logger,
 		dial: rawnet.Dial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})}, nil
 }
 
@@ -109,7 +108,7 @@ func (d *Dialer) Client(ctx context.Context, nc net.Conn, addr string) (*tls.Con
 		cfg = cfg.Clone()
 		cfg.ServerName = host
 	}
-	if d.insecure {
+	if d.cfg.InsecureSkipVerify {
 		d.log.Warn().Str("broker", addr).Msg("--insecure-skip-verify: the broker's certificate is not checked; anyone on the path can read and change this connection")
 	}
 	tc := tls.Client(nc, cfg)
