@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -40,4 +41,30 @@ func rawDialer(timeout time.Duration) func(ctx context.Context, network, addr st
 		timeout = redisDialTimeout // go-redis's default too
 	}
 	return rawnet.DialChecked(&net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute})
+}
+
+// NewSideClient makes the client a part of tether keeps beside the bus on
+// the same Redis (the async call store, the revocation list), from the
+// URL or the Cluster seeds the bus was given (exactly one of them): RESP2
+// and context deadlines as the bus, RawDial's connections, and no retries
+// of its own (a script is resent, or not, by its caller). publish is the
+// command that reaches the bus's subscribers: PUBLISH, or SPUBLISH on a
+// Cluster, where the bus subscribes with sharded pub/sub.
+func NewSideClient(url string, clusterAddrs []string) (client redis.UniversalClient, publish string, err error) {
+	if url != "" {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, "", fmt.Errorf("parsing redis URL: %w", err)
+		}
+		opts.MaxRetries = -1
+		opts.ContextTimeoutEnabled = true
+		if opts.Protocol == 0 {
+			opts.Protocol = 2 // as the bus: no push notifications to look for
+		}
+		RawDial(opts)
+		return redis.NewClient(opts), "PUBLISH", nil
+	}
+	copts := &redis.ClusterOptions{Addrs: clusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true}
+	RawDialCluster(copts)
+	return redis.NewClusterClient(copts), "SPUBLISH", nil
 }

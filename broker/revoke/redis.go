@@ -65,24 +65,11 @@ func NewShared(ctx context.Context, opts Options, cfg RedisConfig) (*List, error
 	if cfg.Prefix == "" {
 		cfg.Prefix = bus.DefaultRedisPrefix
 	}
-	r := &redisShared{key: cfg.Prefix + Key, channel: cfg.Prefix + Channel, publish: "PUBLISH"}
-	if cfg.URL != "" {
-		o, err := redis.ParseURL(cfg.URL)
-		if err != nil {
-			return nil, fmt.Errorf("parsing redis URL: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		if o.Protocol == 0 {
-			o.Protocol = 2 // as the bus: no push notifications to look for
-		}
-		bus.RawDial(o)
-		r.client = redis.NewClient(o)
-	} else {
-		o := &redis.ClusterOptions{Addrs: cfg.ClusterAddrs, ContextTimeoutEnabled: true}
-		bus.RawDialCluster(o)
-		r.client = redis.NewClusterClient(o)
-		r.publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
+	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs)
+	if err != nil {
+		return nil, err
 	}
+	r := &redisShared{key: cfg.Prefix + Key, channel: cfg.Prefix + Channel, publish: publish, client: client}
 	l := New(opts)
 	l.shared = r
 	sub, err := cfg.Bus.Subscribe(ctx, Channel, func(msg []byte) {

@@ -113,25 +113,9 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		cfg.Prefix = bus.DefaultRedisPrefix
 	}
 	cfg.Options.setDefaults()
-	var client redis.UniversalClient
-	publish := "PUBLISH"
-	if cfg.URL != "" {
-		opts, err := redis.ParseURL(cfg.URL)
-		if err != nil {
-			return nil, fmt.Errorf("parsing redis URL: %w", err)
-		}
-		opts.MaxRetries = -1 // see Redis
-		opts.ContextTimeoutEnabled = true
-		if opts.Protocol == 0 {
-			opts.Protocol = 2 // as the bus (bus.NewRedis): no push notifications to look for
-		}
-		bus.RawDial(opts)
-		client = redis.NewClient(opts)
-	} else {
-		copts := &redis.ClusterOptions{Addrs: cfg.ClusterAddrs, MaxRetries: -1, ContextTimeoutEnabled: true}
-		bus.RawDialCluster(copts)
-		client = redis.NewClusterClient(copts)
-		publish = "SPUBLISH" // the bus subscribes with sharded pub/sub
+	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs)
+	if err != nil {
+		return nil, err
 	}
 	r := &Redis{client: client, batch: &batcher{client: client}, opts: cfg.Options, log: cfg.Logger.With().Str("component", "store.redis").Logger(),
 		k: newRedisKeys(cfg.Prefix), publish: publish, single: cfg.URL != "", prefix: cfg.Prefix, id: newStoreID()}
