@@ -206,9 +206,10 @@ func (l *connLimiter) sweepLocked(now time.Time) {
 }
 
 // admitSession applies the limits to a request that opens a new
-// Engine.IO session. A refused request has been answered 429; ok is false.
-func (srv *Server) admitSession(w http.ResponseWriter, r *http.Request) (*handshake, bool) {
-	h, reason, retry := srv.limits.admit(srv.cfg.TrustedProxies.Client(r))
+// Engine.IO session from client (its address, TrustedProxies.Client). A
+// refused request has been answered 429; ok is false.
+func (srv *Server) admitSession(w http.ResponseWriter, client string) (*handshake, bool) {
+	h, reason, retry := srv.limits.admit(client)
 	if reason == "" {
 		return h, true
 	}

@@ -180,11 +180,12 @@ func (srv *Server) handlePolling(w http.ResponseWriter, r *http.Request, sid str
 }
 
 func (srv *Server) pollHandshake(w http.ResponseWriter, r *http.Request) {
-	hs, ok := srv.admitSession(w, r)
+	client := srv.cfg.TrustedProxies.Client(r)
+	hs, ok := srv.admitSession(w, client)
 	if !ok {
 		return
 	}
-	s := srv.newSession(r, hs)
+	s := srv.newSession(r, client, hs)
 	t := newPollTransport(srv, s.id)
 	t.s = s
 	s.tr = t

@@ -118,7 +118,8 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEIOError(w, http.StatusBadRequest, 0, "Transport unknown")
 		return
 	}
-	hs, ok := srv.admitSession(w, r)
+	client := srv.cfg.TrustedProxies.Client(r)
+	hs, ok := srv.admitSession(w, client)
 	if !ok {
 		return
 	}
@@ -130,11 +131,11 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(rw, r, acceptOptions)
 	if err != nil {
 		hs.release()
-		srv.log.Debug().Err(err).Str("remote", srv.cfg.TrustedProxies.Client(r)).Msg("websocket accept failed")
+		srv.log.Debug().Err(err).Str("remote", client).Msg("websocket accept failed")
 		return
 	}
 	ws.SetReadLimit(int64(srv.cfg.MaxPayload))
-	s := srv.newSession(r, hs)
+	s := srv.newSession(r, client, hs)
 	s.tr = wsTransport{ws: ws, s: hj.sock, plain: hj.plain, timeout: srv.cfg.WriteTimeout}
 	if hj.sock != nil {
 		hj.sock.resume = s.resume
@@ -158,14 +159,15 @@ var acceptOptions = &websocket.AcceptOptions{
 	CompressionMode:    websocket.CompressionDisabled,
 }
 
-// newSession builds the state of a session from its first request and the
-// place admitSession gave it; the caller sets its transport and tracks it.
-func (srv *Server) newSession(r *http.Request, hs *handshake) *Session {
+// newSession builds the state of a session from its first request, its
+// client's address and the place admitSession gave it; the caller sets
+// its transport and tracks it.
+func (srv *Server) newSession(r *http.Request, client string, hs *handshake) *Session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Session{
 		srv:    srv,
 		id:     newSID(),
-		remote: srv.cfg.TrustedProxies.Client(r),
+		remote: client,
 		hs:     hs,
 		ctx:    ctx,
 		cancel: cancel,
