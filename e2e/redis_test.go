@@ -766,6 +766,14 @@ func TestRedisStalledClientDoesNotStallOtherWorkspaces(t *testing.T) {
 		stalled = append(stalled, a.goCall("ws-stalled", tok, big))
 	}
 	b.waitLine(10*time.Second, "call delivered to socket", `"workspace_id":"ws-stalled"`)
+	// Every stalled call is in a's one publishing pipe before the first
+	// call to ws-fine, so that call's answer means Redis delivered all 48 to
+	// b while ws-stalled was still held there. (Left to chance, a stalled
+	// call whose 900 kB body a read late went out after the client left and
+	// was rightly answered workspace_offline.)
+	testwait.Until(t, 20*time.Second, func() bool {
+		return countLines(a.proc, `"message":"call routed"`, `"workspace_id":"ws-stalled"`) >= len(stalled)
+	}, "broker a routing all %d stalled calls", len(stalled))
 
 	for i := range 20 {
 		r := a.call("ws-fine", tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"n":%d},"timeout":5}`, i))

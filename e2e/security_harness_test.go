@@ -306,12 +306,17 @@ func (p *proc) logLines() []string {
 	return append([]string(nil), p.lines...)
 }
 
-func countLines(p *proc, part string) int {
+// countLines counts the process's stderr lines that contain every part.
+func countLines(p *proc, parts ...string) int {
 	n := 0
+lines:
 	for _, l := range p.logLines() {
-		if strings.Contains(l, part) {
-			n++
+		for _, part := range parts {
+			if !strings.Contains(l, part) {
+				continue lines
+			}
 		}
+		n++
 	}
 	return n
 }
