@@ -22,6 +22,7 @@ import (
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/buildinfo"
 	"github.com/tetherdev/tether/internal/tuning"
 	"github.com/tetherdev/tether/mcp"
 )
@@ -86,7 +87,7 @@ func (f *brokerFlags) config(log zerolog.Logger) broker.Config {
 			return mcp.NewEndpoint(mcp.EndpointOptions{
 				Caller:         call,
 				MaxRequestBody: int64(f.maxPayload) + 64<<10, // a payload plus the JSON-RPC envelope
-				Version:        version,
+				Version:        buildinfo.Version(),
 				Logger:         log,
 			})
 		},

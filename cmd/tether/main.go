@@ -17,13 +17,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/internal/buildinfo"
 	"github.com/tetherdev/tether/internal/gcpace"
 	"github.com/tetherdev/tether/internal/procpace"
 	"github.com/tetherdev/tether/internal/tuning"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 const usage = `tether connects AI agents to where code lives.
 
@@ -112,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "revoke":
 		return runRevoke(rest, stdout, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "tether", versionString())
+		fmt.Fprintln(stdout, "tether", buildinfo.Get())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -140,19 +138,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-func versionString() string {
-	v := version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		v += " " + info.GoVersion
-	}
-	return v
-}
 
 // env returns the environment variable name's value, or def.
 func env(name, def string) string {

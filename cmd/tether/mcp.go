@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/buildinfo"
 	"github.com/tetherdev/tether/mcp"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -51,7 +52,7 @@ func runMCP(args []string, stderr io.Writer) error {
 	if err := checkCaller(ctx, c, *workspace, log); err != nil {
 		return err
 	}
-	srv, err := mcp.New(mcp.Options{Caller: c, Workspace: *workspace, Version: version, Logger: log})
+	srv, err := mcp.New(mcp.Options{Caller: c, Workspace: *workspace, Version: buildinfo.Version(), Logger: log})
 	if err != nil {
 		return err
 	}
