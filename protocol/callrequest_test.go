@@ -64,16 +64,17 @@ func TestDecodeCallRequestAgreesWithStrictEncodingJSON(t *testing.T) {
 
 func TestDecodeCallRequestNamesTheUnknownFieldAndWhatItMeant(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"endpoint":"/api/ping","timout":5}`:                `unknown field "timout" (did you mean "timeout"?)`,
-		`{"endpoint":"/api/ping","Payload":{},"paylod":{}}`:  `unknown field "paylod" (did you mean "payload"?)`,
-		`{"endpoint":"/api/ping","reply_to":"inbox"}`:        `unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
-		`{"endpoint":"/api/ping","deadline_ms":1}`:           `unknown field "deadline_ms" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
-		`{"endpoint":"/api/ping","workspace":"w"}`:           `unknown field "workspace" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
-		`{"endpoint":"/api/ping","\u0074imout":5}`:           `unknown field "timout" (did you mean "timeout"?)`,
-		`{"endpoint":"/api/ping","route":"/x","payload":{}}`: `unknown field "route" (did you mean "endpoint"?)`,
-		`{"endpoint":"/api/ping","correlationId":"c","x":1}`: `unknown field "correlationId" (did you mean "correlation_id"?)`,
-		`{"endpoint":"/api/ping","asynch":true}`:             `unknown field "asynch" (did you mean "async"?)`,
-		`{"endpoint":"/api/ping","idempotencyKey":"k"}`:      `unknown field "idempotencyKey" (did you mean "idempotency_key"?)`,
+		`{"endpoint":"/api/ping","timout":5}`:                                                              `unknown field "timout" (did you mean "timeout"?)`,
+		`{"endpoint":"/api/ping","Payload":{},"paylod":{}}`:                                                `unknown field "paylod" (did you mean "payload"?)`,
+		`{"endpoint":"/api/ping","reply_to":"inbox"}`:                                                      `unknown field "reply_to" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","deadline_ms":1}`:                                                         `unknown field "deadline_ms" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`: `unknown field "traceparent" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","workspace":"w"}`:                                                         `unknown field "workspace" (known fields: correlation_id, endpoint, payload, timeout, wait_for_workspace_ms, async, idempotency_key)`,
+		`{"endpoint":"/api/ping","\u0074imout":5}`:                                                         `unknown field "timout" (did you mean "timeout"?)`,
+		`{"endpoint":"/api/ping","route":"/x","payload":{}}`:                                               `unknown field "route" (did you mean "endpoint"?)`,
+		`{"endpoint":"/api/ping","correlationId":"c","x":1}`:                                               `unknown field "correlationId" (did you mean "correlation_id"?)`,
+		`{"endpoint":"/api/ping","asynch":true}`:                                                           `unknown field "asynch" (did you mean "async"?)`,
+		`{"endpoint":"/api/ping","idempotencyKey":"k"}`:                                                    `unknown field "idempotencyKey" (did you mean "idempotency_key"?)`,
 	} {
 		var c protocol.ToolCall
 		err := protocol.DecodeCallRequest([]byte(body), &c)

@@ -30,6 +30,8 @@ func (d *objectDecoder) toolCallField(key []byte, c *ToolCall) (known bool, err 
 		err = d.boolean(&c.Async)
 	case keyIs(key, "idempotency_key"):
 		err = d.str(&c.IdempotencyKey)
+	case keyIs(key, "traceparent"):
+		err = d.str(&c.Traceparent)
 	default:
 		return false, nil
 	}
@@ -56,7 +58,8 @@ var callerFields = []string{"correlation_id", "endpoint", "payload", "timeout", 
 // DecodeCallRequest decodes a caller's call body into c as DecodeToolCall
 // does, but strictly: a member other than correlation_id, endpoint,
 // payload, timeout, wait_for_workspace_ms, async and idempotency_key
-// (reply_to and deadline_ms included: the broker sets those) is an error
+// (reply_to, deadline_ms and traceparent included: the broker sets those;
+// a caller's trace context is its traceparent header) is an error
 // that names it and, when one is close, the field it probably meant
 // (`unknown field "timout" (did you mean "timeout"?)`).
 func DecodeCallRequest(b []byte, c *ToolCall) error { return decodeToolCall(b, c, true) }
@@ -79,7 +82,7 @@ func decodeToolCall(b []byte, c *ToolCall, caller bool) error {
 		if key, ok, err = d.next(); !ok || err != nil {
 			break
 		}
-		if caller && (keyIs(key, "reply_to") || keyIs(key, "deadline_ms")) {
+		if caller && (keyIs(key, "reply_to") || keyIs(key, "deadline_ms") || keyIs(key, "traceparent")) {
 			err = strictjson.UnknownField(string(key), callerFields)
 		} else if known, ferr := d.toolCallField(key, c); ferr != nil {
 			err = fieldError(key, ferr)

@@ -125,5 +125,9 @@ func appendToolCallFields(dst []byte, c *ToolCall) []byte {
 		dst = append(dst, `,"idempotency_key":`...)
 		dst = appendString(dst, c.IdempotencyKey)
 	}
+	if c.Traceparent != "" {
+		dst = append(dst, `,"traceparent":`...)
+		dst = appendString(dst, c.Traceparent)
+	}
 	return dst
 }

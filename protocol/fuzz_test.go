@@ -335,6 +335,8 @@ var jsonMessageSeeds = []string{
 	`{"correlation_id":"c1","endpoint":"/git/status","timeout":0.5,"reply_to":"reply:b1","deadline_ms":1767225600000,"wait_for_workspace_ms":5000}`,
 	`{"endpoint":"/api/terminal/execute","payload":{"command":"make"},"timeout":35,"async":true,"idempotency_key":"job-42/step-1"}`,
 	`{"type":"drain","correlation_id":"","endpoint":"","timeout":0}`,
+	`{"correlation_id":"c7","endpoint":"/dap/launch","timeout":60,"reply_to":"reply:a1","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+	`{"traceparent":null}`, `{"TraceParent":"x"}`, `{"traceparent":["00"]}`,
 	`{"async":1}`, `{"async":"true"}`, `{"ASYNC":false,"Idempotency_Key":null}`, `{"idempotency_key":7}`,
 	`{"type":"cancel","correlation_id":"c9","endpoint":"","timeout":0,"reason":"caller gone"}`,
 	`{"type":"takeover","correlation_id":"","endpoint":"","timeout":0,"holder":"b2:conn17","since":1767225600123456789}`,

@@ -47,6 +47,12 @@ type ToolCall struct {
 	// return the call already made with the same key instead of making
 	// another. It is never sent to clients.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Traceparent is the W3C trace context of the call (the span that sent
+	// it), set by the broker when tracing is on: over the bus, and on the
+	// socket to the workspace client, which continues the trace or ignores
+	// it (docs/wire.md). A caller passes it as the traceparent HTTP header,
+	// never in the body.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // TimeoutDuration returns Timeout as a duration.
