@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/internal/handoff"
 	"github.com/tetherdev/tether/protocol"
@@ -310,12 +311,14 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	call, err := decodeToolCall(args)
 	log := callLog{l: &s.log, id: call.CorrelationID, endpoint: call.Endpoint}
 	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
+	// The call's span (nil when tracing is off) ends with its one response.
+	sctx, span := s.b.d.startSpan(s.callsCtx, &call, received, "socket", log)
 	if err != nil {
-		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received)
+		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received, span)
 		return false
 	}
 	if resp, ok := precheck(&call); !ok {
-		s.respond(ackID, resp, log, received)
+		s.respond(ackID, resp, log, received, span)
 		return false
 	}
 
@@ -323,15 +326,15 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	if _, dup := s.flights[call.CorrelationID]; dup {
 		s.mu.Unlock()
 		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
-			"a call with this correlation_id is already running"), log, received)
+			"a call with this correlation_id is already running"), log, received, span)
 		return false
 	}
 	if !s.b.d.tryAcquire() {
 		s.mu.Unlock()
-		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received)
+		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received, span)
 		return false
 	}
-	ctx, cancel := context.WithCancelCause(s.callsCtx)
+	ctx, cancel := context.WithCancelCause(sctx)
 	s.flights[call.CorrelationID] = &flight{cancel: cancel, endpoint: call.Endpoint}
 	s.mu.Unlock()
 
@@ -340,11 +343,11 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	s.b.d.handlers.Add(1)
 	return !s.loop.Do(func() {
 		defer s.b.d.handlers.Done()
-		s.runCall(ctx, cancel, ackID, &call, received, log)
+		s.runCall(ctx, cancel, ackID, &call, received, log, span)
 	})
 }
 
-func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog) {
+func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, ackID int64, call *protocol.ToolCall, received time.Time, log callLog, span trace.Span) {
 	s.b.d.serveInline(ctx, call, received, log, func(resp protocol.ToolResponse) {
 		// Forget the flight before answering: once the broker has the
 		// answer, the same correlation id may come again at once.
@@ -355,9 +358,10 @@ func (s *session) runCall(ctx context.Context, cancel context.CancelCauseFunc, a
 			// The broker already answered workspace_disconnected (or the
 			// bridge is stopping); nobody waits for this response.
 			log.Info().Str("code", resp.Error).Msg("response dropped: broker connection lost")
+			endSpan(span, resp)
 			return
 		}
-		s.respond(ackID, resp, log, received)
+		s.respond(ackID, resp, log, received, span)
 	})
 	cancel(nil)
 }
@@ -380,13 +384,15 @@ func (s *session) onToolCancel(args []json.RawMessage) {
 	f.cancel(&cancelledByBroker{reason: c.Reason})
 }
 
-// respond sends a call's one response.
-func (s *session) respond(ackID int64, resp protocol.ToolResponse, log callLog, received time.Time) {
+// respond sends a call's one response and ends its span (nil when tracing
+// is off).
+func (s *session) respond(ackID int64, resp protocol.ToolResponse, log callLog, received time.Time, span trace.Span) {
 	frame, tooLarge := responseFrame(ackID, resp, s.maxPayload)
 	if tooLarge {
 		log.Warn().Int("max_payload", s.maxPayload).Msg("response too large for the broker; answering payload_too_large")
 		resp.Success, resp.Error = false, protocol.CodePayloadTooLarge
 	}
+	endSpan(span, resp)
 	if err := s.write(frame); err != nil {
 		log.Warn().Err(err).Str("code", resp.Error).Msg("response dropped: writing to broker failed")
 		return

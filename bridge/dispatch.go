@@ -85,6 +85,14 @@ func (d *dispatcher) callLog(call *protocol.ToolCall) callLog {
 func (d *dispatcher) dispatch(ctx context.Context, call *protocol.ToolCall, received time.Time, transport string) protocol.ToolResponse {
 	log := d.callLog(call)
 	log.Info().Str("transport", transport).Float64("timeout", call.Timeout).Msg("call received")
+	ctx, span := d.startSpan(ctx, call, received, transport, log)
+	resp := d.admit(ctx, call, received, log)
+	endSpan(span, resp)
+	return resp
+}
+
+// admit is dispatch after the call is logged and its span started.
+func (d *dispatcher) admit(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog) protocol.ToolResponse {
 	if resp, ok := precheck(call); !ok {
 		return resp
 	}

@@ -29,6 +29,9 @@ const (
 	// HeaderTimeout is the call's timeout in seconds (a number, as in
 	// tool_call); protocol.DefaultTimeout when absent.
 	HeaderTimeout = "X-Tether-Timeout"
+	// HeaderTraceparent is the caller's W3C trace context; the call's
+	// span continues it when tracing is on (a malformed one is ignored).
+	HeaderTraceparent = "Traceparent"
 )
 
 // HTTPHandler returns the route table as an http.Handler, for harness tests
@@ -89,6 +92,9 @@ func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	call := protocol.ToolCall{
 		CorrelationID: r.Header.Get(HeaderCorrelationID),
 		Endpoint:      r.URL.EscapedPath(),
+		// The caller's trace continues in the call's span, as the
+		// broker's does through tool_call.
+		Traceparent: r.Header.Get(HeaderTraceparent),
 	}
 	if call.CorrelationID == "" {
 		call.CorrelationID = "http-" + rand.Text()

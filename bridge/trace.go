@@ -1,0 +1,82 @@
+//go:build !windows
+
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The span of a call on the bridge, and its attributes. The handler runs
+// under it (its ctx carries the span), so the dap, sandbox and terminal
+// packages hang their spans beneath it. Attributes name the call, never
+// its payload or any token.
+const (
+	callSpanName = "tether.bridge.call"
+
+	attrWorkspace     = attribute.Key("tether.workspace_id")
+	attrEndpoint      = attribute.Key("tether.endpoint")
+	attrCorrelationID = attribute.Key("tether.correlation_id")
+	attrTransport     = attribute.Key("tether.transport")
+	// attrOutcome is "success" or the error code of the response.
+	attrOutcome = attribute.Key("tether.outcome")
+)
+
+const tracerName = "github.com/tetherdev/tether/bridge"
+
+// startSpan starts the span of call, received at received over transport,
+// and returns ctx carrying it. The span continues call.Traceparent (the
+// broker's delivery span, or the traceparent header on the local HTTP
+// listener); a malformed one starts a new trace and is logged at debug.
+// Without a traceparent, a span already in ctx (an in-process caller's) is
+// the parent. When tracing is off it returns ctx and a nil span at the cost
+// of one atomic load.
+func (d *dispatcher) startSpan(ctx context.Context, call *protocol.ToolCall, received time.Time, transport string, log callLog) (context.Context, trace.Span) {
+	if !tracing.On() {
+		return ctx, nil
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(received),
+		trace.WithAttributes(
+			attrWorkspace.String(d.wsID),
+			attrEndpoint.String(call.Endpoint),
+			attrCorrelationID.String(call.CorrelationID),
+			attrTransport.String(transport),
+		),
+	}
+	if call.Traceparent != "" {
+		if pctx, ok := tracing.Extract(ctx, call.Traceparent, ""); ok {
+			ctx = pctx
+		} else {
+			// Not the value: it comes from outside and may be anything.
+			log.Debug().Int("traceparent_len", len(call.Traceparent)).
+				Msg("malformed traceparent ignored; the call starts a new trace")
+			opts = append(opts, trace.WithNewRoot())
+		}
+	}
+	return otel.Tracer(tracerName).Start(ctx, callSpanName, opts...)
+}
+
+// endSpan records the call's outcome and ends span; a nil span (tracing
+// off) is a no-op.
+func endSpan(span trace.Span, resp protocol.ToolResponse) {
+	if span == nil {
+		return
+	}
+	if resp.Success {
+		span.SetAttributes(attrOutcome.String("success"))
+	} else {
+		span.SetAttributes(attrOutcome.String(resp.Error))
+		span.SetStatus(codes.Error, resp.Error)
+	}
+	span.End()
+}
