@@ -13,6 +13,7 @@ import (
 	"time"
 
 	godap "github.com/google/go-dap"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrClientClosed is returned by requests on a client whose connection ended.
@@ -41,14 +42,19 @@ type ResponseError struct {
 }
 
 func (e *ResponseError) Error() string {
-	msg := e.Message
+	return fmt.Sprintf("%s failed: %s", e.Command, e.reason())
+}
+
+// reason is the adapter's message: its structured error's format if it
+// sent one, else the response's message.
+func (e *ResponseError) reason() string {
 	var b struct {
 		Error *godap.ErrorMessage `json:"error"`
 	}
 	if json.Unmarshal(e.Body, &b) == nil && b.Error != nil && b.Error.Format != "" {
-		msg = b.Error.Format
+		return b.Error.Format
 	}
-	return fmt.Sprintf("%s failed: %s", e.Command, msg)
+	return e.Message
 }
 
 // Client speaks DAP over one connection. One goroutine reads; writes are
@@ -59,12 +65,13 @@ type Client struct {
 	w         io.Writer
 	onEvent   func(*Message)
 	onRequest func(*Message) error
+	adapter   string // the adapter's name, for request spans
 
 	wmu sync.Mutex // serialises writes and seq assignment
 
 	mu      sync.Mutex
 	seq     int
-	pending map[int]chan *Message
+	pending map[int]pending
 	err     error // why the connection ended, set once
 
 	closed chan struct{} // closed when the read loop ends
@@ -84,10 +91,19 @@ type handlers struct {
 	// request answers a reverse request: nil is success, an error its
 	// failure. Without it every reverse request is declined.
 	request func(*Message) error
+	// adapter names the adapter (Adapter.Name) in request spans.
+	adapter string
+}
+
+// pending is a request awaiting its response: where the response goes, and
+// the request's span (nil when tracing is off), which the response ends.
+type pending struct {
+	ch   chan *Message
+	span trace.Span
 }
 
 func newClient(r io.Reader, w io.Writer, h handlers) *Client {
-	c := &Client{w: w, onEvent: h.event, onRequest: h.request, pending: map[int]chan *Message{}, closed: make(chan struct{})}
+	c := &Client{w: w, onEvent: h.event, onRequest: h.request, adapter: h.adapter, pending: map[int]pending{}, closed: make(chan struct{})}
 	go c.readLoop(bufio.NewReaderSize(r, 64<<10))
 	return c
 }
@@ -116,8 +132,9 @@ func (c *Client) readLoop(r *bufio.Reader) {
 		// Done first: a waiter woken by its closed channel must find the
 		// connection already reported ended (Session.adapterError asks).
 		close(c.closed)
-		for _, ch := range pending {
-			close(ch) // waiters see a closed channel and report c.err
+		for _, p := range pending {
+			endRequestSpan(p.span, nil, err)
+			close(p.ch) // waiters see a closed channel and report c.err
 		}
 	}()
 	for {
@@ -133,11 +150,12 @@ func (c *Client) readLoop(r *bufio.Reader) {
 		switch m.Type {
 		case "response":
 			c.mu.Lock()
-			ch := c.pending[m.RequestSeq]
+			p, ok := c.pending[m.RequestSeq]
 			delete(c.pending, m.RequestSeq)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- m // buffered 1, registered once: never blocks
+			if ok {
+				endRequestSpan(p.span, m, nil)
+				p.ch <- m // buffered 1, registered once: never blocks
 			}
 		case "event":
 			if c.onEvent != nil {
@@ -186,14 +204,16 @@ func (c *Client) write(msg map[string]any) error {
 
 // Send writes a request and returns a channel that receives its response
 // (closed without a value if the connection ends first). Use it to send a
-// request without waiting, as the launch handshake requires.
+// request without waiting, as the launch handshake requires. When tracing
+// is on, the request is a span beneath the one in ctx (trace.go), ended
+// when its response comes, whoever waits for it.
 //
 // A write fails when the connection ends (an adapter gone closes its
 // pipes), and the read loop sees that end soon after: Send waits for it,
 // up to sendEndWait, so that its caller finds Done closed and answers the
 // end as for any request after it, not with the write's broken pipe.
-func (c *Client) Send(command string, args any) (<-chan *Message, error) {
-	ch, broken, err := c.send(command, args)
+func (c *Client) Send(ctx context.Context, command string, args any) (<-chan *Message, error) {
+	ch, broken, err := c.send(ctx, command, args)
 	if broken {
 		t := time.NewTimer(sendEndWait)
 		select {
@@ -210,7 +230,7 @@ func (c *Client) Send(command string, args any) (<-chan *Message, error) {
 const sendEndWait = 2 * time.Second
 
 // send is Send but for the wait; broken reports that the write failed.
-func (c *Client) send(command string, args any) (ch chan *Message, broken bool, err error) {
+func (c *Client) send(ctx context.Context, command string, args any) (ch chan *Message, broken bool, err error) {
 	ch = make(chan *Message, 1)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -222,7 +242,8 @@ func (c *Client) send(command string, args any) (ch chan *Message, broken bool, 
 	}
 	c.seq++
 	seq := c.seq
-	c.pending[seq] = ch // registered before the write: the response may be fast
+	span := c.startRequestSpan(ctx, command, seq)
+	c.pending[seq] = pending{ch: ch, span: span} // registered before the write: the response may be fast
 	c.mu.Unlock()
 	msg := map[string]any{"seq": seq, "type": "request", "command": command}
 	if args != nil {
@@ -230,22 +251,29 @@ func (c *Client) send(command string, args any) (ch chan *Message, broken bool, 
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
-		c.forget(seq)
-		return nil, false, fmt.Errorf("sending %s: %w", command, err)
+		err = fmt.Errorf("sending %s: %w", command, err)
+		c.forget(seq, err)
+		return nil, false, err
 	}
 	if err := godap.WriteBaseMessage(c.w, b); err != nil {
-		c.forget(seq)
-		return nil, true, fmt.Errorf("sending %s: %w", command, err)
+		err = fmt.Errorf("sending %s: %w", command, err)
+		c.forget(seq, err)
+		return nil, true, err
 	}
 	return ch, false, nil
 }
 
-func (c *Client) forget(seq int) {
+// forget drops a request that was never sent; err (why) ends its span.
+func (c *Client) forget(seq int, err error) {
 	c.mu.Lock()
+	p, ok := c.pending[seq]
 	if c.pending != nil {
 		delete(c.pending, seq)
 	}
 	c.mu.Unlock()
+	if ok {
+		endRequestSpan(p.span, nil, err)
+	}
 }
 
 // Await waits for a response channel from Send and decodes its body into
@@ -272,7 +300,7 @@ func (c *Client) Await(ctx context.Context, command string, ch <-chan *Message, 
 
 // Do sends a request and waits for its response.
 func (c *Client) Do(ctx context.Context, command string, args, body any) error {
-	ch, err := c.Send(command, args)
+	ch, err := c.Send(ctx, command, args)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func FuzzClientReadsAdapterOutput(f *testing.F) {
 		r, w := io.Pipe()
 		var events atomic.Int64
 		c := dap.NewClient(r, io.Discard, func(*dap.Message) { events.Add(1) })
-		ch, err := c.Send("initialize", map[string]any{"adapterID": "fuzz"})
+		ch, err := c.Send(context.Background(), "initialize", map[string]any{"adapterID": "fuzz"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -235,7 +235,7 @@ func (e *Env) Probe(ctx context.Context, a Adapter) (string, error) {
 		// The probe outlives no caller but is shared by all: bound it on its own.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		p, err := startAdapter(pctx, spec, "", e.Environ, handlers{})
+		p, err := startAdapter(pctx, spec, "", e.Environ, handlers{adapter: a.Name()})
 		if err != nil {
 			return "", err
 		}

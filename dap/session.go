@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -38,6 +40,9 @@ type Session struct {
 	stopCtx         context.Context // cancelled when Stop begins
 	stopCancel      context.CancelFunc
 	childWG         sync.WaitGroup // child sessions starting
+	// startSpan is the span of the start-session call (invalid when
+	// untraced): a child session's requests hang under it (trace.go).
+	startSpan trace.SpanContext
 
 	mu          sync.Mutex
 	state       string

@@ -59,7 +59,7 @@ func (s *Session) onRequest(m *Message) error {
 	}
 	go func() {
 		defer s.childWG.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), childStartWait)
+		ctx, cancel := context.WithTimeout(startSpanContext(context.Background(), s.startSpan), childStartWait)
 		defer cancel()
 		stop := context.AfterFunc(s.stopCtx, cancel)
 		defer stop()
@@ -87,7 +87,7 @@ func (s *Session) startChild(ctx context.Context, request string, cfg map[string
 			return
 		}
 		s.onEvent(m)
-	}, request: s.onRequest})
+	}, request: s.onRequest, adapter: s.adapter.Name()})
 	child := &childSession{conn: conn, client: c}
 	s.mu.Lock()
 	if s.stopping {
@@ -102,7 +102,7 @@ func (s *Session) startChild(ctx context.Context, request string, cfg map[string
 	if err := c.Do(ctx, "initialize", initializeArgs(s.adapter, true), nil); err != nil {
 		return err
 	}
-	resp, err := c.Send(request, cfg)
+	resp, err := c.Send(ctx, request, cfg)
 	if err != nil {
 		return err
 	}

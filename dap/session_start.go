@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -34,7 +36,10 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	if cs, ok := a.(childSessions); ok && cs.childSessions(spec) {
 		s.childSessions = true
 	}
-	proc, err := startAdapter(ctx, spec, dir, environ, handlers{event: s.onEvent, request: s.onRequest})
+	// Requests the session makes outside any call hang under this call's
+	// span (trace.go); set before the adapter can ask for anything.
+	s.startSpan = trace.SpanContextFromContext(ctx)
+	proc, err := startAdapter(ctx, spec, dir, environ, handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()})
 	if err != nil && spec.Dial != "" {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; is the debuggee listening (python -m debugpy --listen)?", a.Name(), err)
 	}
@@ -66,7 +71,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 		s.caps = json.RawMessage("{}")
 	}
 	command, _ := cfg["request"].(string)
-	launchCh, err := c.Send(command, cfg)
+	launchCh, err := c.Send(ctx, command, cfg)
 	if err != nil {
 		return nil, s.adapterError(err)
 	}
