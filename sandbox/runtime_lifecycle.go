@@ -5,7 +5,9 @@ package sandbox
 import (
 	"context"
 	"path/filepath"
+	"time"
 
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -89,8 +91,12 @@ func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
 	return rt, nil
 }
 
+// tracerName names the sandbox's spans' instrumentation scope.
+const tracerName = "github.com/tetherdev/tether/sandbox"
+
 // Exec runs a command in the workspace's runtime, starting the runtime
-// if it was released.
+// if it was released. When tracing is on, the command is a "sandbox.exec"
+// span under the call's (runtime, exit code, duration; not the command).
 func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if req.Command == "" {
 		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "command is required")
@@ -114,7 +120,12 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 		if err != nil {
 			return err
 		}
+		start := time.Now()
+		span := tracing.StartExec(ctx, tracerName, "sandbox.exec", start,
+			tracing.AttrExecRuntime.String(rec.Runtime))
 		res, err = rt.Exec(ctx, req)
+		tracing.EndExec(span, time.Now(), tracing.Exit{Code: res.ExitCode, TimedOut: res.TimedOut,
+			Duration: time.Since(start), Failed: err != nil})
 		s.mu.Lock()
 		if l, ok := s.live[id]; ok && l.rt == rt {
 			l.used = s.cfg.Now() // a long command is use until its end

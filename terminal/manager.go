@@ -191,6 +191,7 @@ func (m *Manager) Execute(ctx context.Context, req ExecRequest) (ExecResult, err
 	}
 	log.Info().Str("session_id", s.id).Str("terminal", s.terminal).Bool("async", sp.async).
 		Str("cwd", s.cwd).Str("command", clip(sp.command)).Msg("command started")
+	traceExec(ctx, s)
 
 	if sp.async {
 		if sp.timeout > 0 {
