@@ -49,6 +49,11 @@ func runBridge(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := bridgeTracing(*workspace, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	b, err := bridge.New(bridge.Config{
 		HTTPClient:  &http.Client{Transport: tlsDialer.Transport()},
 		BrokerURL:   *brokerURL,

@@ -60,6 +60,13 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if *workspace == "" {
 		*workspace = workspaceIDFor(absRoot)
 	}
+	// One process, one tracer provider: the broker's spans in tether up
+	// carry the bridge's resource too.
+	stopTracing, err := bridgeTracing(*workspace, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if bf.doors.insecureNoAuth {
 		return usagef("tether up always authenticates: it makes its bridge's and your caller's tokens")
 	}
