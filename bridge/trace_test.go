@@ -83,8 +83,8 @@ func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]string) {
 	t.Helper()
 	got := attrs(s)
 	for k, v := range want {
-		if g, ok := got[attribute.Key(k)]; !ok || g.Emit() != v {
-			t.Errorf("%s: attribute %s = %q (set %v), want %q", s.Name(), k, g.Emit(), ok, v)
+		if g, ok := got[attribute.Key(k)]; !ok || g.String() != v {
+			t.Errorf("%s: attribute %s = %q (set %v), want %q", s.Name(), k, g.String(), ok, v)
 		}
 	}
 }
@@ -96,8 +96,8 @@ func noAttributeHolds(t *testing.T, rec *tracetest.SpanRecorder, secrets ...stri
 	for _, s := range rec.Ended() {
 		for _, kv := range s.Attributes() {
 			for _, secret := range secrets {
-				if strings.Contains(kv.Value.Emit(), secret) {
-					t.Errorf("span %s attribute %s = %q holds payload text %q", s.Name(), kv.Key, kv.Value.Emit(), secret)
+				if strings.Contains(kv.Value.String(), secret) {
+					t.Errorf("span %s attribute %s = %q holds payload text %q", s.Name(), kv.Key, kv.Value.String(), secret)
 				}
 			}
 		}
