@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -43,6 +46,16 @@ func BenchmarkDispatchPing(b *testing.B) {
 			_, _ = json.Marshal(protocol.Success("c", result))
 		}
 	})
+}
+
+// BenchmarkDispatchPingTraced is BenchmarkDispatchPing with tracing on:
+// every call a span, batched to an exporter that drops them, so the
+// figure is what the spans cost the call path.
+func BenchmarkDispatchPingTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer tp.Shutdown(context.Background())
+	defer tracing.UseProvider(tp)()
+	BenchmarkDispatchPing(b)
 }
 
 // BenchmarkSocketPing measures one call at a time through the WebSocket
