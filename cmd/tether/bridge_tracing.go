@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/internal/buildinfo"
@@ -22,8 +23,8 @@ const bridgeTracingShutdown = 5 * time.Second
 // function that flushes and stops it, within bridgeTracingShutdown. The
 // bridge's resource is service.name tether-bridge (OTEL_SERVICE_NAME
 // wins), service.instance.id <workspace>@<host>, service.version the
-// release version. The bridge serves no /metrics, so the count of spans
-// dropped is not exposed; failed exports are logged at debug.
+// release version. The bridge serves no /metrics: failed exports are
+// logged at debug, and their count at exit.
 func bridgeTracing(workspace string, log zerolog.Logger) (shutdown func(), err error) {
 	host, _ := os.Hostname()
 	id := host
@@ -40,5 +41,30 @@ func bridgeTracing(workspace string, log zerolog.Logger) (shutdown func(), err e
 		if err := t.Shutdown(ctx); err != nil {
 			log.Warn().Err(err).Msg("tracing: spans still queued at exit could not be exported")
 		}
+		// With no /metrics to count them in, the exit says how many.
+		if n := spansDropped(t); n > 0 {
+			log.Warn().Float64("spans_dropped", n).Msg("tracing: spans could not be exported (the OTLP endpoint failed or was unreachable)")
+		}
 	}, nil
+}
+
+// spansDropped reads tether_trace_spans_dropped_total from t's collectors.
+func spansDropped(t *tracing.Tracing) float64 {
+	reg := prometheus.NewRegistry()
+	for _, c := range t.Collectors() {
+		if reg.Register(c) != nil {
+			return 0
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
 }
