@@ -79,7 +79,7 @@ func Configured() bool {
 func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, error) {
 	t := &Tracing{dropped: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tether_trace_spans_dropped_total",
-		Help: "Spans that could not be exported (the OTLP endpoint failed or was unreachable).",
+		Help: "Spans that did not reach the OTLP endpoint: it failed or was unreachable, or the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full.",
 	})}
 	if !Configured() {
 		return t, nil
@@ -104,7 +104,7 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 	}
 	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithBatcher(&countingExporter{SpanExporter: exp, dropped: t.dropped}),
+		sdktrace.WithSpanProcessor(newProcessor(exp, t.dropped)),
 	)
 	otel.SetTracerProvider(t.provider)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -131,21 +131,6 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	}
 	on.Store(false)
 	return t.provider.Shutdown(ctx)
-}
-
-// countingExporter counts the spans of every batch the endpoint refused or
-// could not be reached for.
-type countingExporter struct {
-	sdktrace.SpanExporter
-	dropped prometheus.Counter
-}
-
-func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err != nil {
-		e.dropped.Add(float64(len(spans)))
-	}
-	return err
 }
 
 // Extract returns ctx carrying the remote span context of traceparent (and
