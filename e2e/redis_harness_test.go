@@ -25,6 +25,9 @@ type redisEnv struct {
 	srv     *redistest.Server  // single server
 	cluster *redistest.Cluster // or a cluster
 	prefix  string
+	// tlsFlags are the broker flags of a TLS Redis's trust and client
+	// certificate (newTLSRedisEnv).
+	tlsFlags []string
 }
 
 var prefixSeq atomic.Int64
@@ -50,7 +53,7 @@ func (e *redisEnv) flags() []string {
 	if e.cluster != nil {
 		return []string{"--redis-cluster", strings.Join(e.cluster.Addrs(), ","), "--redis-prefix", e.prefix}
 	}
-	return []string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}
+	return append([]string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}, e.tlsFlags...)
 }
 
 // broker starts `tether broker` on this Redis, named name (its instance id).

@@ -98,7 +98,7 @@ func notTLSError(addr string) error {
 }
 
 func clientCertError(addr string, err error) error {
-	return fmt.Errorf("redis at %s: %w (%v): it asks for a client certificate (tls-auth-clients yes) signed by the CA it trusts (its --tls-ca-cert-file)", addr, ErrRedisClientCert, err)
+	return fmt.Errorf("redis at %s: %w (%v): it most likely asks for a client certificate (tls-auth-clients yes) signed by the CA it trusts (its --tls-ca-cert-file)", addr, ErrRedisClientCert, err)
 }
 
 // isClientCertRefusal reports whether err is the server's TLS alert for a
@@ -124,10 +124,21 @@ func ExplainRedisError(err error, addr string, tlsURL bool) error {
 		return err
 	case tlsURL && isClientCertRefusal(err):
 		return clientCertError(addr, err)
-	case !tlsURL && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+	case tlsURL && isClosed(err):
+		// Redis checks a client certificate after the TLS 1.3 handshake
+		// the client saw succeed, and refuses a missing or unknown one by
+		// closing the connection without an alert: the first command
+		// meets a reset or EOF.
+		return clientCertError(addr, fmt.Errorf("the connection was closed after the TLS handshake: %w", err))
+	case !tlsURL && isClosed(err):
 		return fmt.Errorf("redis at %s: %w (%v): if this port serves TLS only (Redis's --tls-port), use a rediss:// URL", addr, ErrRedisTLSOnly, err)
 	}
 	return err
+}
+
+// isClosed reports whether err is the server closing the connection.
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // speaksPlainRESP asks addr a plaintext PING on a connection of its own
