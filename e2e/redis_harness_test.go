@@ -51,7 +51,13 @@ func newClusterEnv(t *testing.T) *redisEnv {
 // flags are the broker flags that put it on this Redis.
 func (e *redisEnv) flags() []string {
 	if e.cluster != nil {
-		return []string{"--redis-cluster", strings.Join(e.cluster.Addrs(), ","), "--redis-prefix", e.prefix}
+		seeds := e.cluster.Addrs()
+		if e.tlsFlags != nil {
+			for i, a := range seeds {
+				seeds[i] = "rediss://" + a
+			}
+		}
+		return append([]string{"--redis-cluster", strings.Join(seeds, ","), "--redis-prefix", e.prefix}, e.tlsFlags...)
 	}
 	return append([]string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}, e.tlsFlags...)
 }

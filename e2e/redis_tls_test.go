@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -49,6 +50,21 @@ func newTLSRedisEnv(t *testing.T, authClients bool) (*redisEnv, *tlsRedisFiles) 
 		e.tlsFlags = append(e.tlsFlags, "--redis-cert", f.clientCert, "--redis-key", f.clientKey)
 	}
 	return e, f
+}
+
+// newTLSClusterEnv starts a three-master Redis Cluster that speaks TLS
+// only (redistest.StartClusterTLS), its nodes' certificate of a fresh test
+// CA; the brokers reach it with rediss:// seeds and --redis-ca.
+func newTLSClusterEnv(t *testing.T) *redisEnv {
+	t.Helper()
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "redis.pem"), filepath.Join(dir, "redis.key")
+	// The nodes show it to each other on the cluster bus, which always
+	// asks for a client certificate.
+	ca.issueFor(t, cert, key, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	c := redistest.StartClusterTLS(t, 3, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.file})
+	return &redisEnv{t: t, cluster: c, prefix: redisPrefix(t), tlsFlags: []string{"--redis-ca", ca.file}}
 }
 
 // brokerFails runs `tether broker` with args, which must make it exit
@@ -140,7 +156,7 @@ func TestRedisWrongSchemeFailsFastWithAClearError(t *testing.T) {
 
 	e, _ := newTLSRedisEnv(t, false)
 	out, took = brokerFails(t, 1, "--redis", "redis://"+e.srv.Addr())
-	for _, want := range []string{"closed the plaintext connection", "use a rediss:// URL"} {
+	for _, want := range []string{"closed the plaintext connection", "use rediss://"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("redis:// to a TLS port: the error does not say %q:\n%s", want, out)
 		}
@@ -275,4 +291,27 @@ func TestRedisClientLogLinesAreJSON(t *testing.T) {
 		}
 	}
 	t.Logf("%d lines, %d from go-redis", len(lines), len(a.linesWith(`"component":"redis"`)))
+}
+
+// TestRedisClusterTLSCallAcrossInstances: brokers on a Redis Cluster that
+// speaks TLS only (rediss:// seeds, --redis-ca) route a call over sharded
+// pub/sub on the nodes' TLS ports, and an async call through the store.
+func TestRedisClusterTLSCallAcrossInstances(t *testing.T) {
+	e := newTLSClusterEnv(t)
+	a := e.broker("a")
+	b := e.broker("b")
+	startBridge(t, b, "ws-cluster-tls")
+	tok := token(t, auth.RoleCaller, "ws-cluster-tls")
+	r := a.call("ws-cluster-tls", tok, `{"endpoint":"/api/ping","payload":"sharded","timeout":5}`)
+	if r.err != nil || r.status != 200 || !r.resp.Success || compactJSON(t, r.resp.Result) != `"sharded"` {
+		t.Fatalf("call via a: %v %d %+v", r.err, r.status, r.resp)
+	}
+	rec := a.submit("ws-cluster-tls", tok, `{"endpoint":"/api/ping","payload":"stored","timeout":10,"async":true}`)
+	wantSucceeded(t, b.record(rec.CorrelationID, tok, 10), `"stored"`)
+
+	// Plaintext seeds at the TLS ports fail at start, quickly.
+	out, took := brokerFails(t, 1, "--redis-cluster", strings.Join(e.cluster.Addrs(), ","))
+	if !strings.Contains(out, "use rediss://") || took > redisFailBound {
+		t.Fatalf("plaintext seeds at a TLS cluster, after %s:\n%s", took, out)
+	}
 }

@@ -78,7 +78,7 @@ func (ca *testCA) issueClient(t *testing.T, certFile, keyFile string) *big.Int {
 	return ca.issueFor(t, certFile, keyFile, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *testCA) issueFor(t *testing.T, certFile, keyFile string, usage x509.ExtKeyUsage) *big.Int {
+func (ca *testCA) issueFor(t *testing.T, certFile, keyFile string, usage ...x509.ExtKeyUsage) *big.Int {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -92,7 +92,7 @@ func (ca *testCA) issueFor(t *testing.T, certFile, keyFile string, usage x509.Ex
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

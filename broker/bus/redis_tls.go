@@ -131,7 +131,7 @@ func ExplainRedisError(err error, addr string, tlsURL bool) error {
 		// meets a reset or EOF.
 		return clientCertError(addr, fmt.Errorf("the connection was closed after the TLS handshake: %w", err))
 	case !tlsURL && isClosed(err):
-		return fmt.Errorf("redis at %s: %w (%v): if this port serves TLS only (Redis's --tls-port), use a rediss:// URL", addr, ErrRedisTLSOnly, err)
+		return fmt.Errorf("redis at %s: %w (%v): if this port serves TLS only (Redis's --tls-port), use rediss://", addr, ErrRedisTLSOnly, err)
 	}
 	return err
 }
