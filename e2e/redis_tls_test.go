@@ -315,3 +315,41 @@ func TestRedisClusterTLSCallAcrossInstances(t *testing.T) {
 		t.Fatalf("plaintext seeds at a TLS cluster, after %s:\n%s", took, out)
 	}
 }
+
+// TestRedisTLSClientCertificateReloadedOnSIGHUP: the broker's Redis client
+// certificate is read again on SIGHUP and shown on the connections made
+// after it. Swapped for one of a CA Redis does not trust, then the
+// connections cut: the broker's new connections are refused, and say why;
+// swapped back (SIGHUP again), it reconnects and is ready.
+func TestRedisTLSClientCertificateReloadedOnSIGHUP(t *testing.T) {
+	e, f := newTLSRedisEnv(t, true)
+	a := e.broker("a")
+	a.waitLine(time.Second, "client certificate loaded", f.clientCert)
+	hangup := func() {
+		t.Helper()
+		if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutClients := func() {
+		t.Helper()
+		for _, typ := range []string{"pubsub", "normal"} {
+			if _, err := e.srv.Do("CLIENT", "KILL", "TYPE", typ); err != nil {
+				t.Fatalf("CLIENT KILL TYPE %s: %v", typ, err)
+			}
+		}
+	}
+
+	other := newTestCA(t)
+	bad := other.issueClient(t, f.clientCert, f.clientKey) // in place, by rename
+	hangup()
+	a.waitLine(5*time.Second, "certificate reloaded", bad.String())
+	cutClients()
+	a.waitLine(10*time.Second, "redis refused the TLS client")
+	testwait.Until(t, 10*time.Second, func() bool { return a.readyz() == http.StatusServiceUnavailable }, "a not ready with its certificate refused")
+
+	good := f.ca.issueClient(t, f.clientCert, f.clientKey)
+	hangup()
+	a.waitLine(5*time.Second, "certificate reloaded", good.String())
+	testwait.Until(t, 15*time.Second, func() bool { return a.readyz() == http.StatusOK }, "a ready again with a certificate Redis trusts")
+}

@@ -48,8 +48,10 @@ type Options struct {
 	Protocols []string
 	// ClientCertificate, if set, answers a server that asks for a client
 	// certificate (tls.Config.GetClientCertificate): Redis with
-	// tls-auth-clients yes. It is called for every handshake, so a pair
-	// re-read from its files reaches new connections.
+	// tls-auth-clients yes. It is called for every full handshake, so a
+	// pair re-read from its files reaches new connections; with it,
+	// sessions are not resumed (a resumed one would keep the certificate
+	// it began with).
 	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 }
 
@@ -80,6 +82,12 @@ func New(o Options) (*Dialer, error) {
 	}
 	if o.Protocols == nil {
 		cfg.NextProtos = []string{"http/1.1"}
+	}
+	if o.ClientCertificate != nil {
+		// A resumed session keeps the client identity it began with: a
+		// certificate re-read (or refused) would not reach the servers
+		// this client had met before.
+		cfg.ClientSessionCache = nil
 	}
 	peer, caFlag := o.Peer, o.CAFlag
 	if peer == "" {
