@@ -207,7 +207,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		r.single = redis.NewClient(cloneOptions(opts))
 		if err := r.single.Ping(ctx).Err(); err != nil {
 			_ = r.single.Close()
-			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, ExplainRedisError(err, opts.Addr, opts.TLSConfig != nil))
+			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, explainRedisError(err, opts.Addr, opts.TLSConfig != nil))
 		}
 		if tuning.On(tuning.RedisPipe) {
 			r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
@@ -228,7 +228,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		r.topo = &clusterTopology{client: r.cluster, tls: cfg.TLS != nil}
 		if err := r.topo.refresh(ctx); err != nil {
 			_ = r.cluster.Close()
-			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, ExplainRedisError(err, cfg.ClusterAddrs[0], cfg.TLS != nil))
+			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, explainRedisError(err, cfg.ClusterAddrs[0], cfg.TLS != nil))
 		}
 		r.pub = &clusterPublisher{client: r.cluster, command: "spublish", prefix: r.prefix, wg: &r.wg}
 	}

@@ -110,13 +110,13 @@ func isClientCertRefusal(err error) bool {
 		strings.Contains(s, "tls: unknown certificate authority")
 }
 
-// ExplainRedisError adds to err, the failure of the first command on a new
+// explainRedisError adds to err, the failure of the first command on a new
 // Redis connection, what it most likely means: under TLS 1.3 a server that
 // refuses the client's certificate says so only after the handshake, when
 // the client reads; and a TLS-only port closes a plaintext connection
 // without a word. tlsURL tells which kind of connection it was. Other
 // errors are returned as they are.
-func ExplainRedisError(err error, addr string, tlsURL bool) error {
+func explainRedisError(err error, addr string, tlsURL bool) error {
 	switch {
 	case err == nil:
 		return nil
