@@ -25,6 +25,9 @@ type redisEnv struct {
 	srv     *redistest.Server  // single server
 	cluster *redistest.Cluster // or a cluster
 	prefix  string
+	// tlsFlags are the broker flags of a TLS Redis's trust and client
+	// certificate (newTLSRedisEnv).
+	tlsFlags []string
 }
 
 var prefixSeq atomic.Int64
@@ -48,9 +51,15 @@ func newClusterEnv(t *testing.T) *redisEnv {
 // flags are the broker flags that put it on this Redis.
 func (e *redisEnv) flags() []string {
 	if e.cluster != nil {
-		return []string{"--redis-cluster", strings.Join(e.cluster.Addrs(), ","), "--redis-prefix", e.prefix}
+		seeds := e.cluster.Addrs()
+		if e.tlsFlags != nil {
+			for i, a := range seeds {
+				seeds[i] = "rediss://" + a
+			}
+		}
+		return append([]string{"--redis-cluster", strings.Join(seeds, ","), "--redis-prefix", e.prefix}, e.tlsFlags...)
 	}
-	return []string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}
+	return append([]string{"--redis", e.srv.URL(), "--redis-prefix", e.prefix}, e.tlsFlags...)
 }
 
 // broker starts `tether broker` on this Redis, named name (its instance id).

@@ -69,6 +69,17 @@ func randSerial(t *testing.T) *big.Int {
 // renewal tool does) and returns its serial number.
 func (ca *testCA) issue(t *testing.T, certFile, keyFile string) *big.Int {
 	t.Helper()
+	return ca.issueFor(t, certFile, keyFile, x509.ExtKeyUsageServerAuth)
+}
+
+// issueClient is issue for a client certificate (a broker's to its Redis).
+func (ca *testCA) issueClient(t *testing.T, certFile, keyFile string) *big.Int {
+	t.Helper()
+	return ca.issueFor(t, certFile, keyFile, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *testCA) issueFor(t *testing.T, certFile, keyFile string, usage ...x509.ExtKeyUsage) *big.Int {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +92,7 @@ func (ca *testCA) issue(t *testing.T, certFile, keyFile string) *big.Int {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  usage,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

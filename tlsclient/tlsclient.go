@@ -1,8 +1,8 @@
 // Package tlsclient is how tether's clients (tether bridge, call, calls,
-// mcp and the caller package) trust a broker's certificate: the one place
-// their tls.Config is built, their TLS connections are dialled, a
-// certificate that does not verify is explained, and skipping verification
-// is warned about.
+// mcp and the caller package) trust a broker's certificate, and how a
+// broker trusts its Redis (rediss://, --redis-ca): the one place their
+// tls.Config is built, their TLS handshakes are made, a certificate that
+// does not verify is explained, and skipping verification is warned about.
 //
 // Trust: the system's roots by default; with a CA file (--ca), that file's
 // certificates only, not added to the system's: a client told to trust a
@@ -36,13 +36,32 @@ type Options struct {
 	InsecureSkipVerify bool
 	// Logger gets the warning of InsecureSkipVerify.
 	Logger zerolog.Logger
+	// Peer names the server in errors and warnings: "the broker" if
+	// empty ("Redis" for the broker's Redis connections).
+	Peer string
+	// CAFlag is the option an untrusted certificate's error tells the
+	// user to pass: "--ca" if empty.
+	CAFlag string
+	// Protocols are the ALPN protocols offered: http/1.1 if nil (a
+	// broker speaks nothing else); empty but not nil offers none (Redis
+	// negotiates no protocol).
+	Protocols []string
+	// ClientCertificate, if set, answers a server that asks for a client
+	// certificate (tls.Config.GetClientCertificate): Redis with
+	// tls-auth-clients yes. It is called for every full handshake, so a
+	// pair re-read from its files reaches new connections; with it,
+	// sessions are not resumed (a resumed one would keep the certificate
+	// it began with).
+	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 }
 
 // Dialer dials TLS connections to a broker. The zero value is not usable:
 // make one with New. It is safe for concurrent use.
 type Dialer struct {
-	cfg *tls.Config
-	log zerolog.Logger
+	cfg    *tls.Config
+	log    zerolog.Logger
+	peer   string
+	caFlag string
 	// Dial opens the TCP connection (rawnet's dialer by default).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -54,11 +73,28 @@ func New(o Options) (*Dialer, error) {
 		MinVersion: tls.VersionTLS12,
 		// tether's clients speak HTTP/1.1 (the call API, WebSocket
 		// upgrades); a broker offers nothing else.
-		NextProtos: []string{"http/1.1"},
+		NextProtos: o.Protocols,
 		// Resumed sessions skip the certificate exchange and its
 		// signature when a client connects again (a bridge reconnecting,
 		// a short-lived tether call).
-		ClientSessionCache: tls.NewLRUClientSessionCache(64),
+		ClientSessionCache:   tls.NewLRUClientSessionCache(64),
+		GetClientCertificate: o.ClientCertificate,
+	}
+	if o.Protocols == nil {
+		cfg.NextProtos = []string{"http/1.1"}
+	}
+	if o.ClientCertificate != nil {
+		// A resumed session keeps the client identity it began with: a
+		// certificate re-read (or refused) would not reach the servers
+		// this client had met before.
+		cfg.ClientSessionCache = nil
+	}
+	peer, caFlag := o.Peer, o.CAFlag
+	if peer == "" {
+		peer = "the broker"
+	}
+	if caFlag == "" {
+		caFlag = "--ca"
 	}
 	if o.CAFile != "" {
 		pool, err := CAPool(o.CAFile)
@@ -70,7 +106,7 @@ func New(o Options) (*Dialer, error) {
 	if o.InsecureSkipVerify {
 		cfg.InsecureSkipVerify = true
 	}
-	return &Dialer{cfg: cfg, log: o.Logger,
+	return &Dialer{cfg: cfg, log: o.Logger, peer: peer, caFlag: caFlag,
 		dial: rawnet.Dial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})}, nil
 }
 
@@ -113,7 +149,7 @@ func (d *Dialer) Client(ctx context.Context, nc net.Conn, addr string) (*tls.Con
 	}
 	tc := tls.Client(nc, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, Explain(err)
+		return nil, d.explain(err)
 	}
 	return tc, nil
 }
@@ -134,6 +170,13 @@ var ErrUntrusted = errors.New("the broker's certificate is not trusted")
 // Explain turns a failed certificate verification into an error that says
 // what to do about it; other errors are returned as they are.
 func Explain(err error) error {
+	return explain(err, "the broker", "--ca")
+}
+
+// explain is Explain in the Dialer's words.
+func (d *Dialer) explain(err error) error { return explain(err, d.peer, d.caFlag) }
+
+func explain(err error, peer, caFlag string) error {
 	var (
 		ve  *tls.CertificateVerificationError
 		ua  x509.UnknownAuthorityError
@@ -141,16 +184,19 @@ func Explain(err error) error {
 		inv x509.CertificateInvalidError
 	)
 	if errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &inv) {
-		return &untrusted{err: err}
+		return &untrusted{err: err, peer: peer, caFlag: caFlag}
 	}
 	return err
 }
 
 // untrusted is a verification failure with its advice.
-type untrusted struct{ err error }
+type untrusted struct {
+	err          error
+	peer, caFlag string
+}
 
 func (u *untrusted) Error() string {
-	return fmt.Sprintf("%v: %v; pass --ca FILE with the CA that signed it", ErrUntrusted, u.err)
+	return fmt.Sprintf("%s's certificate is not trusted: %v; pass %s FILE with the CA that signed it", u.peer, u.err, u.caFlag)
 }
 
 func (u *untrusted) Unwrap() []error { return []error{ErrUntrusted, u.err} }

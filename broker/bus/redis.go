@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tetherdev/tether/internal/tuning"
+	"github.com/tetherdev/tether/tlsclient"
 )
 
 // DefaultRedisPrefix is the channel prefix used when RedisConfig.Prefix is
@@ -34,10 +35,18 @@ type RedisConfig struct {
 	// rediss:// for TLS.
 	URL string
 	// ClusterAddrs are host:port seed addresses of a Redis Cluster (Redis 7
-	// or later; no password or TLS yet). The bus then uses sharded pub/sub
+	// or later; no password yet). The bus then uses sharded pub/sub
 	// (SPUBLISH/SSUBSCRIBE): a message crosses only the shard that owns its
 	// channel's slot.
 	ClusterAddrs []string
+	// TLS is the trust (CA) and client certificate of TLS connections to
+	// Redis. With URL it serves a rediss:// URL (nil: the system's roots,
+	// no client certificate) and is an error with redis://; with
+	// ClusterAddrs, non-nil reaches every node of the cluster over TLS (its
+	// tls-port, with tls-cluster yes). Whatever the dial timeout (the URL's
+	// dial_timeout, 5 s by default), a TLS dial ends within it, and sooner,
+	// with ErrRedisNotTLS, at a port that speaks plaintext.
+	TLS *tlsclient.Dialer
 	// Prefix is prepended to every channel name; DefaultRedisPrefix if
 	// empty. Channels named "ping:…" under the prefix are used by the bus
 	// itself (see PingInterval).
@@ -190,12 +199,15 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		if opts.MaxRetries == 0 {
 			opts.MaxRetries = -1 // the bus resends nothing by itself (see publisher)
 		}
+		if err := redisTLS(opts, cfg.TLS); err != nil {
+			return nil, fmt.Errorf("redis URL: %w", err)
+		}
 		RawDial(opts)
 		r.base = opts
 		r.single = redis.NewClient(cloneOptions(opts))
 		if err := r.single.Ping(ctx).Err(); err != nil {
 			_ = r.single.Close()
-			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, err)
+			return nil, fmt.Errorf("connecting to redis at %s: %w", opts.Addr, explainRedisError(err, opts.Addr, opts.TLSConfig != nil))
 		}
 		if tuning.On(tuning.RedisPipe) {
 			r.pub = newPipe(cloneOptions(r.base), r.prefix, clientName(r.prefix+"pub:"+r.instance), &r.wg)
@@ -208,14 +220,15 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1, // see publisher
 		}
+		r.base = &redis.Options{}
+		clusterTLS(copts, r.base, cfg.TLS)
 		RawDialCluster(copts)
 		r.cluster = redis.NewClusterClient(copts)
-		r.base = &redis.Options{}
 		RawDial(r.base)
-		r.topo = &clusterTopology{client: r.cluster}
+		r.topo = &clusterTopology{client: r.cluster, tls: cfg.TLS != nil}
 		if err := r.topo.refresh(ctx); err != nil {
 			_ = r.cluster.Close()
-			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, err)
+			return nil, fmt.Errorf("connecting to redis cluster at %v: %w", cfg.ClusterAddrs, explainRedisError(err, cfg.ClusterAddrs[0], cfg.TLS != nil))
 		}
 		r.pub = &clusterPublisher{client: r.cluster, command: "spublish", prefix: r.prefix, wg: &r.wg}
 	}

@@ -22,6 +22,7 @@ const clusterSlots = 16384
 // concurrent use.
 type clusterTopology struct {
 	client *redis.ClusterClient
+	tls    bool // the nodes are reached on their TLS ports
 
 	mu    sync.RWMutex
 	slots []string // clusterSlots entries; "" for an unserved slot
@@ -42,7 +43,11 @@ func (t *clusterTopology) refresh(ctx context.Context) error {
 				if host == "" || host == "?" {
 					host = n.IP
 				}
-				addr = net.JoinHostPort(host, strconv.FormatInt(n.Port, 10))
+				port := n.Port
+				if t.tls {
+					port = n.TLSPort
+				}
+				addr = net.JoinHostPort(host, strconv.FormatInt(port, 10))
 				break
 			}
 		}

@@ -275,7 +275,7 @@ func (p *pipe) open() (net.Conn, error) {
 		}
 		if err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("setting up redis connection: %w", err)
+			return nil, fmt.Errorf("setting up redis connection: %w", explainRedisError(err, p.opts.Addr, p.opts.TLSConfig != nil))
 		}
 	}
 	if rd.Buffered() > 0 {

@@ -325,7 +325,7 @@ func (c *psConn) connect() (*redis.PubSub, error) {
 			return nil, errStopped
 		default:
 		}
-		return nil, fmt.Errorf("subscribing ping channel: %w", err)
+		return nil, fmt.Errorf("subscribing ping channel: %w", explainRedisError(err, c.client.Options().Addr, c.client.Options().TLSConfig != nil))
 	}
 
 	c.sendMu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherdev/tether/broker/bus"
+	"github.com/tetherdev/tether/tlsclient"
 )
 
 // RedisConfig configures NewShared: the Redis and prefix of the brokers'
@@ -19,6 +20,8 @@ import (
 type RedisConfig struct {
 	URL          string   // a single Redis server (redis://, rediss://)
 	ClusterAddrs []string // or the seeds of a Redis Cluster
+	// TLS is the bus's RedisConfig.TLS (rediss://, a cluster over TLS).
+	TLS *tlsclient.Dialer
 	// Prefix starts the key and the channel; bus.DefaultRedisPrefix when
 	// empty. It must be Bus's prefix.
 	Prefix string
@@ -65,7 +68,7 @@ func NewShared(ctx context.Context, opts Options, cfg RedisConfig) (*List, error
 	if cfg.Prefix == "" {
 		cfg.Prefix = bus.DefaultRedisPrefix
 	}
-	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs)
+	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/tlsclient"
 )
 
 // RedisConfig configures NewRedis. Exactly one of URL and ClusterAddrs must
@@ -26,6 +27,9 @@ type RedisConfig struct {
 	// store carries one hash tag, so all records live in one slot: one
 	// shard serves the store.
 	ClusterAddrs []string
+	// TLS is the bus's RedisConfig.TLS: the trust and client certificate
+	// of TLS connections (rediss://, or a cluster over TLS).
+	TLS *tlsclient.Dialer
 	// Prefix starts every key; bus.DefaultRedisPrefix when empty. It must
 	// be Bus's prefix.
 	Prefix string
@@ -113,7 +117,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		cfg.Prefix = bus.DefaultRedisPrefix
 	}
 	cfg.Options.setDefaults()
-	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs)
+	client, publish, err := bus.NewSideClient(cfg.URL, cfg.ClusterAddrs, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

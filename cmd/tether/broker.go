@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -103,62 +102,6 @@ func offIfZero(v float64) float64 {
 	return v
 }
 
-// redisFlags select the Redis bus that lets several brokers share routing.
-// Only `tether broker` has them: `tether up` is one process on the
-// in-memory bus.
-type redisFlags struct {
-	url     string
-	cluster string
-	prefix  string
-}
-
-func (f *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "redis", env("TETHER_REDIS", ""), "Redis URL (redis://[user:pass@]host:port[/db]) shared with the other brokers; default: in-memory bus, one broker")
-	fs.StringVar(&f.cluster, "redis-cluster", env("TETHER_REDIS_CLUSTER", ""), "comma-separated host:port seeds of a Redis Cluster, used with sharded pub/sub (instead of --redis)")
-	fs.StringVar(&f.prefix, "redis-prefix", env("TETHER_REDIS_PREFIX", bus.DefaultRedisPrefix), "prefix of every Redis channel name")
-}
-
-// open connects the Redis bus the flags select; nil without --redis or
-// --redis-cluster. onLost runs each time a pub/sub connection is lost,
-// before it subscribes again, and onReconnect each time the bus has
-// resubscribed after losing Redis.
-func (f *redisFlags) open(instanceID string, log zerolog.Logger, onLost, onReconnect func()) (*bus.Redis, error) {
-	if f.url == "" && f.cluster == "" {
-		return nil, nil
-	}
-	if f.url != "" && f.cluster != "" {
-		return nil, usagef("--redis and --redis-cluster exclude each other")
-	}
-	cfg := bus.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, InstanceID: instanceID, Logger: log, OnLost: onLost, OnReconnect: onReconnect}
-	if f.cluster != "" && len(cfg.ClusterAddrs) == 0 {
-		return nil, usagef("--redis-cluster needs at least one host:port")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	return bus.NewRedis(ctx, cfg)
-}
-
-// clusterAddrs are the --redis-cluster seeds.
-func (f *redisFlags) clusterAddrs() []string {
-	var addrs []string
-	for _, addr := range strings.Split(f.cluster, ",") {
-		if addr = strings.TrimSpace(addr); addr != "" {
-			addrs = append(addrs, addr)
-		}
-	}
-	return addrs
-}
-
-// openStore connects the store of async call records on the Redis the
-// flags select, with the prefix of rb, the bus open returned: every broker
-// on that Redis reads and ends every async call.
-func (f *redisFlags) openStore(rb *bus.Redis, retention time.Duration, log zerolog.Logger) (*store.Redis, error) {
-	cfg := store.RedisConfig{URL: f.url, ClusterAddrs: f.clusterAddrs(), Prefix: f.prefix, Bus: rb, Options: store.Options{Retention: retention}, Logger: log}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	return store.NewRedis(ctx, cfg)
-}
-
 // isLoopback reports whether addr (host:port) only listens on loopback.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -193,6 +136,9 @@ func runBroker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// go-redis's own lines (a failed dial, a dropped connection) join
+	// the JSON log rather than going to stderr as plain text.
+	bus.LogRedisTo(log)
 	// SIGHUP re-reads files (the key set, the certificate pair) from
 	// here on, rather than ending the process.
 	stopHangups := watchHangups(log)
@@ -235,7 +181,7 @@ func runBroker(args []string, stderr io.Writer) error {
 	// connection goes, the broker's holders stop delivering, and once it is
 	// back they take their workspaces again.
 	var served atomic.Pointer[broker.Broker]
-	rb, err := rf.open(f.instanceID, log, func() {
+	rb, stopRedisTLS, err := rf.open(f.instanceID, log, func() {
 		if b := served.Load(); b != nil {
 			b.BusLost()
 		}
@@ -245,6 +191,7 @@ func runBroker(args []string, stderr io.Writer) error {
 		}
 		rv.resync()
 	})
+	defer stopRedisTLS()
 	if err != nil {
 		return err
 	}

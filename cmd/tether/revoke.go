@@ -44,9 +44,9 @@ func (f *revokeFlags) open(rf *redisFlags, rb *bus.Redis, log zerolog.Logger) (*
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	l, err := revoke.NewShared(ctx, opts, revoke.RedisConfig{URL: rf.url, ClusterAddrs: rf.clusterAddrs(), Prefix: rf.prefix, Bus: rb})
+	l, err := revoke.NewShared(ctx, opts, revoke.RedisConfig{URL: rf.url, ClusterAddrs: rf.clusterAddrs(), TLS: rf.tls, Prefix: rf.prefix, Bus: rb})
 	if err != nil {
-		return nil, err
+		return nil, rf.advise(err)
 	}
 	f.list.Store(l)
 	return l, nil

@@ -31,8 +31,18 @@ type Pair struct {
 	stamp stamp      // of the files the last reload read (or tried)
 }
 
-// Load reads the pair; an error names the file at fault.
+// Load reads the pair a server serves; an error names the file at fault.
 func Load(certFile, keyFile string, log zerolog.Logger) (*Pair, error) {
+	return load(certFile, keyFile, "serving certificate", log)
+}
+
+// LoadClient reads the pair a client shows a server that asks for one
+// (GetCertificate serves it too); it differs from Load in what it logs.
+func LoadClient(certFile, keyFile string, log zerolog.Logger) (*Pair, error) {
+	return load(certFile, keyFile, "client certificate loaded", log)
+}
+
+func load(certFile, keyFile, msg string, log zerolog.Logger) (*Pair, error) {
 	p := &Pair{certFile: certFile, keyFile: keyFile, log: log}
 	p.stamp = stampOf(certFile, keyFile)
 	c, err := read(certFile, keyFile)
@@ -40,7 +50,7 @@ func Load(certFile, keyFile string, log zerolog.Logger) (*Pair, error) {
 		return nil, err
 	}
 	p.cur.Store(c)
-	p.logServed(c, "serving certificate")
+	p.logServed(c, msg)
 	return p, nil
 }
 

@@ -26,6 +26,22 @@ type Cluster struct {
 // t.Cleanup.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return startCluster(t, n, nil)
+}
+
+// StartClusterTLS is StartCluster for a cluster that speaks TLS only, to
+// its clients and between its nodes (tls-cluster yes), each node as
+// StartTLS's server. A client reaches its nodes on the TLS ports the
+// cluster announces. cfg's certificate must allow client authentication
+// as well as server authentication: the nodes show it to each other on
+// the cluster bus, which always asks for a client certificate.
+func StartClusterTLS(t testing.TB, n int, cfg TLS) *Cluster {
+	t.Helper()
+	return startCluster(t, n, &cfg)
+}
+
+func startCluster(t testing.TB, n int, tlsCfg *TLS) *Cluster {
+	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a Redis Cluster needs at least 3 masters, got %d", n)
 	}
@@ -38,15 +54,28 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for i := range n {
 		// Each node gets its own data directory through start, so the
 		// nodes.conf files cannot collide.
-		c.Nodes = append(c.Nodes, start(t, []string{
+		extra := []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes-" + strconv.Itoa(i) + ".conf",
 			"--cluster-node-timeout", "5000",
-		}, true))
+		}
+		if tlsCfg != nil {
+			extra = append(extra, "--tls-cluster", "yes", "--tls-replication", "yes")
+		}
+		c.Nodes = append(c.Nodes, startServer(t, extra, true, tlsCfg))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	var args []string
+	if tlsCfg != nil {
+		args = []string{"--tls", "--cacert", tlsCfg.CAFile}
+		if tlsCfg.AuthClients {
+			// The server's pair: its certificate must then allow client
+			// authentication too (the nodes show it to each other).
+			args = append(args, "--cert", tlsCfg.CertFile, "--key", tlsCfg.KeyFile)
+		}
+	}
+	args = append(append(args, "--cluster", "create"), c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {

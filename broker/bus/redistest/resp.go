@@ -18,11 +18,11 @@ import (
 // for administering and inspecting servers in tests, without a client
 // library.
 func Do(addr string, args ...string) (string, error) {
-	return do(addr, 5*time.Second, args...)
+	return do("tcp", addr, 5*time.Second, args...)
 }
 
-func do(addr string, timeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+func do(network, addr string, timeout time.Duration, args ...string) (string, error) {
+	conn, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes for tests: a single
-// server (Start), a Redis Cluster (StartCluster) and a TCP proxy that can make
-// connections go silently dead (StartProxy).
+// server (Start, or StartTLS for one that speaks TLS only), a Redis Cluster
+// (StartCluster) and a TCP proxy that can make connections go silently dead
+// (StartProxy).
 //
 // Every server listens on a free loopback port, keeps nothing on disk
 // (--save "" --appendonly no) and is killed, and waited for, in t.Cleanup.
@@ -62,6 +63,8 @@ type Server struct {
 	port    int
 	extra   []string // arguments added by the cluster
 	logPath string
+	tls     *TLS   // nil: plaintext on port
+	sock    string // a TLS server's plaintext unix socket, for Do and the start check
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -79,10 +82,46 @@ func Start(t testing.TB) *Server {
 	return start(t, nil, false)
 }
 
+// TLS is how StartTLS's server speaks TLS: its certificate, its key and
+// the CA its clients' certificates must be signed by, in PEM files (the
+// test makes them). Debian's redis-server is built with TLS.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+	// AuthClients makes a client certificate required (tls-auth-clients
+	// yes); without it none is asked for (no).
+	AuthClients bool
+}
+
+// StartTLS starts a redis-server that speaks TLS only on a free loopback
+// port (--port 0 --tls-port P), as a TLS-only production Redis does, and
+// waits until it answers PING. Do reaches it through a plaintext unix
+// socket of its own, so the test needs no client certificate to inspect
+// it. The server is stopped in t.Cleanup.
+func StartTLS(t testing.TB, cfg TLS) *Server {
+	t.Helper()
+	return startServer(t, nil, false, &cfg)
+}
+
 func start(t testing.TB, extra []string, busPort bool) *Server {
+	t.Helper()
+	return startServer(t, extra, busPort, nil)
+}
+
+func startServer(t testing.TB, extra []string, busPort bool, tlsCfg *TLS) *Server {
 	t.Helper()
 	bin := Require(t)
 	dir := t.TempDir()
+	sock := ""
+	if tlsCfg != nil {
+		// A unix socket's path is short (108 bytes): not under a test's
+		// long temporary directory.
+		sockDir, err := os.MkdirTemp("", "redistest")
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+		sock = filepath.Join(sockDir, "redis.sock")
+	}
 	var lastErr error
 	for range 5 {
 		port, err := freePort(busPort)
@@ -90,7 +129,7 @@ func start(t testing.TB, extra []string, busPort bool) *Server {
 			t.Fatalf("redistest: finding a free port: %v", err)
 		}
 		s := &Server{
-			t: t, bin: bin, dir: dir, port: port, extra: extra,
+			t: t, bin: bin, dir: dir, port: port, extra: extra, tls: tlsCfg, sock: sock,
 			logPath: filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)),
 		}
 		if lastErr = s.launch(); lastErr == nil {
@@ -107,8 +146,13 @@ func start(t testing.TB, extra []string, busPort bool) *Server {
 // Addr returns host:port of the server.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL returns the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
+// URL returns the server's redis:// URL, rediss:// for a TLS server.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr()
+	}
+	return "redis://" + s.Addr()
+}
 
 // Port returns the server's port; it stays the same across Restart.
 func (s *Server) Port() int { return s.port }
@@ -124,9 +168,17 @@ func (s *Server) Pid() int {
 	return s.proc.cmd.Process.Pid
 }
 
-// Do runs one command against the server; see the function Do.
+// Do runs one command against the server; see the function Do. A TLS
+// server is asked through its plaintext unix socket.
 func (s *Server) Do(args ...string) (string, error) {
-	return Do(s.Addr(), args...)
+	return s.do(5*time.Second, args...)
+}
+
+func (s *Server) do(timeout time.Duration, args ...string) (string, error) {
+	if s.sock != "" {
+		return do("unix", s.sock, timeout, args...)
+	}
+	return do("tcp", s.Addr(), timeout, args...)
 }
 
 // Stop stops the server (SIGTERM, then SIGKILL after a few seconds) and
@@ -168,6 +220,22 @@ func (s *Server) Restart() {
 	}
 }
 
+// RestartWithoutTLS restarts a TLS server (StartTLS) on the same port as a
+// plaintext one, as an operator who dropped its TLS settings would: the
+// clients that dial it with rediss:// now meet a Redis that speaks
+// plaintext. Do then uses TCP.
+func (s *Server) RestartWithoutTLS() {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.proc != nil {
+		s.proc.stop()
+		s.proc = nil
+	}
+	s.tls, s.sock = nil, ""
+	s.mu.Unlock()
+	s.Restart()
+}
+
 func (s *Server) launch() error {
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -182,6 +250,17 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "notice",
+	}
+	if s.tls != nil {
+		auth := "no"
+		if s.tls.AuthClients {
+			auth = "yes"
+		}
+		args[1] = "0" // no plaintext TCP port
+		args = append(args, "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", s.tls.CertFile, "--tls-key-file", s.tls.KeyFile,
+			"--tls-ca-cert-file", s.tls.CAFile, "--tls-auth-clients", auth,
+			"--unixsocket", s.sock, "--unixsocketperm", "700")
 	}
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
@@ -199,7 +278,7 @@ func (s *Server) launch() error {
 	}()
 	deadline := time.Now().Add(startWait)
 	for {
-		reply, err := do(s.Addr(), time.Second, "PING")
+		reply, err := s.do(time.Second, "PING")
 		if err == nil && reply == "PONG" {
 			break
 		}
