@@ -32,6 +32,9 @@ const AnyWorkspace = "*"
 type Claims struct {
 	Role       string   `json:"role"`
 	Workspaces []string `json:"workspaces"`
+	// KeyID is the kid of the key that signed the token (its header's),
+	// "" for the broker's secret: the audit log names it.
+	KeyID string `json:"-"`
 	jwt.RegisteredClaims
 }
 
