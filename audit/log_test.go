@@ -281,7 +281,9 @@ func TestEventDurationIsMilliseconds(t *testing.T) {
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 { return value(t, reg, name, "") }
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	return value(t, reg, name, "")
+}
 
 func value(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
 	t.Helper()

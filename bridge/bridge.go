@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/rawnet"
 	"github.com/tetherdev/tether/protocol"
@@ -95,6 +96,10 @@ type Config struct {
 	// Logger receives one event per lifecycle point; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
+	// Audit is the audit log (--audit-log, package audit): a line per
+	// call and per connection event. Nil: none. The bridge does not close
+	// it.
+	Audit *audit.Log
 
 	// Reconnect backoff after a failed attempt or a lost connection: a
 	// random delay in [0, min(BackoffMax, BackoffMin·2^attempt)) ("full
@@ -219,6 +224,7 @@ func New(cfg Config) (*Bridge, error) {
 	b.log = cfg.Logger.With().Str("workspace_id", cfg.WorkspaceID).Logger()
 	b.router = newRouter(pol)
 	b.d = newDispatcher(b.router, &b.log, cfg.WorkspaceID, cfg.MaxInFlight)
+	b.d.audit = cfg.Audit
 	mountRoutes(b.router, b)
 	return b, nil
 }

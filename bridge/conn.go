@@ -310,25 +310,30 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	call, err := decodeToolCall(args)
 	log := callLog{l: &s.log, id: call.CorrelationID, endpoint: call.Endpoint}
 	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
+	// refuse answers a call that gets no handler.
+	refuse := func(resp protocol.ToolResponse) {
+		s.b.d.audited(s.callsCtx, doorSocket, &call, received, &resp)
+		s.respond(ackID, resp, log, received)
+	}
 	if err != nil {
-		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received)
+		refuse(protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()))
 		return false
 	}
 	if resp, ok := precheck(&call); !ok {
-		s.respond(ackID, resp, log, received)
+		refuse(resp)
 		return false
 	}
 
 	s.mu.Lock()
 	if _, dup := s.flights[call.CorrelationID]; dup {
 		s.mu.Unlock()
-		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
-			"a call with this correlation_id is already running"), log, received)
+		refuse(protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
+			"a call with this correlation_id is already running"))
 		return false
 	}
 	if !s.b.d.tryAcquire() {
 		s.mu.Unlock()
-		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received)
+		refuse(overloaded(&call, cap(s.b.d.slots)))
 		return false
 	}
 	ctx, cancel := context.WithCancelCause(s.callsCtx)

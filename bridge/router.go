@@ -224,6 +224,7 @@ type Call struct {
 	params        gin.Params
 	log           callLog
 	logger        *zerolog.Logger // built on first use: most handlers never log
+	note          *callNote       // what the handler adds to the audit line (Audit); nil when off
 }
 
 // CorrelationID is the broker's id of this call; log it with anything the
