@@ -5,6 +5,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"net/url"
 	"sync"
 	"time"
 
@@ -104,7 +105,7 @@ func (b *Bridge) auditConnection(event, sid string, since time.Time, err error) 
 	if b.d.audit == nil {
 		return
 	}
-	e := audit.Event{Event: event, Door: doorSocket, Remote: b.wsURL, Session: sid, Workspace: b.cfg.WorkspaceID}
+	e := audit.Event{Event: event, Door: doorSocket, Remote: b.brokerName(), Session: sid, Workspace: b.cfg.WorkspaceID}
 	var ce *connectError
 	switch {
 	case event == audit.Connect:
@@ -118,6 +119,14 @@ func (b *Bridge) auditConnection(event, sid string, since time.Time, err error) 
 		e.DurationMS = audit.Since(since)
 	}
 	b.d.audit.Emit(e)
+}
+
+// brokerName is the broker's URL as configured, without a password.
+func (b *Bridge) brokerName() string {
+	if u, err := url.Parse(b.cfg.BrokerURL); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return b.cfg.BrokerURL
 }
 
 // transportDoor is the door of dispatch's transport names.
