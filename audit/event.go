@@ -28,6 +28,7 @@ const (
 	CallRefused    = "call_refused"    // a call refused before it was made (Outcome: the code)
 	AsyncSubmit    = "async_submit"    // an async call submitted (Outcome: accepted, its final status or a code)
 	AsyncCancel    = "async_cancel"    // an async call's cancel asked for (Outcome: the record's status or a code)
+	AsyncOutcome   = "async_outcome"   // an async call's outcome recorded by this broker (Outcome: ok or its code)
 	RevocationAdd  = "revocation_add"  // an admin revoked tokens
 	RevocationList = "revocation_list" // an admin listed the revocations
 )

@@ -5,13 +5,15 @@ import (
 
 	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/broker/store"
 )
 
 // The routing core's lines of the audit log (package audit, docs/audit.md):
 // a workspace client's CONNECT accepted (handshake.go) or refused
 // (connectError), its workspace taken by a newer connection (takeover),
-// and the end of a connected client's connection (Ended). The calls' lines
-// are the API's (broker/api/audit.go).
+// the end of a connected client's connection (Ended), and the outcome of
+// an async call this broker recorded (auditOutcome, told by package
+// async). The calls' lines are the API's (broker/api/audit.go).
 
 // doorSocket is the Door of a Socket.IO connection's lines.
 const doorSocket = "socket"
@@ -37,6 +39,23 @@ func (c *conn) notePrincipal(claims *auth.Claims) {
 	if c.b.cfg.Audit != nil && claims != nil {
 		c.principal.Store(claims.Principal())
 	}
+}
+
+// auditOutcome writes the line of an async call's outcome, recorded by
+// this broker (package async); its submit's line names who made it.
+func (b *Broker) auditOutcome(rec *store.Record) {
+	if b.cfg.Audit == nil {
+		return
+	}
+	e := audit.Event{Event: audit.AsyncOutcome, Workspace: rec.WorkspaceID, Endpoint: rec.Endpoint, CorrelationID: rec.CorrelationID,
+		Outcome: rec.Status, DurationMS: audit.Since(rec.CreatedAt)}
+	if r := rec.Response; r != nil {
+		e.Outcome = audit.OutcomeOK
+		if !r.Success {
+			e.Outcome = r.Error
+		}
+	}
+	b.cfg.Audit.Emit(e)
 }
 
 // connectedFor is how long the connection has held its workspace, in ms.

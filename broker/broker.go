@@ -129,6 +129,7 @@ func New(cfg Config) (*Broker, error) {
 		Grace:         cfg.CallGrace,
 		SweepInterval: cfg.SweepInterval,
 		Outcomes:      b.metrics.asyncOutcomes,
+		Recorded:      b.auditOutcome,
 		Spawn:         b.spawn,
 		Stopping:      b.stopping,
 	})

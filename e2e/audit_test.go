@@ -216,6 +216,10 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 	if !principalIs(t, async, callerTok, auth.RoleCaller) || async.Outcome == "" || async.Status != http.StatusAccepted || async.Endpoint != "/api/ping" {
 		t.Errorf("async line %s", async.raw)
 	}
+	outcome := findAudit(t, bl, audit.AsyncOutcome, func(l auditLine) bool { return l.CorrelationID == rec.CorrelationID }, "the async call's outcome")
+	if outcome.Outcome != audit.OutcomeOK || outcome.Workspace != ws || outcome.Endpoint != "/api/ping" {
+		t.Errorf("async outcome line %s", outcome.raw)
+	}
 	disc := findAudit(t, bl, audit.Disconnect, func(l auditLine) bool { return principalIs(t, l, bridgeTok, auth.RoleBridge) }, "the bridge's disconnect")
 	if disc.Reason == "" || disc.DurationMS <= 0 || disc.Workspace != ws {
 		t.Errorf("disconnect line %s", disc.raw)
