@@ -33,6 +33,15 @@ const (
 	RevocationList = "revocation_list" // an admin listed the revocations
 )
 
+// The doors (Event.Door): how a request came.
+const (
+	DoorHTTP      = "http"       // the broker's call API
+	DoorMCP       = "mcp"        // an MCP tool call, or a request of the MCP endpoint
+	DoorSocket    = "socket"     // a Socket.IO connection; on the bridge, a call from the broker
+	DoorLocalHTTP = "local_http" // the bridge's own HTTP listener (--http)
+	DoorInproc    = "inproc"     // the bridge's Dispatch, in-process
+)
+
 // OutcomeOK is the Outcome of a call that succeeded; any other outcome is
 // an error code of the protocol (protocol.Code*) or, for async calls, a
 // record status.
@@ -50,9 +59,7 @@ type Event struct {
 	Instance  string `json:"instance"`
 	Component string `json:"component"`
 	Event     string `json:"event"`
-	// Door is how the request came: "http" (the call API), "mcp" (an MCP
-	// tool call), "socket" (a Socket.IO connection); on the bridge also
-	// "inproc" and "local_http".
+	// Door is how the request came (Door*).
 	Door string `json:"door,omitempty"`
 	// Remote is the client's address (behind trusted proxies, the client
 	// X-Forwarded-For names); Session the Engine.IO session id.

@@ -282,7 +282,7 @@ func (b *Bridge) setConnected(on bool) {
 // runs, waits for it before returning.
 func (b *Bridge) Dispatch(ctx context.Context, call protocol.ToolCall) protocol.ToolResponse {
 	received := time.Now()
-	resp := b.d.dispatch(ctx, &call, received, "inproc")
+	resp := b.d.dispatch(ctx, &call, received, audit.DoorInproc)
 	b.d.callLog(&call).Debug().Str("transport", "inproc").Bool("success", resp.Success).
 		Str("code", resp.Error).Dur("duration", time.Since(received)).Msg("response sent")
 	return resp

@@ -133,17 +133,17 @@ func (b *Bridge) runSession(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		_ = conn.CloseNow()
 		if ce := (*connectError)(nil); errors.As(err, &ce) {
-			b.auditConnection(audit.ConnectRefused, "", time.Time{}, err)
+			b.auditConnection(audit.ConnectRefused, "", 0, err)
 		}
 		return false, err
 	}
 	s := newSession(b, ctx, conn, info, sid)
 	since := time.Now()
-	b.auditConnection(audit.Connect, sid, time.Time{}, nil)
+	b.auditConnection(audit.Connect, sid, 0, nil)
 	b.setConnected(true)
 	defer b.setConnected(false)
 	err = s.serve(ctx)
-	b.auditConnection(audit.Disconnect, sid, since, err)
+	b.auditConnection(audit.Disconnect, sid, audit.Since(since), err)
 	return true, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/internal/handoff"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -312,7 +313,7 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
 	// refuse answers a call that gets no handler.
 	refuse := func(resp protocol.ToolResponse) {
-		s.b.d.audited(s.callsCtx, doorSocket, &call, received, &resp)
+		s.b.d.audited(s.callsCtx, audit.DoorSocket, &call, received, &resp)
 		s.respond(ackID, resp, log, received)
 	}
 	if err != nil {

@@ -86,7 +86,7 @@ func (d *dispatcher) callLog(call *protocol.ToolCall) callLog {
 // is before the call's timeout.
 func (d *dispatcher) dispatch(ctx context.Context, call *protocol.ToolCall, received time.Time, transport string) (resp protocol.ToolResponse) {
 	ctx = d.withNote(ctx)
-	defer func() { d.audited(ctx, transportDoor(transport), call, received, &resp) }()
+	defer func() { d.audited(ctx, transport, call, received, &resp) }()
 	log := d.callLog(call)
 	log.Info().Str("transport", transport).Float64("timeout", call.Timeout).Msg("call received")
 	if resp, ok := precheck(call); !ok {
@@ -232,7 +232,7 @@ func (d *dispatcher) prepare(ctx context.Context, call *protocol.ToolCall, recei
 		payload:       call.Payload,
 		deadline:      deadline,
 		log:           log,
-		note:          d.noteOf(ctx),
+		note:          audit.NoteFrom(ctx),
 	}}, timeout, cancel
 }
 

@@ -23,7 +23,7 @@ func mountDebug(r *Router, b *Bridge) {
 	handleLazy(r, h, protocol.DebugStartEndpoint, func(ctx context.Context, m *dap.Manager, c *Call, req dap.StartRequest) (*dap.StartResult, error) {
 		res, err := m.Start(ctx, req)
 		if res != nil {
-			auditAdapter(c, res.Adapter)
+			c.Audit(audit.WithAdapter(res.Adapter))
 		}
 		return res, err
 	})
@@ -79,8 +79,7 @@ func mountDebug(r *Router, b *Bridge) {
 }
 
 // debugSession returns the session id names, opening the Manager if this
-// is the first debug call.
-// The call's audit line names the session's adapter.
+// is the first debug call; c's audit line names the session's adapter.
 func debugSession(ctx context.Context, h *lazy[*dap.Manager], c *Call, id string) (*dap.Session, error) {
 	m, err := h.get(ctx)
 	if err != nil {
@@ -88,12 +87,7 @@ func debugSession(ctx context.Context, h *lazy[*dap.Manager], c *Call, id string
 	}
 	s, err := m.Session(id)
 	if err == nil {
-		auditAdapter(c, s.Adapter())
+		c.Audit(audit.WithAdapter(s.Adapter()))
 	}
 	return s, err
-}
-
-// auditAdapter names the debug adapter on c's audit line.
-func auditAdapter(c *Call, adapter string) {
-	c.Audit(func(e *audit.Event) { e.Adapter = adapter })
 }

@@ -45,7 +45,7 @@ func mountTerminal(r *Router, b *Bridge) {
 	handleLazy(r, h, protocol.TerminalExecuteEndpoint, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
 		// The deadline of ctx bounds a sync command without a timeout of
 		// its own; Execute answers timed_out before it expires.
-		c.Audit(func(e *audit.Event) { e.Command = req.Command })
+		c.Audit(audit.WithCommand(req.Command))
 		return m.Execute(c.Logger().WithContext(ctx), req)
 	})
 	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionOutputOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {

@@ -15,9 +15,6 @@ import (
 // an async call this broker recorded (auditOutcome, told by package
 // async). The calls' lines are the API's (broker/api/audit.go).
 
-// doorSocket is the Door of a Socket.IO connection's lines.
-const doorSocket = "socket"
-
 // audit emits e with the connection's fields: its session, remote address,
 // workspace and the principal its token named.
 func (c *conn) audit(e audit.Event) {
@@ -25,7 +22,7 @@ func (c *conn) audit(e audit.Event) {
 	if log == nil {
 		return
 	}
-	e.Door, e.Session, e.Remote = doorSocket, c.s.ID(), c.s.Remote()
+	e.Door, e.Session, e.Remote = audit.DoorSocket, c.s.ID(), c.s.Remote()
 	if e.Workspace == "" {
 		e.Workspace = c.WorkspaceID()
 	}

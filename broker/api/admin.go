@@ -27,7 +27,7 @@ const maxRevocationBody = 16 << 10
 func (a *API) handleRevoke(c *gin.Context) {
 	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleAdmin, "")
 	if err != nil {
-		a.refusedAt(c, audit.RevocationAdd, doorHTTP, "", claims, err)
+		a.refusedAt(c, audit.RevocationAdd, audit.DoorHTTP, "", claims, err)
 		refuse(c, err)
 		return
 	}
@@ -65,7 +65,7 @@ func (a *API) handleRevoke(c *gin.Context) {
 func (a *API) handleRevocations(c *gin.Context) {
 	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleAdmin, "")
 	if err != nil {
-		a.refusedAt(c, audit.RevocationList, doorHTTP, "", claims, err)
+		a.refusedAt(c, audit.RevocationList, audit.DoorHTTP, "", claims, err)
 		refuse(c, err)
 		return
 	}

@@ -28,12 +28,6 @@ import (
 // in the context (handleMCP). When the log is off there is no note and
 // nothing is computed.
 
-// The doors of the API's lines (audit.Event.Door).
-const (
-	doorHTTP = "http"
-	doorMCP  = "mcp"
-)
-
 // callNote is what the audit line of one request says.
 type callNote struct {
 	event     string
@@ -71,7 +65,7 @@ func (w auditWriter) Data(code int, contentType string, data []byte) {
 // noted is c as the writer of a request with an audit line (event, for
 // workspace ws or the call cid); c itself when the log is off.
 func (a *API) noted(c *gin.Context, event, ws, cid string, start time.Time) writer {
-	n := a.newNote(event, doorHTTP, a.cfg.Trust.Client(c.Request), ws, cid, start)
+	n := a.newNote(event, audit.DoorHTTP, a.cfg.Trust.Client(c.Request), ws, cid, start)
 	if n == nil {
 		return c
 	}
@@ -91,9 +85,9 @@ func (a *API) connNote(c *callConn, h *callHead) *callNote {
 	remote := a.cfg.Trust.ClientOf(c.nc.RemoteAddr().String(), forwarded)
 	switch h.route {
 	case routeCall:
-		return a.newNote(audit.Call, doorHTTP, remote, h.id, "", c.start)
+		return a.newNote(audit.Call, audit.DoorHTTP, remote, h.id, "", c.start)
 	case routeCancel:
-		return a.newNote(audit.AsyncCancel, doorHTTP, remote, "", h.id, c.start)
+		return a.newNote(audit.AsyncCancel, audit.DoorHTTP, remote, "", h.id, c.start)
 	}
 	return nil
 }
@@ -183,7 +177,7 @@ type mcpNoteKey struct{}
 // withMCPNote gives the MCP request c, authorised by claims for ws, a note
 // its tool calls' lines take their door, client and principal from.
 func (a *API) withMCPNote(ctx context.Context, c *gin.Context, ws string, claims *auth.Claims) context.Context {
-	n := a.newNote(audit.Call, doorMCP, a.cfg.Trust.Client(c.Request), ws, "", time.Time{})
+	n := a.newNote(audit.Call, audit.DoorMCP, a.cfg.Trust.Client(c.Request), ws, "", time.Time{})
 	if n == nil {
 		return ctx
 	}
@@ -196,7 +190,7 @@ func (a *API) admin(c *gin.Context, event string, claims *auth.Claims, rev *audi
 	if a.cfg.Audit == nil {
 		return
 	}
-	a.cfg.Audit.Emit(audit.Event{Event: event, Door: doorHTTP, Remote: a.cfg.Trust.Client(c.Request), Principal: claims.Principal(),
+	a.cfg.Audit.Emit(audit.Event{Event: event, Door: audit.DoorHTTP, Remote: a.cfg.Trust.Client(c.Request), Principal: claims.Principal(),
 		Outcome: audit.OutcomeOK, Revocation: rev})
 }
 
@@ -205,7 +199,7 @@ func (a *API) mcpCalled(ctx context.Context, ws string, call *protocol.ToolCall,
 	if a.cfg.Audit == nil {
 		return
 	}
-	e := audit.Event{Event: audit.Call, Door: doorMCP, Workspace: ws, Endpoint: call.Endpoint, CorrelationID: resp.CorrelationID,
+	e := audit.Event{Event: audit.Call, Door: audit.DoorMCP, Workspace: ws, Endpoint: call.Endpoint, CorrelationID: resp.CorrelationID,
 		Outcome: outcomeOf(resp), DurationMS: audit.Since(start)}
 	if n, ok := ctx.Value(mcpNoteKey{}).(*callNote); ok {
 		e.Remote, e.Principal = n.remote, n.principal

@@ -43,7 +43,7 @@ func (a *API) handleMCP(c *gin.Context) {
 		if authStatus(err) == http.StatusUnauthorized {
 			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
 		}
-		a.refusedAt(c, audit.CallRefused, doorMCP, ws, claims, err)
+		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, err)
 		refuse(c, err)
 		return
 	}
@@ -60,7 +60,7 @@ func (a *API) handleMCP(c *gin.Context) {
 	})
 	if !ok { // revoked since Verify
 		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
-		a.refusedAt(c, audit.CallRefused, doorMCP, ws, claims, auth.ErrRevoked())
+		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, auth.ErrRevoked())
 		refuse(c, auth.ErrRevoked())
 		return
 	}
