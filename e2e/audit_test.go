@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,7 +105,7 @@ func principalIs(t *testing.T, l auditLine, tok, role string) bool {
 func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *testing.T) {
 	dir := t.TempDir()
 	brokerLog, bridgeLog := filepath.Join(dir, "broker-audit.log"), filepath.Join(dir, "bridge-audit.log")
-	b := startBroker(t, "--audit-log", brokerLog)
+	b := startBroker(t, "--audit-log", brokerLog, "--trusted-proxies", "127.0.0.1/32")
 	ws := "ws-audit"
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{"prog.py": "x = 1\nprint(x)\n"})
@@ -175,6 +176,33 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 	_ = json.NewDecoder(res.Body).Decode(&rec)
 	res.Body.Close()
 
+	// A call through a trusted proxy: the client is the one it names.
+	req, _ = http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(`{"endpoint":"/api/ping"}`))
+	req.Header.Set("Authorization", "Bearer "+callerTok)
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("proxied call: %v %v", err, res)
+	} else {
+		res.Body.Close()
+	}
+	// An MCP tool call.
+	sid, _ := rawMCPSession(t, b, ws, callerTok, false)
+	req, _ = http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"file_list","arguments":{"path":"."}}}`))
+	for k, v := range map[string]string{"Authorization": "Bearer " + callerTok, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"} {
+		req.Header.Set(k, v)
+	}
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("MCP tools/call: %v %v", err, res)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !strings.Contains(string(body), "prog.py") {
+			t.Fatalf("MCP file_list: %s", body)
+		}
+	}
+
 	// The bridge goes: the broker records the disconnect.
 	bridge.stop(syscall.SIGTERM, 10*time.Second)
 	testwait.Until(t, 5*time.Second, func() bool {
@@ -219,6 +247,12 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 	outcome := findAudit(t, bl, audit.AsyncOutcome, func(l auditLine) bool { return l.CorrelationID == rec.CorrelationID }, "the async call's outcome")
 	if outcome.Outcome != audit.OutcomeOK || outcome.Workspace != ws || outcome.Endpoint != "/api/ping" {
 		t.Errorf("async outcome line %s", outcome.raw)
+	}
+	findAudit(t, bl, audit.Call, func(l auditLine) bool { return l.Remote == "203.0.113.7" && l.Endpoint == "/api/ping" }, "the call through a trusted proxy")
+	mcpCall := findAudit(t, bl, audit.Call, func(l auditLine) bool { return l.Door == audit.DoorMCP }, "the MCP tool call")
+	if !principalIs(t, mcpCall, callerTok, auth.RoleCaller) || mcpCall.Workspace != ws || mcpCall.Endpoint == "" || mcpCall.Outcome != audit.OutcomeOK ||
+		mcpCall.CorrelationID == "" || !strings.HasPrefix(mcpCall.Remote, "127.0.0.1:") {
+		t.Errorf("MCP call line %s", mcpCall.raw)
 	}
 	disc := findAudit(t, bl, audit.Disconnect, func(l auditLine) bool { return principalIs(t, l, bridgeTok, auth.RoleBridge) }, "the bridge's disconnect")
 	if disc.Reason == "" || disc.DurationMS <= 0 || disc.Workspace != ws {
