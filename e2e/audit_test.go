@@ -36,13 +36,16 @@ type auditLine struct {
 }
 
 // readAudit parses every line of the audit log at path; a line that is
-// not the documented schema fails t.
+// not the documented schema fails t. A line still being written (no
+// newline yet: a process may be writing while the test reads) is left for
+// the next read.
 func readAudit(t *testing.T, path string) []auditLine {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
 	var out []auditLine
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -427,5 +430,69 @@ func TestAuditLogToStdout(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Event == "" {
 			t.Errorf("stdout line %q is not an audit line", l)
 		}
+	}
+}
+
+func TestAuditLogNamesTheKeyIDOfAKeySignedToken(t *testing.T) {
+	dir := t.TempDir()
+	pub, k1 := filepath.Join(dir, "pub.jwks.json"), filepath.Join(dir, "k1.jwk.json")
+	tetherOut(t, "keys", "new", "--alg", "EdDSA", "--kid", "k1", "--private", k1, "--public-set", pub)
+	path := filepath.Join(dir, "audit.log")
+	b := startBroker(t, "--keys", pub, "--audit-log", path)
+	ws := "ws-kid"
+	start(t, "bridge "+ws, bridgeCmd(b, ws, mint(t, k1, "k1", auth.RoleBridge, ws, time.Hour).Token, t.TempDir()))
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s held", ws)
+	caller := mint(t, k1, "k1", auth.RoleCaller, ws, time.Hour)
+	if r := b.call(ws, caller.Token, `{"endpoint":"/api/ping","timeout":5}`); r.status != http.StatusOK {
+		t.Fatalf("call: %d %+v %v", r.status, r.resp, r.err)
+	}
+	b.stop(syscall.SIGTERM, 15*time.Second)
+	lines := readAudit(t, path)
+	call := findAudit(t, lines, audit.Call, nil, "the call")
+	if call.Principal == nil || call.Principal.KID != "k1" || call.Principal.JTI != caller.JTI {
+		t.Errorf("call line %s: want kid k1 and jti %s", call.raw, caller.JTI)
+	}
+	conn := findAudit(t, lines, audit.Connect, nil, "the bridge's CONNECT")
+	if conn.Principal == nil || conn.Principal.KID != "k1" || conn.Principal.Role != auth.RoleBridge {
+		t.Errorf("connect line %s: want kid k1, role bridge", conn.raw)
+	}
+}
+
+func TestAuditLogRecordsAReplacedAndARefusedConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	b := startBroker(t, "--audit-log", path)
+	ws := "ws-replace"
+	first := token(t, auth.RoleBridge, ws)
+	start(t, "bridge 1", bridgeCmd(b, ws, first, t.TempDir()))
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s held", ws)
+	start(t, "bridge 2", bridgeCmd(b, ws, token(t, auth.RoleBridge, ws), t.TempDir()))
+	wrong := token(t, auth.RoleBridge, "ws-elsewhere")
+	start(t, "bridge for another workspace", bridgeCmd(b, ws, wrong, t.TempDir()))
+	has := func(event string, tok string) bool {
+		for _, l := range readAudit(t, path) {
+			if l.Event.Event == event && principalIs(t, l, tok, auth.RoleBridge) {
+				return true
+			}
+		}
+		return false
+	}
+	testwait.Until(t, 10*time.Second, func() bool { return has(audit.Replace, first) && has(audit.ConnectRefused, wrong) },
+		"a replace line for the first bridge and a connect_refused line for the wrong token")
+	lines := readAudit(t, path)
+	replaced := findAudit(t, lines, audit.Replace, func(l auditLine) bool { return principalIs(t, l, first, auth.RoleBridge) }, "the first bridge")
+	if replaced.Workspace != ws || replaced.Session == "" || !strings.Contains(replaced.Reason, "taken over") {
+		t.Errorf("replace line %s", replaced.raw)
+	}
+	testwait.Until(t, 5*time.Second, func() bool {
+		for _, l := range readAudit(t, path) {
+			if l.Event.Event == audit.Disconnect && l.Session == replaced.Session && l.Reason == "replaced" {
+				return true
+			}
+		}
+		return false
+	}, "the replaced connection's disconnect line")
+	refused := findAudit(t, lines, audit.ConnectRefused, func(l auditLine) bool { return principalIs(t, l, wrong, auth.RoleBridge) }, "the wrong token")
+	if refused.Outcome != "forbidden" || refused.Workspace != ws {
+		t.Errorf("connect_refused line %s", refused.raw)
 	}
 }
