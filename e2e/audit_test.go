@@ -496,3 +496,39 @@ func TestAuditLogRecordsAReplacedAndARefusedConnection(t *testing.T) {
 		t.Errorf("connect_refused line %s", refused.raw)
 	}
 }
+
+func TestBridgeAuditLogRotatedOnSIGHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bridge-audit.log")
+	b := startBroker(t)
+	ws := "ws-bridge-rotate"
+	bridge := startBridge(t, b, ws, "--audit-log", path)
+	tok := token(t, auth.RoleCaller, ws)
+	calls := func(n int) {
+		for range n {
+			if r := b.call(ws, tok, `{"endpoint":"/api/ping","timeout":5}`); r.err != nil || !r.resp.Success {
+				t.Fatalf("call: %v %+v", r.err, r.resp)
+			}
+		}
+	}
+	calls(10)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bridge.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	bridge.waitLine(5*time.Second, "audit log reopened")
+	calls(10)
+	bridge.stop(syscall.SIGTERM, 10*time.Second)
+	count := func(p string) (n int) {
+		for _, l := range readAudit(t, p) {
+			if l.Event.Event == audit.Call {
+				n++
+			}
+		}
+		return n
+	}
+	if old, cur := count(path+".1"), count(path); old != 10 || cur != 10 {
+		t.Errorf("%d call lines in the rotated file and %d in the new one, want 10 and 10", old, cur)
+	}
+}

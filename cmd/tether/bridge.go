@@ -53,9 +53,12 @@ func runBridge(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// SIGHUP reopens the audit log rather than ending the bridge.
-	stopHangups := watchHangups(log)
-	defer stopHangups()
+	if af.path != "" {
+		// SIGHUP reopens the audit log rather than ending the bridge
+		// (without one, a hangup ends it, as it always did).
+		stopHangups := watchHangups(log)
+		defer stopHangups()
+	}
 	auditLog, closeAudit, err := af.open("bridge", bridgeInstance(), log)
 	if err != nil {
 		return err
