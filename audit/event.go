@@ -29,6 +29,7 @@ const (
 	AsyncSubmit    = "async_submit"    // an async call submitted (Outcome: accepted, its final status or a code)
 	AsyncCancel    = "async_cancel"    // an async call's cancel asked for (Outcome: the record's status or a code)
 	AsyncOutcome   = "async_outcome"   // an async call's outcome recorded by this broker (Outcome: ok or its code)
+	AsyncStatus    = "async_status"    // an async call's record read (Outcome: its status, or a code)
 	RevocationAdd  = "revocation_add"  // an admin revoked tokens
 	RevocationList = "revocation_list" // an admin listed the revocations
 )

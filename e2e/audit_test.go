@@ -179,6 +179,16 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 	_ = json.NewDecoder(res.Body).Decode(&rec)
 	res.Body.Close()
 
+	// Its record read once final, and a cancel (too late).
+	for _, r := range []struct{ method, path string }{{http.MethodGet, "?wait=10"}, {http.MethodPost, "/cancel"}} {
+		req, _ := http.NewRequest(r.method, b.url+"/api/v1/calls/"+rec.CorrelationID+r.path, nil)
+		req.Header.Set("Authorization", "Bearer "+callerTok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %v %v", r.method, r.path, err, res)
+		}
+		res.Body.Close()
+	}
 	// A call through a trusted proxy: the client is the one it names.
 	req, _ = http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(`{"endpoint":"/api/ping"}`))
 	req.Header.Set("Authorization", "Bearer "+callerTok)
@@ -256,6 +266,12 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 	if !principalIs(t, mcpCall, callerTok, auth.RoleCaller) || mcpCall.Workspace != ws || mcpCall.Endpoint == "" || mcpCall.Outcome != audit.OutcomeOK ||
 		mcpCall.CorrelationID == "" || !strings.HasPrefix(mcpCall.Remote, "127.0.0.1:") {
 		t.Errorf("MCP call line %s", mcpCall.raw)
+	}
+	for _, event := range []string{audit.AsyncStatus, audit.AsyncCancel} {
+		l := findAudit(t, bl, event, func(l auditLine) bool { return l.CorrelationID == rec.CorrelationID }, "the async call")
+		if !principalIs(t, l, callerTok, auth.RoleCaller) || l.Outcome != "succeeded" || l.Workspace != ws || l.Status != http.StatusOK {
+			t.Errorf("%s line %s", event, l.raw)
+		}
 	}
 	disc := findAudit(t, bl, audit.Disconnect, func(l auditLine) bool { return principalIs(t, l, bridgeTok, auth.RoleBridge) }, "the bridge's disconnect")
 	if disc.Reason == "" || disc.DurationMS <= 0 || disc.Workspace != ws {

@@ -168,7 +168,7 @@ func covers(claims *auth.Claims) func(*store.Record) error {
 
 // handleCallStatus answers GET /api/v1/calls/{cid} through net/http.
 func (a *API) handleCallStatus(c *gin.Context) {
-	a.callStatus(c.Request.Context(), c, bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
+	a.callStatus(c.Request.Context(), a.noted(c, audit.AsyncStatus, "", c.Param("cid"), time.Now()), bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
 }
 
 // callStatus answers GET /api/v1/calls/{cid}: the record now, or with
@@ -195,6 +195,7 @@ func (a *API) callStatus(ctx context.Context, w writer, token, cid, waitQuery st
 		}
 		// Shutting down, or the request went: the status as last read.
 	}
+	noteRecord(w, &rec)
 	writeRecord(w, http.StatusOK, &rec)
 }
 

@@ -72,8 +72,8 @@ func (a *API) noted(c *gin.Context, event, ws, cid string, start time.Time) writ
 	return auditWriter{writer: c, a: a, n: n}
 }
 
-// connNote is the note of the call server's request h, nil when it has
-// no audit line (the log is off, or a GET of a call's status).
+// connNote is the note of the call server's request h, nil when the log
+// is off.
 func (a *API) connNote(c *callConn, h *callHead) *callNote {
 	if a.cfg.Audit == nil {
 		return nil
@@ -88,6 +88,8 @@ func (a *API) connNote(c *callConn, h *callHead) *callNote {
 		return a.newNote(audit.Call, audit.DoorHTTP, remote, h.id, "", c.start)
 	case routeCancel:
 		return a.newNote(audit.AsyncCancel, audit.DoorHTTP, remote, "", h.id, c.start)
+	case routeStatus:
+		return a.newNote(audit.AsyncStatus, audit.DoorHTTP, remote, "", h.id, c.start)
 	}
 	return nil
 }
