@@ -189,6 +189,21 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 		}
 		res.Body.Close()
 	}
+	// A chunked request: net/http serves it, not the call server.
+	req, _ = http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", io.MultiReader(strings.NewReader(`{"endpoint":"/api/workspace/read-file","payload":{"path":"notes.txt"}}`)))
+	req.Header.Set("Authorization", "Bearer "+callerTok)
+	var chunked struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("chunked call: %v %v", err, res)
+	} else {
+		_ = json.NewDecoder(res.Body).Decode(&chunked)
+		res.Body.Close()
+	}
+	if chunked.CorrelationID == "" {
+		t.Fatal("chunked call: no correlation id")
+	}
 	// A call through a trusted proxy: the client is the one it names.
 	req, _ = http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(`{"endpoint":"/api/ping"}`))
 	req.Header.Set("Authorization", "Bearer "+callerTok)
@@ -262,6 +277,9 @@ func TestAuditLogRecordsConnectionsCallsAndRefusalsWithoutTokensOrPayloads(t *te
 		t.Errorf("async outcome line %s", outcome.raw)
 	}
 	findAudit(t, bl, audit.Call, func(l auditLine) bool { return l.Remote == "203.0.113.7" && l.Endpoint == "/api/ping" }, "the call through a trusted proxy")
+	findAudit(t, bl, audit.Call, func(l auditLine) bool {
+		return l.CorrelationID == chunked.CorrelationID && principalIs(t, l, callerTok, auth.RoleCaller) && l.Outcome == audit.OutcomeOK
+	}, "the chunked call net/http served")
 	mcpCall := findAudit(t, bl, audit.Call, func(l auditLine) bool { return l.Door == audit.DoorMCP }, "the MCP tool call")
 	if !principalIs(t, mcpCall, callerTok, auth.RoleCaller) || mcpCall.Workspace != ws || mcpCall.Endpoint == "" || mcpCall.Outcome != audit.OutcomeOK ||
 		mcpCall.CorrelationID == "" || !strings.HasPrefix(mcpCall.Remote, "127.0.0.1:") {
