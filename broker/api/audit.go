@@ -14,8 +14,8 @@ import (
 )
 
 // The API's lines of the audit log (package audit, docs/audit.md): one per
-// call request (synchronous or async, answered or refused), per async
-// cancel, per MCP tool call and per admin action, with who (the token's
+// call request (synchronous or async, answered or refused), per read or
+// cancel of an async call, per MCP tool call and per admin action, with who (the token's
 // principal, never the token), from where (the client's address, behind
 // trusted proxies the one X-Forwarded-For names) and what came of it.
 //
