@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/rawnet"
 	"github.com/tetherdev/tether/protocol"
@@ -95,6 +96,10 @@ type Config struct {
 	// Logger receives one event per lifecycle point; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
+	// Audit is the audit log (--audit-log, package audit): a line per
+	// call and per connection event. Nil: none. The bridge does not close
+	// it.
+	Audit *audit.Log
 
 	// Reconnect backoff after a failed attempt or a lost connection: a
 	// random delay in [0, min(BackoffMax, BackoffMin·2^attempt)) ("full
@@ -219,6 +224,7 @@ func New(cfg Config) (*Bridge, error) {
 	b.log = cfg.Logger.With().Str("workspace_id", cfg.WorkspaceID).Logger()
 	b.router = newRouter(pol)
 	b.d = newDispatcher(b.router, &b.log, cfg.WorkspaceID, cfg.MaxInFlight)
+	b.d.audit = cfg.Audit
 	mountRoutes(b.router, b)
 	return b, nil
 }
@@ -276,7 +282,7 @@ func (b *Bridge) setConnected(on bool) {
 // runs, waits for it before returning.
 func (b *Bridge) Dispatch(ctx context.Context, call protocol.ToolCall) protocol.ToolResponse {
 	received := time.Now()
-	resp := b.d.dispatch(ctx, &call, received, "inproc")
+	resp := b.d.dispatch(ctx, &call, received, audit.DoorInproc)
 	b.d.callLog(&call).Debug().Str("transport", "inproc").Bool("success", resp.Success).
 		Str("code", resp.Error).Dur("duration", time.Since(received)).Msg("response sent")
 	return resp

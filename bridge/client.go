@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -131,12 +132,19 @@ func (b *Bridge) runSession(ctx context.Context) (connected bool, err error) {
 	info, sid, err := b.handshake(hsCtx, conn)
 	if err != nil {
 		_ = conn.CloseNow()
+		if ce := (*connectError)(nil); errors.As(err, &ce) {
+			b.auditConnection(audit.ConnectRefused, "", 0, err)
+		}
 		return false, err
 	}
 	s := newSession(b, ctx, conn, info, sid)
+	since := time.Now()
+	b.auditConnection(audit.Connect, sid, 0, nil)
 	b.setConnected(true)
 	defer b.setConnected(false)
-	return true, s.serve(ctx)
+	err = s.serve(ctx)
+	b.auditConnection(audit.Disconnect, sid, audit.Since(since), err)
+	return true, err
 }
 
 // handshake reads the Engine.IO open packet, sends the Socket.IO CONNECT with

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/internal/handoff"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -313,25 +314,30 @@ func (s *session) onToolCall(ackID int64, args []json.RawMessage, received time.
 	log.Info().Int64("ack_id", ackID).Float64("timeout", call.Timeout).Msg("call received")
 	// The call's span (nil when tracing is off) ends with its one response.
 	sctx, span := s.b.d.startSpan(s.callsCtx, &call, received, "socket", log)
+	// refuse answers a call that gets no handler.
+	refuse := func(resp protocol.ToolResponse) {
+		s.b.d.audited(s.callsCtx, audit.DoorSocket, &call, received, &resp)
+		s.respond(ackID, resp, log, received, span)
+	}
 	if err != nil {
-		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()), log, received, span)
+		refuse(protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload, err.Error()))
 		return false
 	}
 	if resp, ok := precheck(&call); !ok {
-		s.respond(ackID, resp, log, received, span)
+		refuse(resp)
 		return false
 	}
 
 	s.mu.Lock()
 	if _, dup := s.flights[call.CorrelationID]; dup {
 		s.mu.Unlock()
-		s.respond(ackID, protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
-			"a call with this correlation_id is already running"), log, received, span)
+		refuse(protocol.Failure(call.CorrelationID, protocol.CodeInvalidPayload,
+			"a call with this correlation_id is already running"))
 		return false
 	}
 	if !s.b.d.tryAcquire() {
 		s.mu.Unlock()
-		s.respond(ackID, overloaded(&call, cap(s.b.d.slots)), log, received, span)
+		refuse(overloaded(&call, cap(s.b.d.slots)))
 		return false
 	}
 	ctx, cancel := context.WithCancelCause(sctx)

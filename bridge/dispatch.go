@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -40,6 +41,7 @@ func (e *cancelledByBroker) Error() string { return "cancelled by the broker: " 
 // into exactly one ToolResponse. It is safe for concurrent use.
 type dispatcher struct {
 	router *Router
+	audit  *audit.Log      // nil: off (audit.go)
 	log    *zerolog.Logger // carries workspace_id
 	wsID   string
 
@@ -82,11 +84,13 @@ func (d *dispatcher) callLog(call *protocol.ToolCall) callLog {
 // in-process API and the local HTTP listener): it checks, bounds, runs and
 // returns the one response. It blocks until the response is decided, which
 // is before the call's timeout.
-func (d *dispatcher) dispatch(ctx context.Context, call *protocol.ToolCall, received time.Time, transport string) protocol.ToolResponse {
+func (d *dispatcher) dispatch(ctx context.Context, call *protocol.ToolCall, received time.Time, transport string) (resp protocol.ToolResponse) {
+	ctx = d.withNote(ctx)
+	defer func() { d.audited(ctx, transport, call, received, &resp) }()
 	log := d.callLog(call)
 	log.Info().Str("transport", transport).Float64("timeout", call.Timeout).Msg("call received")
 	ctx, span := d.startSpan(ctx, call, received, transport, log)
-	resp := d.admit(ctx, call, received, log)
+	resp = d.admit(ctx, call, received, log)
 	endSpan(span, resp)
 	return resp
 }
@@ -181,6 +185,8 @@ func (d *dispatcher) serve(ctx context.Context, call *protocol.ToolCall, receive
 // returns when the handler does, having released the slot. The socket path
 // uses it to save the goroutine and handoff that serve spends per call.
 func (d *dispatcher) serveInline(ctx context.Context, call *protocol.ToolCall, received time.Time, log callLog, respond func(protocol.ToolResponse)) {
+	ctx = d.withNote(ctx)
+	respond = d.auditing(ctx, call, received, respond)
 	st, timeout, cancel := d.prepare(ctx, call, received, log)
 	defer cancel()
 	hctx := st.ctx
@@ -234,6 +240,7 @@ func (d *dispatcher) prepare(ctx context.Context, call *protocol.ToolCall, recei
 		payload:       call.Payload,
 		deadline:      deadline,
 		log:           log,
+		note:          audit.NoteFrom(ctx),
 	}}, timeout, cancel
 }
 

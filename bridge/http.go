@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -127,7 +128,7 @@ func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	call.Payload = body
 
-	resp := b.d.dispatch(r.Context(), &call, received, "http")
+	resp := b.d.dispatch(r.Context(), &call, received, audit.DoorLocalHTTP)
 	err = writeToolResponse(w, http.StatusOK, resp)
 	ev := b.d.callLog(&call).Info()
 	if err != nil {

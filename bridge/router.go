@@ -19,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/internal/strictjson"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -224,6 +225,7 @@ type Call struct {
 	params        gin.Params
 	log           callLog
 	logger        *zerolog.Logger // built on first use: most handlers never log
+	note          *audit.Note     // what the handler adds to the audit line (Audit); nil when off
 }
 
 // CorrelationID is the broker's id of this call; log it with anything the

@@ -5,6 +5,7 @@ package bridge
 import (
 	"context"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -19,11 +20,15 @@ func mountDebug(r *Router, b *Bridge) {
 	handleLazy(r, h, protocol.DebugContextEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.ContextRequest) (*dap.DebugContext, error) {
 		return m.DebugContext(ctx, req), nil
 	})
-	handleLazy(r, h, protocol.DebugStartEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.StartRequest) (*dap.StartResult, error) {
-		return m.Start(ctx, req)
+	handleLazy(r, h, protocol.DebugStartEndpoint, func(ctx context.Context, m *dap.Manager, c *Call, req dap.StartRequest) (*dap.StartResult, error) {
+		res, err := m.Start(ctx, req)
+		if res != nil {
+			c.Audit(audit.WithAdapter(res.Adapter))
+		}
+		return res, err
 	})
-	Handle(r, protocol.DebugBreakpointsEndpoint, func(ctx context.Context, _ *Call, req dap.SetBreakpointsRequest) (*dap.SetBreakpointsResult, error) {
-		s, err := debugSession(ctx, h, req.SessionID)
+	Handle(r, protocol.DebugBreakpointsEndpoint, func(ctx context.Context, c *Call, req dap.SetBreakpointsRequest) (*dap.SetBreakpointsResult, error) {
+		s, err := debugSession(ctx, h, c, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -36,23 +41,23 @@ func mountDebug(r *Router, b *Bridge) {
 		protocol.DebugStepOutEndpoint:  dap.CmdStepOut,
 		protocol.DebugPauseEndpoint:    dap.CmdPause,
 	} {
-		Handle(r, path, func(ctx context.Context, _ *Call, req dap.ControlRequest) (*dap.ControlResult, error) {
-			s, err := debugSession(ctx, h, req.SessionID)
+		Handle(r, path, func(ctx context.Context, c *Call, req dap.ControlRequest) (*dap.ControlResult, error) {
+			s, err := debugSession(ctx, h, c, req.SessionID)
 			if err != nil {
 				return nil, err
 			}
 			return s.Control(ctx, cmd, req)
 		})
 	}
-	Handle(r, protocol.DebugSnapshotEndpoint, func(ctx context.Context, _ *Call, req dap.SnapshotRequest) (*dap.Snapshot, error) {
-		s, err := debugSession(ctx, h, req.SessionID)
+	Handle(r, protocol.DebugSnapshotEndpoint, func(ctx context.Context, c *Call, req dap.SnapshotRequest) (*dap.Snapshot, error) {
+		s, err := debugSession(ctx, h, c, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
 		return s.Snapshot(ctx, req)
 	})
-	Handle(r, protocol.DebugEvaluateEndpoint, func(ctx context.Context, _ *Call, req dap.EvaluateRequest) (*dap.EvalResult, error) {
-		s, err := debugSession(ctx, h, req.SessionID)
+	Handle(r, protocol.DebugEvaluateEndpoint, func(ctx context.Context, c *Call, req dap.EvaluateRequest) (*dap.EvalResult, error) {
+		s, err := debugSession(ctx, h, c, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -64,8 +69,8 @@ func mountDebug(r *Router, b *Bridge) {
 	handleLazy(r, h, protocol.DebugStopEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.StopRequest) (*dap.StopResult, error) {
 		return m.Stop(ctx, req)
 	})
-	Handle(r, protocol.DebugOutputEndpoint, func(ctx context.Context, _ *Call, req dap.OutputRequest) (*dap.OutputResult, error) {
-		s, err := debugSession(ctx, h, req.SessionID)
+	Handle(r, protocol.DebugOutputEndpoint, func(ctx context.Context, c *Call, req dap.OutputRequest) (*dap.OutputResult, error) {
+		s, err := debugSession(ctx, h, c, req.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -74,11 +79,15 @@ func mountDebug(r *Router, b *Bridge) {
 }
 
 // debugSession returns the session id names, opening the Manager if this
-// is the first debug call.
-func debugSession(ctx context.Context, h *lazy[*dap.Manager], id string) (*dap.Session, error) {
+// is the first debug call; c's audit line names the session's adapter.
+func debugSession(ctx context.Context, h *lazy[*dap.Manager], c *Call, id string) (*dap.Session, error) {
 	m, err := h.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return m.Session(id)
+	s, err := m.Session(id)
+	if err == nil {
+		c.Audit(audit.WithAdapter(s.Adapter()))
+	}
+	return s, err
 }

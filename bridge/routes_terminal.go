@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -44,6 +45,7 @@ func mountTerminal(r *Router, b *Bridge) {
 	handleLazy(r, h, protocol.TerminalExecuteEndpoint, func(ctx context.Context, m *terminal.Manager, c *Call, req terminal.ExecRequest) (terminal.ExecResult, error) {
 		// The deadline of ctx bounds a sync command without a timeout of
 		// its own; Execute answers timed_out before it expires.
+		c.Audit(audit.WithCommand(req.Command))
 		return m.Execute(c.Logger().WithContext(ctx), req)
 	})
 	handleLazy(r, h, protocol.TerminalSessionsEndpoint+"/:session_id/"+protocol.SessionOutputOp, func(_ context.Context, m *terminal.Manager, c *Call, req terminal.OutputRequest) (terminal.OutputResult, error) {

@@ -83,6 +83,9 @@ func New(cfg Config) (*Broker, error) {
 		revoked:  cfg.Revocations,
 		stopping: make(chan struct{}),
 	}
+	if err := cfg.Audit.Register(b.metrics.reg); err != nil {
+		return nil, fmt.Errorf("audit log metrics: %w", err)
+	}
 	if b.auth == nil {
 		b.auth = auth.NewVerifier(cfg.Secret)
 	}
@@ -126,6 +129,7 @@ func New(cfg Config) (*Broker, error) {
 		Grace:         cfg.CallGrace,
 		SweepInterval: cfg.SweepInterval,
 		Outcomes:      b.metrics.asyncOutcomes,
+		Recorded:      b.auditOutcome,
 		Spawn:         b.spawn,
 		Stopping:      b.stopping,
 	})
@@ -166,6 +170,8 @@ func New(cfg Config) (*Broker, error) {
 		WriteTimeout: cfg.WriteTimeout,
 		CallGrace:    cfg.CallGrace,
 		CORSOrigins:  cfg.CORSOrigins,
+		Audit:        cfg.Audit,
+		Trust:        cfg.TrustedProxies,
 	})
 	b.spawn(b.asyncOwner.Sweep)
 	return b, nil

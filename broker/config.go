@@ -3,6 +3,8 @@ package broker
 import (
 	"time"
 
+	"github.com/tetherdev/tether/audit"
+
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
@@ -102,6 +104,10 @@ type Config struct {
 	// same Redis and prefix). Nil means a private in-memory list: this
 	// broker alone. The broker does not close a list it was given.
 	Revocations *revoke.List
+	// Audit is the audit log (--audit-log, package audit): every
+	// connection event and call of every door gets a line; its metrics go
+	// on /metrics. Nil: no audit log. The broker does not close it.
+	Audit *audit.Log
 }
 
 func (c *Config) setDefaults() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/async"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/bus"
@@ -53,6 +54,9 @@ type conn struct {
 	// connection's own takeover has come back on it and hold knows whether
 	// another holder was subscribed (see Broker.hold).
 	joining atomic.Bool
+	// principal is who the CONNECT's token names, for the audit log
+	// (audit.go); nil when it is off or before CONNECT.
+	principal atomic.Pointer[audit.Principal]
 
 	// queue drains the workspace's queue of async calls (package async,
 	// its own lock; set once, in newConn).
@@ -178,6 +182,9 @@ func (c *conn) Ended(reason string, notify bool) [][]byte {
 	}
 	c.calls.finishAll(pend, endDisconnected, protocol.CodeWorkspaceDisconnected, gone, reason)
 	c.event(c.b.log.Info()).Str("reason", reason).Int("pending_answered", len(pend)).Msg("connection closed")
+	if wasConnected {
+		c.audit(audit.Event{Event: audit.Disconnect, Reason: reason, DurationMS: c.connectedFor()})
+	}
 	c.b.untrack(c)
 	if !notify || !wasConnected {
 		return nil

@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 
+	"github.com/tetherdev/tether/audit"
+
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -45,15 +47,16 @@ func decodeConnectAuth(data []byte, bearer string) (token, workspace string, err
 
 func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	if p.Namespace != "/" {
-		c.connectError(p.Namespace, "Invalid namespace", protocol.CodeInvalidRequest)
+		c.connectError(p.Namespace, "", "Invalid namespace", protocol.CodeInvalidRequest)
 		return "" // the client may still connect to "/"
 	}
 	token, ws, err := decodeConnectAuth(p.Data, c.s.Bearer())
 	if err != nil {
-		c.connectError("/", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
+		c.connectError("/", "", "CONNECT auth must be an object with token and workspace_id", protocol.CodeInvalidRequest)
 		return "bad CONNECT"
 	}
 	claims, err := c.b.auth.Verify(token, auth.RoleBridge, ws)
+	c.notePrincipal(claims)
 	if err == nil && ws == "" {
 		if len(claims.Workspaces) == 1 && claims.Workspaces[0] != auth.AnyWorkspace {
 			ws = claims.Workspaces[0]
@@ -64,7 +67,7 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	if err != nil {
 		refusal := protocol.FailureFrom("", err, protocol.CodeUnauthorized)
 		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", refusal.Error).Msg("CONNECT refused: " + refusal.Message)
-		c.connectError("/", refusal.Message, refusal.Error)
+		c.connectError("/", ws, refusal.Message, refusal.Error)
 		return "CONNECT refused"
 	}
 	// A revocation of the token ends the connection (its pending calls
@@ -72,7 +75,7 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	untrack, ok := c.b.revoked.Track(claims, func() { c.close(ReasonRevoked, true) })
 	if !ok { // revoked since Verify
 		c.event(c.b.log.Info()).Str("workspace_id", ws).Str("code", protocol.CodeUnauthorized).Msg("CONNECT refused: " + auth.RevokedMessage)
-		c.connectError("/", auth.RevokedMessage, protocol.CodeUnauthorized)
+		c.connectError("/", ws, auth.RevokedMessage, protocol.CodeUnauthorized)
 		return "CONNECT refused"
 	}
 	c.mu.Lock()
@@ -87,13 +90,17 @@ func (c *conn) handleConnect(p protocol.SIOPacket) string {
 	c.s.EndHandshake()
 	if err := c.b.hold(c, ws); err != nil {
 		c.event(c.b.log.Warn()).Err(err).Msg("registering workspace failed")
-		c.connectError("/", "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
+		c.connectError("/", ws, "broker cannot serve the workspace: "+err.Error(), protocol.CodeBrokerShutdown)
 		return "register failed"
 	}
+	c.audit(audit.Event{Event: audit.Connect, Workspace: ws, Outcome: audit.OutcomeOK})
 	return ""
 }
 
-func (c *conn) connectError(ns, msg, code string) {
+// connectError refuses a CONNECT (to workspace ws, when known) with code:
+// the one place a refusal is sent, and its audit line written.
+func (c *conn) connectError(ns, ws, msg, code string) {
+	c.audit(audit.Event{Event: audit.ConnectRefused, Workspace: ws, Outcome: code, Reason: msg})
 	data, _ := json.Marshal(map[string]any{"message": msg, "data": map[string]string{"code": code}})
 	_ = c.s.WriteNow(protocol.AppendMessage(nil, protocol.SIOPacket{Type: protocol.SIOConnectError, Namespace: ns, ID: protocol.NoAck, Data: data}))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -205,6 +206,7 @@ func (c *conn) takeover(m protocol.BusMessage) {
 	taken = c.takenAt
 	c.mu.Unlock()
 	c.event(c.b.log.Info()).Str("by", m.Holder).Msg("workspace taken over by a newer connection")
+	c.audit(audit.Event{Event: audit.Replace, Reason: "taken over by session " + m.Holder})
 	// A holder taking the workspace again after losing the bus waits for
 	// this (BusLost); the calls after the takeover are already ignored.
 	msg, _ := json.Marshal(protocol.BusMessage{Type: protocol.BusYield, Holder: c.s.ID(), Since: taken, Reason: m.Holder})

@@ -212,6 +212,10 @@ func (s *Session) assumePaused(thread, before int, why string) {
 	}
 }
 
+// Adapter names the session's debug adapter (set when the session is
+// made, never changed).
+func (s *Session) Adapter() string { return s.adapter.Name() }
+
 // Info describes the session for list-sessions.
 func (s *Session) Info() SessionInfo {
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/revoke"
 	"github.com/tetherdev/tether/protocol"
@@ -26,6 +27,7 @@ const maxRevocationBody = 16 << 10
 func (a *API) handleRevoke(c *gin.Context) {
 	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleAdmin, "")
 	if err != nil {
+		a.refusedAt(c, audit.RevocationAdd, audit.DoorHTTP, "", claims, err)
 		refuse(c, err)
 		return
 	}
@@ -46,6 +48,7 @@ func (a *API) handleRevoke(c *gin.Context) {
 			// Who and what, never the admin's token.
 			a.log.Info().Str("admin_jti", claims.ID).Str("admin_sub", claims.Subject).Str("jti", e.JTI).Str("workspace_id", e.WorkspaceID).
 				Any("issued_before", e.IssuedBefore).Time("expires_at", e.ExpiresAt).Msg("token revoked")
+			a.admin(c, audit.RevocationAdd, claims, &audit.Revocation{JTI: e.JTI, Workspace: e.WorkspaceID, IssuedBefore: e.IssuedBefore})
 			c.JSON(http.StatusCreated, e)
 			return
 		}
@@ -60,10 +63,13 @@ func (a *API) handleRevoke(c *gin.Context) {
 
 // handleRevocations answers GET /api/v1/admin/revocations.
 func (a *API) handleRevocations(c *gin.Context) {
-	if _, err := a.auth.Verify(bearer(c.Request), auth.RoleAdmin, ""); err != nil {
+	claims, err := a.auth.Verify(bearer(c.Request), auth.RoleAdmin, "")
+	if err != nil {
+		a.refusedAt(c, audit.RevocationList, audit.DoorHTTP, "", claims, err)
 		refuse(c, err)
 		return
 	}
+	a.admin(c, audit.RevocationList, claims, nil)
 	c.JSON(http.StatusOK, gin.H{"revocations": a.revoked.Entries()})
 }
 

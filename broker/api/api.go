@@ -26,8 +26,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/broker/proxy"
 	"github.com/tetherdev/tether/broker/revoke"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/protocol"
@@ -117,6 +119,11 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed (CORS); none: no CORS
 	// header is ever sent.
 	CORSOrigins []string
+	// Audit is the audit log the API's requests are written to
+	// (audit.go); nil: none. Trust says which client a request is from
+	// there (X-Forwarded-For of trusted proxies).
+	Audit *audit.Log
+	Trust proxy.Trust
 }
 
 // API serves the caller HTTP API. Create it with New; all methods are

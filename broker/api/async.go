@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
@@ -138,6 +139,7 @@ func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.Tool
 	if len(applied) > 0 {
 		w.Header("Preference-Applied", strings.Join(applied, ", "))
 	}
+	noteRecord(w, &rec)
 	writeRecord(w, status, &rec)
 }
 
@@ -145,6 +147,7 @@ func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.Tool
 // answers the request itself and returns nil when the token is refused.
 func (a *API) callerAllowed(w writer, token string) *auth.Claims {
 	claims, err := a.auth.Verify(token, auth.RoleCaller, "")
+	notePrincipal(w, claims)
 	if err != nil {
 		refuse(w, err)
 		return nil
@@ -165,7 +168,7 @@ func covers(claims *auth.Claims) func(*store.Record) error {
 
 // handleCallStatus answers GET /api/v1/calls/{cid} through net/http.
 func (a *API) handleCallStatus(c *gin.Context) {
-	a.callStatus(c.Request.Context(), c, bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
+	a.callStatus(c.Request.Context(), a.noted(c, audit.AsyncStatus, "", c.Param("cid"), time.Now()), bearer(c.Request), c.Param("cid"), c.Query("wait"), c.Request.URL.Query().Has("wait"))
 }
 
 // callStatus answers GET /api/v1/calls/{cid}: the record now, or with
@@ -192,6 +195,7 @@ func (a *API) callStatus(ctx context.Context, w writer, token, cid, waitQuery st
 		}
 		// Shutting down, or the request went: the status as last read.
 	}
+	noteRecord(w, &rec)
 	writeRecord(w, http.StatusOK, &rec)
 }
 
@@ -210,7 +214,7 @@ func parseWait(s string, given bool) (time.Duration, error) {
 // handleCallCancel answers POST /api/v1/calls/{cid}/cancel through
 // net/http.
 func (a *API) handleCallCancel(c *gin.Context) {
-	a.callCancel(c.Request.Context(), c, bearer(c.Request), c.Param("cid"))
+	a.callCancel(c.Request.Context(), a.noted(c, audit.AsyncCancel, "", c.Param("cid"), time.Now()), bearer(c.Request), c.Param("cid"))
 }
 
 // callCancel answers POST /api/v1/calls/{cid}/cancel with the record after
@@ -232,6 +236,7 @@ func (a *API) callCancel(ctx context.Context, w writer, token, cid string) {
 		asyncError(w, err)
 		return
 	}
+	noteRecord(w, &rec)
 	writeRecord(w, http.StatusOK, &rec)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/protocol"
@@ -26,23 +27,24 @@ import (
 func (a *API) handleCall(c *gin.Context) {
 	start := time.Now()
 	ws := c.Param("id")
-	if !a.callAuthorized(c, ws, bearer(c.Request)) {
+	w := a.noted(c, audit.Call, ws, "", start)
+	if !a.callAuthorized(w, ws, bearer(c.Request)) {
 		return
 	}
 	// The body holds the payload plus a little envelope.
 	limit := int64(a.cfg.MaxPayload)
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
 	if err != nil {
-		apiError(c, http.StatusBadRequest, protocol.CodeInvalidRequest, "reading body: "+err.Error())
+		apiError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "reading body: "+err.Error())
 		return
 	}
-	req, prefer, ok := a.acceptCall(c, body, c.GetHeader("Idempotency-Key"), c.Request.Header.Values("Prefer"))
+	req, prefer, ok := a.acceptCall(w, body, c.GetHeader("Idempotency-Key"), c.Request.Header.Values("Prefer"))
 	switch {
 	case !ok:
 	case prefer.async || req.Async:
-		a.submit(c.Request.Context(), c, ws, req, prefer)
+		a.submit(c.Request.Context(), w, ws, req, prefer)
 	default:
-		a.finish(c, start, a.route(c.Request.Context(), ws, req))
+		a.finish(w, start, a.route(c.Request.Context(), ws, req))
 	}
 }
 
@@ -50,7 +52,9 @@ func (a *API) handleCall(c *gin.Context) {
 // not, it answers w and returns false. Both servers of POST .../calls
 // check this before they read the body.
 func (a *API) callAuthorized(w writer, ws, token string) bool {
-	if _, err := a.auth.Verify(token, auth.RoleCaller, ws); err != nil {
+	claims, err := a.auth.Verify(token, auth.RoleCaller, ws)
+	notePrincipal(w, claims)
+	if err != nil {
 		a.metrics.calls.WithLabelValues(protocol.FailureFrom("", err, protocol.CodeUnauthorized).Error).Inc()
 		refuse(w, err)
 		return false
@@ -109,6 +113,7 @@ func (a *API) acceptCall(w writer, body []byte, idemKey string, preferValues []s
 		apiError(w, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
 		return req, prefer, false
 	}
+	noteCall(w, &req, async)
 	return req, prefer, true
 }
 
@@ -213,6 +218,7 @@ func (a *API) Call(ctx context.Context, req caller.Request) protocol.ToolRespons
 		resp = a.route(ctx, req.WorkspaceID, call)
 	}
 	a.observe(start, resp)
+	a.mcpCalled(ctx, req.WorkspaceID, &call, &resp, start)
 	return resp
 }
 
@@ -246,6 +252,7 @@ func callerRequest(ws string, req *protocol.ToolCall) caller.Request {
 // finish writes a call's answer (200 with its ToolResponse) and counts it.
 func (a *API) finish(w writer, start time.Time, resp protocol.ToolResponse) {
 	a.observe(start, resp)
+	noteAnswer(w, &resp)
 	// Results come out of validating decoders: copied, not parsed again.
 	w.Data(http.StatusOK, "application/json", protocol.AppendToolResponse(make([]byte, 0, 96+len(resp.Result)+len(resp.Message)), &resp))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -42,6 +43,7 @@ func (a *API) handleMCP(c *gin.Context) {
 		if authStatus(err) == http.StatusUnauthorized {
 			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
 		}
+		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, err)
 		refuse(c, err)
 		return
 	}
@@ -49,7 +51,7 @@ func (a *API) handleMCP(c *gin.Context) {
 		apiError(c, http.StatusServiceUnavailable, protocol.CodeBrokerShutdown, "broker is shutting down")
 		return
 	}
-	ctx, cancel := context.WithCancel(c.Request.Context())
+	ctx, cancel := context.WithCancel(a.withMCPNote(c.Request.Context(), c, ws, claims))
 	defer cancel()
 	sid := c.GetHeader(mcpSessionHeader)
 	untrack, ok := a.revoked.Track(claims, func() {
@@ -58,6 +60,7 @@ func (a *API) handleMCP(c *gin.Context) {
 	})
 	if !ok { // revoked since Verify
 		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
+		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, auth.ErrRevoked())
 		refuse(c, auth.ErrRevoked())
 		return
 	}

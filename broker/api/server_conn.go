@@ -42,8 +42,9 @@ type callConn struct {
 
 	// The request being answered, set by serve before it dispatches.
 	start      time.Time
-	closeAfter bool   // the client asked Connection: close
-	hdrs       []byte // header lines added by Header
+	closeAfter bool      // the client asked Connection: close
+	hdrs       []byte    // header lines added by Header
+	note       *callNote // the request's audit line (audit.go); nil when none
 	wbuf       []byte
 
 	mu      sync.Mutex
@@ -137,6 +138,7 @@ func (c *callConn) serve() {
 		}
 		body := c.buf[c.r+h.size : c.r+h.size+h.contentLength]
 		c.start, c.closeAfter, c.hdrs = time.Now(), h.close, c.hdrs[:0]
+		c.note = c.s.a.connNote(c, &h)
 		c.s.served.Add(1)
 		if h.close {
 			c.mu.Lock()
@@ -365,6 +367,7 @@ func (c *callConn) Header(key, value string) {
 // a goroutine that may wait, up to the write timeout) and ends the
 // request.
 func (c *callConn) Data(code int, contentType string, data []byte) {
+	c.s.a.answered(c.note, code, data) // before the write ends the request: the next one's note is set then
 	p := append(c.wbuf[:0], "HTTP/1.1 "...)
 	p = strconv.AppendInt(p, int64(code), 10)
 	p = append(p, ' ')

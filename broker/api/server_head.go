@@ -58,7 +58,8 @@ type callHead struct {
 	authorization []byte // the Authorization header's value; nil when none
 	idempotency   []byte // the Idempotency-Key header's value
 	prefer        [][]byte
-	close         bool // Connection: close
+	forwarded     [][]byte // X-Forwarded-For values, for the audit log's client (proxy.Trust)
+	close         bool     // Connection: close
 }
 
 var crlf = []byte("\r\n")
@@ -115,6 +116,8 @@ func parseCallHead(b []byte, maxBody int) (h callHead, v headVerdict) {
 			h.idempotency = value
 		case fieldIs(name, "prefer"):
 			h.prefer = append(h.prefer, value)
+		case fieldIs(name, "x-forwarded-for"):
+			h.forwarded = append(h.forwarded, value)
 		case fieldIs(name, "connection"):
 			close, ok := connectionOption(value)
 			if !ok {

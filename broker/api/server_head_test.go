@@ -109,6 +109,7 @@ func FuzzParseCallHead(f *testing.F) {
 	f.Add([]byte("GET /socket.io/?EIO=4 HTTP/1.1\r\nHost: h\r\n\r\n"))
 	f.Add([]byte("GET /api/v1/calls/c1?wait=10 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t\r\n\r\n"))
 	f.Add([]byte("POST /api/v1/calls/c1/cancel HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"))
+	f.Add([]byte("POST /api/v1/workspaces/w/calls HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nX-Forwarded-For: 203.0.113.7, 10.0.0.1\r\nx-forwarded-for: 10.0.0.2\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, v := parseCallHead(b, 1<<20)
 		if v != headServe {
@@ -124,6 +125,10 @@ func FuzzParseCallHead(f *testing.F) {
 		prefer := make([]string, len(h.prefer))
 		for i, p := range h.prefer {
 			prefer[i] = string(p)
+		}
+		forwarded := make([]string, len(h.forwarded))
+		for i, v := range h.forwarded {
+			forwarded[i] = string(v)
 		}
 		method, path, query := http.MethodPost, "/api/v1/workspaces/"+h.id+"/calls", ""
 		switch h.route {
@@ -148,6 +153,8 @@ func FuzzParseCallHead(f *testing.F) {
 			t.Fatalf("Idempotency-Key: net/http %q, the call server %q", req.Header.Values("Idempotency-Key"), h.idempotency)
 		case !slices.Equal(req.Header.Values("Prefer"), prefer):
 			t.Fatalf("Prefer: net/http %q, the call server %q", req.Header.Values("Prefer"), prefer)
+		case !slices.Equal(req.Header.Values("X-Forwarded-For"), forwarded):
+			t.Fatalf("X-Forwarded-For: net/http %q, the call server %q", req.Header.Values("X-Forwarded-For"), forwarded)
 		case req.Close != h.close:
 			t.Fatalf("Connection close: net/http %v, the call server %v", req.Close, h.close)
 		case req.Host == "" || len(req.Header.Values("Host")) > 0:

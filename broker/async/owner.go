@@ -26,6 +26,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Outcomes counts the outcomes this broker wrote, by status.
 	Outcomes *prometheus.CounterVec
+	// Recorded, when set, is told of each outcome this broker wrote of a
+	// call answered (the audit log's async_outcome line); not of the
+	// calls the sweep ended, which it counts alone.
+	Recorded func(rec *store.Record)
 	// Spawn runs f on a goroutine the broker waits for at shutdown, or
 	// returns false once it no longer starts any; Stopping is closed when
 	// the broker stops the sweep and the outcomes' retries.
@@ -62,7 +66,14 @@ func (o *Owner) putOutcome(ctx context.Context, rec store.Record, resp protocol.
 		return rec
 	}
 	o.cfg.Outcomes.WithLabelValues(stored.Status).Inc()
+	o.recorded(&stored)
 	return stored
+}
+
+func (o *Owner) recorded(rec *store.Record) {
+	if o.cfg.Recorded != nil {
+		o.cfg.Recorded(rec)
+	}
 }
 
 // Record writes an async call's one answer to the store, off the
@@ -82,6 +93,7 @@ func (o *Owner) Record(call protocol.ToolCall, resp protocol.ToolResponse) {
 			switch {
 			case err == nil && out.Won:
 				o.cfg.Outcomes.WithLabelValues(out.Record.Status).Inc()
+				o.recorded(&out.Record)
 				e.Str("workspace_id", out.Record.WorkspaceID).Str("status", out.Record.Status).Msg("async call outcome recorded")
 				return
 			case err == nil:

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tetherdev/tether/audit"
 )
 
 // Roles a token can carry.
@@ -32,7 +34,19 @@ const AnyWorkspace = "*"
 type Claims struct {
 	Role       string   `json:"role"`
 	Workspaces []string `json:"workspaces"`
+	// KeyID is the kid of the key that signed the token (its header's),
+	// "" for the broker's secret: the audit log names it.
+	KeyID string `json:"-"`
 	jwt.RegisteredClaims
+}
+
+// Principal is who the claims name, for the audit log: the token's sub,
+// jti, kid and role, never the token. nil for nil claims.
+func (c *Claims) Principal() *audit.Principal {
+	if c == nil {
+		return nil
+	}
+	return &audit.Principal{Sub: c.Subject, JTI: c.ID, KID: c.KeyID, Role: c.Role}
 }
 
 // Allows reports whether the claims cover workspaceID.

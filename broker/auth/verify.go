@@ -192,7 +192,9 @@ func (a *Verifier) Enabled() bool {
 
 // Verify checks token for role and workspaceID ("" for any). It returns a *protocol.Error
 // with CodeUnauthorized (bad token) or CodeForbidden (valid token, wrong role
-// or workspace).
+// or workspace). With a refusal of a token whose signature is good
+// (revoked, wrong role or workspace) the token's claims come back too, for
+// the audit log to name who was refused: act on them only when err is nil.
 func (a *Verifier) Verify(token, role, workspaceID string) (*Claims, error) {
 	return a.VerifyFor(token, role, workspaceID, "")
 }
@@ -220,14 +222,16 @@ func (a *Verifier) VerifyFor(token, role, workspaceID, resource string) (*Claims
 		}
 	}
 	claims := c.claims
+	// A token with a good signature that is refused all the same comes
+	// back with its claims, so that the audit log names who was refused.
 	if a.revoked != nil && a.revoked.Revoked(claims) {
-		return nil, ErrRevoked()
+		return claims, ErrRevoked()
 	}
 	if claims.Role != role {
-		return nil, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)
+		return claims, protocol.Errorf(protocol.CodeForbidden, "token role %q cannot act as %s", claims.Role, role)
 	}
 	if workspaceID != "" && !claims.Allows(workspaceID) {
-		return nil, protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %q", workspaceID)
+		return claims, protocol.Errorf(protocol.CodeForbidden, "token does not cover workspace %q", workspaceID)
 	}
 	return claims, nil
 }
@@ -269,7 +273,7 @@ func (a *Verifier) parse(token string) (cached, error) {
 	}
 	var remote bool
 	mc := jwt.MapClaims{}
-	_, err := a.parser.ParseWithClaims(token, mc, func(t *jwt.Token) (any, error) {
+	tok, err := a.parser.ParseWithClaims(token, mc, func(t *jwt.Token) (any, error) {
 		k, r, err := a.keyFor(t)
 		remote = r
 		return k, err
@@ -281,6 +285,7 @@ func (a *Verifier) parse(token string) (cached, error) {
 	if err != nil {
 		return cached{}, protocol.Errorf(protocol.CodeUnauthorized, "invalid token: %v", err)
 	}
+	claims.KeyID, _ = tok.Header["kid"].(string)
 	if remote && len(a.opts.Issuers) > 0 && !slices.Contains(a.opts.Issuers, claims.Issuer) {
 		return cached{}, protocol.Errorf(protocol.CodeUnauthorized, "invalid token: wrong issuer")
 	}

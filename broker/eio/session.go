@@ -88,6 +88,10 @@ type Session struct {
 // ID is the session's Engine.IO sid.
 func (s *Session) ID() string { return s.id }
 
+// Remote is the client's address: the peer's, or behind a trusted proxy
+// the client its X-Forwarded-For names (proxy.Trust.Client).
+func (s *Session) Remote() string { return s.remote }
+
 // Bearer is the token of the first request's Authorization header ("" when
 // none): a client may authenticate with it instead of its CONNECT payload.
 func (s *Session) Bearer() string { return s.bearer }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/tetherdev/tether/bridge"
@@ -31,6 +33,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	var cf caFlags
 	cf.register(fs)
+	var af auditFlags
+	af.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -54,6 +58,17 @@ func runBridge(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopTracing()
+	if af.path != "" {
+		// SIGHUP reopens the audit log rather than ending the bridge
+		// (without one, a hangup ends it, as it always did).
+		stopHangups := watchHangups(log)
+		defer stopHangups()
+	}
+	auditLog, closeAudit, err := af.open("bridge", bridgeInstance(), log)
+	if err != nil {
+		return err
+	}
+	defer closeAudit() // after Run returned: its last calls' lines are written
 	b, err := bridge.New(bridge.Config{
 		HTTPClient:  &http.Client{Transport: tlsDialer.Transport()},
 		BrokerURL:   *brokerURL,
@@ -67,6 +82,7 @@ func runBridge(args []string, stderr io.Writer) error {
 		ReadOnly:    *readOnly,
 		Disable:     splitList(*disable),
 		Logger:      log,
+		Audit:       auditLog,
 	})
 	if err != nil {
 		return err
@@ -74,6 +90,16 @@ func runBridge(args []string, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	return b.Run(ctx)
+}
+
+// bridgeInstance names this bridge on its audit lines: the host and the
+// process, which tell two bridges of one workspace apart.
+func bridgeInstance() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
 }
 
 // splitList reads a comma-separated flag value; empty items are dropped.

@@ -128,6 +128,8 @@ func runBroker(args []string, stderr io.Writer) error {
 	rv.register(fs)
 	var tf tlsFlags
 	tf.register(fs)
+	var af auditFlags
+	af.register(fs)
 	mkLog := logFlags(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
@@ -171,6 +173,11 @@ func runBroker(args []string, stderr io.Writer) error {
 		// One name for the broker's logs and its Redis connections.
 		f.instanceID = uuid.NewString()[:8]
 	}
+	auditLog, closeAudit, err := af.open("broker", f.instanceID, log)
+	if err != nil {
+		return err
+	}
+	defer closeAudit() // after serveBroker's drain: the last calls' lines are written
 	// Keys first: a key file that is not a key set stops the start here.
 	verifier, closeVerifier, err := kf.verifier(f.secret, log)
 	if err != nil {
@@ -197,6 +204,7 @@ func runBroker(args []string, stderr io.Writer) error {
 	}
 	cfg := f.config(log)
 	cfg.Verifier, cfg.OAuthIssuers, cfg.PublicURL = verifier, kf.oauthIssuers, kf.publicURL
+	cfg.Audit = auditLog
 	if rb != nil {
 		cfg.Bus = rb
 		defer rb.Close() // after the broker's Shutdown: it drains through the bus
