@@ -134,7 +134,7 @@ func (b *Bridge) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		ev = b.d.callLog(&call).Warn().Err(err)
 	}
-	ev.Str("transport", "http").Bool("success", resp.Success).Str("code", resp.Error).
+	ev.Str("transport", audit.DoorLocalHTTP).Bool("success", resp.Success).Str("code", resp.Error).
 		Dur("duration", time.Since(received)).Msg("response sent")
 }
 

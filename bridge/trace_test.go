@@ -205,7 +205,7 @@ func TestHTTPTraceparentHeaderContinuesTheTrace(t *testing.T) {
 	if s.SpanContext().TraceID().String() != callerTrace || s.Parent().SpanID().String() != callerSpan {
 		t.Errorf("span %v with parent %v, want trace %s under span %s", s.SpanContext(), s.Parent(), callerTrace, callerSpan)
 	}
-	wantAttrs(t, s, map[string]string{"tether.transport": "http", "tether.workspace_id": "ws-http", "tether.correlation_id": "corr-4"})
+	wantAttrs(t, s, map[string]string{"tether.transport": "local_http", "tether.workspace_id": "ws-http", "tether.correlation_id": "corr-4"})
 }
 
 // TestTerminalCommandIsASpanWithItsExitCode: a command run by

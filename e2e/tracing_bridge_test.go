@@ -147,7 +147,7 @@ func TestBridgeExportsATreeOfSpansOverOTLP(t *testing.T) {
 		exec.Attributes["tether.exec.runtime"] != "hidden" || !exec.StatusError {
 		t.Errorf("terminal.exec %+v, want exit code 2 in a hidden terminal, an error, under the call %s", exec, socketCall.SpanID)
 	}
-	if debugCall.TraceID != traceID || debugCall.ParentSpanID != parentID || debugCall.Attributes["tether.transport"] != "http" {
+	if debugCall.TraceID != traceID || debugCall.ParentSpanID != parentID || debugCall.Attributes["tether.transport"] != "local_http" {
 		t.Errorf("start-session span %+v, want trace %s under the caller's span %s", debugCall, traceID, parentID)
 	}
 	dap := map[string]bool{}
