@@ -27,9 +27,10 @@ PEBBLE_VERSION := v2.10.3
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
 # bubblewrap and ripgrep for terminal/sandbox, gcc for -race; python3-aiohttp
 # (with python3-socketio and python3-redis) for the python peer of bench-peers;
-# prometheus for promtool, which checks deploy/prometheus (scripts/apt-deps.sh
-# installs it without its recommends and keeps its server stopped).
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus
+# prometheus for promtool, which checks deploy/prometheus, and haproxy, which
+# e2e/deploy_test.go runs with deploy/compose/haproxy.cfg (scripts/apt-deps.sh
+# installs both without their recommends and keeps their servers stopped).
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy
 
 CLIENTS := e2e/clients
 # The servers bench-peers compares tether with (their npm packages are not

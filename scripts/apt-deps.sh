@@ -3,15 +3,17 @@
 # plus node and npm when their commands are missing. Does nothing, quickly,
 # when everything is there. As non-root it prints the command and fails.
 #
-# Debian's prometheus is wanted only for promtool (make test checks
-# deploy/prometheus with it), but installing it enables a Prometheus server
-# (port 9090, every address) and recommends the node exporter, smartd and a
-# row of collector timers. So it comes without its recommends, and where
-# systemd runs, the service this run installed is stopped and disabled
-# again; a prometheus that was installed before is left alone.
+# Two packages are wanted for a tool, not for the server they start:
+# Debian's prometheus for promtool (make test checks deploy/prometheus with
+# it), whose install enables a Prometheus server on port 9090 of every
+# address and recommends the node exporter, smartd and a row of collector
+# timers; and haproxy, which e2e/deploy_test.go runs itself, whose install
+# enables a haproxy service. So they come without their recommends, and
+# where systemd runs, the services this run installed are stopped and
+# disabled again; a package that was installed before is left alone.
 set -euo pipefail
 
-no_recommends=(prometheus)
+no_recommends=(prometheus haproxy)
 
 missing=()
 for pkg in "$@"; do
