@@ -29,10 +29,13 @@ import (
 // deploy/compose/haproxy.cfg with only its addresses and file paths
 // changed (the server lines as the doc writes them for brokers on other
 // hosts). Through the balancer, a bridge connects and calls succeed,
-// answered by more than one broker; the balancer refuses /metrics. Then
-// the broker holding the workspace is stopped (SIGTERM): the bridge moves
-// to another broker and calls through the balancer succeed again within
-// 15 s, as the doc promises.
+// answered by more than one broker; a long-polling and an upgrading
+// socket.io client and an MCP session over HTTP work (each needs its
+// requests on one broker); the balancer refuses /metrics. Then the broker
+// holding the workspace is stopped (SIGTERM): every call is answered by a
+// broker meanwhile (never a 503 of the balancer's), the bridge moves to
+// another broker, and calls succeed again within 15 s (the doc gives the
+// figure this test logs).
 func TestDeployThreeBrokersBehindHAProxy(t *testing.T) {
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
