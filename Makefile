@@ -26,8 +26,12 @@ PEBBLE_VERSION := v2.10.3
 
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
 # bubblewrap and ripgrep for terminal/sandbox, gcc for -race; python3-aiohttp
-# (with python3-socketio and python3-redis) for the python peer of bench-peers.
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp
+# (with python3-socketio and python3-redis) for the python peer of bench-peers;
+# prometheus for promtool, which checks deploy/prometheus, and haproxy, which
+# e2e/deploy_test.go runs with deploy/compose/haproxy.cfg (scripts/apt-deps.sh
+# installs both without their recommends and keeps their servers stopped);
+# systemd for systemd-analyze, which verifies deploy/systemd's units.
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy systemd
 
 CLIENTS := e2e/clients
 # The servers bench-peers compares tether with (their npm packages are not
@@ -47,7 +51,8 @@ help:
 	@echo 'make deps       install Debian packages, e2e node clients, staticcheck, delve and pebble (idempotent)'
 	@echo 'make build      build bin/tether'
 	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s),'
-	@echo '                 then make cross'
+	@echo '                 then make cross, then scripts/deploy-check.sh (promtool, systemd-analyze, compose file'
+	@echo '                 and Kubernetes manifests through their loaders: deploy/check)'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
 	@echo 'make cross      compile and vet for macOS (darwin/arm64, darwin/amd64) and Windows (windows/amd64:'
 	@echo '                 the broker and clients), which CI cannot run (docs/platforms.md)'
@@ -120,6 +125,8 @@ lint: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	$(GO) vet ./...
 	staticcheck ./...
+	@# deploy/check is a module of its own (compose-go, the Kubernetes API types).
+	cd deploy/check && $(GO) mod tidy -diff >/dev/null && $(GO) vet ./... && staticcheck ./...
 
 # Micro benchmarks everywhere but e2e, then the e2e load benchmarks once.
 bench: bench-go bench-e2e

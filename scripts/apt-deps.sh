@@ -2,7 +2,18 @@
 # Installs the Debian packages given as arguments that are not installed yet,
 # plus node and npm when their commands are missing. Does nothing, quickly,
 # when everything is there. As non-root it prints the command and fails.
+#
+# Two packages are wanted for a tool, not for the server they start:
+# Debian's prometheus for promtool (make test checks deploy/prometheus with
+# it), whose install enables a Prometheus server on port 9090 of every
+# address and recommends the node exporter, smartd and a row of collector
+# timers; and haproxy, which e2e/deploy_test.go runs itself, whose install
+# enables a haproxy service. So they come without their recommends, and
+# where systemd runs, the services this run installed are stopped and
+# disabled again; a package that was installed before is left alone.
 set -euo pipefail
+
+no_recommends=(prometheus haproxy)
 
 missing=()
 for pkg in "$@"; do
@@ -20,5 +31,19 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 echo "deps: installing ${missing[*]}"
+plain=() bare=()
+for pkg in "${missing[@]}"; do
+  if [[ " ${no_recommends[*]} " == *" $pkg "* ]]; then bare+=("$pkg"); else plain+=("$pkg"); fi
+done
 apt-get "${apt_opts[@]}" update -qq
-DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq "${missing[@]}"
+[ ${#plain[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq "${plain[@]}"
+if [ ${#bare[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${bare[@]}"
+  # Only where systemd runs; elsewhere (a container) nothing was started.
+  if [ -d /run/systemd/system ]; then
+    for pkg in "${bare[@]}"; do
+      echo "deps: $pkg is here for its tools; stopping and disabling its service"
+      systemctl disable --now "$pkg.service" || true
+    done
+  fi
+fi

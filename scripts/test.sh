@@ -2,7 +2,9 @@
 # make test's runner: the whole suite under -race, the broker's packages
 # without -race, the e2e suite with every hand-tuned piece off, then every
 # fuzz target for a short time, then the cross-checks for macOS and Windows
-# (scripts/cross.sh: compiled and vetted, not run), then a recap that ends
+# (scripts/cross.sh: compiled and vetted, not run), then the deployment
+# files (scripts/deploy-check.sh: promtool, systemd-analyze, the compose
+# file and Kubernetes manifests through their own loaders), then a recap that ends
 # the output with go test's package lines and one "summary: N passed, N
 # failed" line, so a long run's result is the
 # last thing on screen (and in CI's log). Exits non-zero if anything failed.
@@ -55,13 +57,18 @@ echo
 echo
 "$(dirname "$0")/cross.sh" 2>&1 | tee "$log/cross" || status=1
 
+echo
+"$(dirname "$0")/deploy-check.sh" 2>&1 | tee "$log/deploy" || status=1
+
 # go test's package lines ("ok  <pkg> 1.2s", "FAIL <pkg> [build failed]"; not
-# the bare closing "FAIL") and one verdict line per fuzz target and per
-# cross-check.
+# the bare closing "FAIL") and one verdict line per fuzz target, per
+# cross-check and per deployment check.
 grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]' "$log/test" >"$log/packages" || true
 grep -E '^(ok|FAIL) +fuzz ' "$log/fuzz" >"$log/verdicts" || true
 grep -E '^(ok|FAIL) +cross ' "$log/cross" >>"$log/verdicts" || true
-# Every test and subtest verdict, plus one per fuzz target and cross-check.
+grep -E '^(ok|FAIL) +deploy ' "$log/deploy" >>"$log/verdicts" || true
+# Every test and subtest verdict, plus one per fuzz target, cross-check and
+# deployment check.
 passed=$(( $(grep -cE '^[[:space:]]*--- PASS' "$log/test") + $(grep -c '^ok' "$log/verdicts") ))
 failed=$(( $(grep -cE '^[[:space:]]*--- FAIL' "$log/test") + $(grep -c '^FAIL' "$log/verdicts") ))
 [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1

@@ -169,6 +169,16 @@ func logFlags(fs *flag.FlagSet, w io.Writer) func() (zerolog.Logger, error) {
 	}
 }
 
+// setDefault gives fs's flag name another default than the one it was
+// registered with (tether up's logs are for a person at a terminal), as its
+// default: -h shows it, and docs/deploy.md's flags table, made from -h,
+// says it.
+func setDefault(fs *flag.FlagSet, name, value string) {
+	if fs.Set(name, value) == nil {
+		fs.Lookup(name).DefValue = value
+	}
+}
+
 // signalContext is cancelled on SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

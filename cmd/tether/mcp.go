@@ -29,7 +29,7 @@ func runMCP(args []string, stderr io.Writer) error {
 	var cf caFlags
 	cf.register(fs)
 	mkLog := logFlags(fs, stderr)
-	_ = fs.Set("log-level", env("TETHER_LOG_LEVEL", "warn"))
+	setDefault(fs, "log-level", env("TETHER_LOG_LEVEL", "warn"))
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}

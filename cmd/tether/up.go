@@ -41,8 +41,8 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id (default: the directory's name)")
 	bridgeHTTP := fs.String("http", "127.0.0.1:0", "serve the bridge's routes and tether attach over HTTP on this address (\"\" disables)")
 	mkLog := logFlags(fs, stderr)
-	_ = fs.Set("log-format", "console")
-	_ = fs.Set("log-level", env("TETHER_LOG_LEVEL", "warn"))
+	setDefault(fs, "log-format", "console")
+	setDefault(fs, "log-level", env("TETHER_LOG_LEVEL", "warn"))
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
