@@ -17,19 +17,11 @@ const brokerShutdownBound = 30
 // pendingNames are TETHER_* variables the deploy files set for flags that
 // other work adds; each names that work. When the flag is in the doc's
 // table (the code has it), the entry is an error: remove it.
-var pendingNames = map[string]string{
-	"TETHER_AUDIT_LOG": "the audit log (--audit-log, issue 31)",
-	"TETHER_REDIS_CA":  "Redis TLS (--redis-ca, issue 31)",
-}
+var pendingNames = map[string]string{}
 
 // pendingFlags are flags of tether broker the deploy files and the doc use
 // that other work adds, as pendingNames.
-var pendingFlags = map[string]string{
-	"audit-log":  "the audit log (issue 31)",
-	"redis-ca":   "Redis TLS (issue 31)",
-	"redis-cert": "Redis TLS (issue 31)",
-	"redis-key":  "Redis TLS (issue 31)",
-}
+var pendingFlags = map[string]string{}
 
 // notFlags are TETHER_* variables read without a flag (docs/deploy.md,
 // "Reference: flags"), and TETHER_UPDATE_DOCS, the knob of the test that
