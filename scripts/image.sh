@@ -61,6 +61,8 @@ version=$(field version) commit=$(field commit) created=$(field build_date)
 image=${IMAGE:-localhost/tether:$version}
 
 echo "image: building $image ($version, $commit)" >&2
+# --layers=false: one layer and no intermediate images left behind;
+# --pull=never: FROM scratch needs nothing, and no registry is asked.
 podman build --quiet --pull=never --no-cache --layers=false --timestamp "$(date -d "$created" +%s)" \
   --build-arg "VERSION=$version" --build-arg "REVISION=$commit" --build-arg "CREATED=$created" \
   -f "$here/deploy/image/Containerfile" -t "$image" "$ctx"

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/buildinfo"
+	"debug/macho"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -232,6 +233,25 @@ func TestReleaseLinuxBinariesAreStatic(t *testing.T) {
 			t.Errorf("%s: ldd said %q (err %v), want \"not a dynamic executable\"", p, ldd, err)
 		}
 	}
+}
+
+// Apple silicon runs no unsigned program: Go's linker writes an ad-hoc
+// signature (LC_CODE_SIGNATURE) when it links darwin/arm64 itself, which a
+// change of linker flags could lose without any build failing.
+func TestReleaseDarwinArm64BinaryIsAdHocSigned(t *testing.T) {
+	r := needRelease(t)
+	f, err := macho.Open(extractTether(t, r.archive(r.a, "darwin_arm64")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const lcCodeSignature = 0x1d
+	for _, l := range f.Loads {
+		if raw := l.Raw(); len(raw) >= 4 && f.ByteOrder.Uint32(raw) == lcCodeSignature {
+			return
+		}
+	}
+	t.Fatal("the darwin/arm64 binary has no LC_CODE_SIGNATURE load command")
 }
 
 func TestReleaseBinaryNamesTheCommitItWasBuiltFrom(t *testing.T) {
