@@ -112,8 +112,10 @@ $(TOOLS)/.pebble-$(PEBBLE_VERSION):
 	GOBIN=$(TOOLS) $(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION)
 	@touch $@
 
+# -trimpath: the SBOM names the generator by the hashes of its binary, which
+# then depend on the Go version alone, not on where its sources were.
 $(TOOLS)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION):
-	GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	GOBIN=$(TOOLS) $(GO) install -trimpath github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
 	@touch $@
 
 build:

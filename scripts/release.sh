@@ -18,7 +18,10 @@
 # GOFLAGS=-buildvcs=false would drop the commit), vcs.time (the commit's
 # time) as the build date, and archives whose names are sorted, whose times
 # are the commit's time, whose owner is 0:0 and whose gzip header has no name
-# or time. The SBOM has no serial number or timestamp for the same reason.
+# or time. The SBOM has no serial number or timestamp for the same reason; it
+# names its generator by the hashes of the cyclonedx-gomod binary, so it is
+# byte-identical where that binary is (the same pinned version built by the
+# same Go: the Makefile installs it with -trimpath).
 #
 # The version: $VERSION when set; else the tag on HEAD (v1.2.3); else `git
 # describe --tags` after the newest v* tag (v1.2.3-4-gabcdef1); with no tag
