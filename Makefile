@@ -23,6 +23,8 @@ STATICCHECK_VERSION := v0.8.2
 DELVE_VERSION := v1.27.2
 # pebble: Let's Encrypt's test ACME server, for the ACME e2e test.
 PEBBLE_VERSION := v2.10.3
+# cyclonedx-gomod: the SBOM of make release (CycloneDX, the module graph).
+CYCLONEDX_GOMOD_VERSION := v1.10.0
 
 # Debian packages the tests use: Redis for the bus, debug adapters for dap,
 # bubblewrap and ripgrep for terminal/sandbox, gcc for -race; python3-aiohttp
@@ -30,8 +32,11 @@ PEBBLE_VERSION := v2.10.3
 # prometheus for promtool, which checks deploy/prometheus, and haproxy, which
 # e2e/deploy_test.go runs with deploy/compose/haproxy.cfg (scripts/apt-deps.sh
 # installs both without their recommends and keeps their servers stopped);
-# systemd for systemd-analyze, which verifies deploy/systemd's units.
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy systemd
+# systemd for systemd-analyze, which verifies deploy/systemd's units; podman
+# with runc (crun fails on these machines' cgroups) for make image and its
+# test, ca-certificates for the image's /etc/ssl/certs, file for the release
+# test's static-binary check.
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy systemd podman runc ca-certificates file
 
 CLIENTS := e2e/clients
 # The servers bench-peers compares tether with (their npm packages are not
@@ -45,17 +50,29 @@ UPDATE_DOCS ?=
 RENDER ?=
 BENCH_PEERS_OUT ?= $(CURDIR)/bin/bench-peers
 
-.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz cross fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
+# podman's settings for make image and the image test: runc and cgroupfs,
+# the ulimits containers get here (deploy/podman/containers.conf).
+CONTAINERS_CONF ?= $(CURDIR)/deploy/podman/containers.conf
+export CONTAINERS_CONF
+
+.PHONY: help deps deps-apt deps-node deps-peers deps-tools build test fuzz cross release image fmt lint bench bench-go bench-e2e bench-peers chaos soak run clean
 
 help:
-	@echo 'make deps       install Debian packages, e2e node clients, staticcheck, delve and pebble (idempotent)'
+	@echo 'make deps       install Debian packages, e2e node clients, staticcheck, delve, pebble and cyclonedx-gomod'
+	@echo '                 (idempotent)'
 	@echo 'make build      build bin/tether'
 	@echo 'make test       deps + build, go test -race ./..., broker without -race, e2e with TETHER_TUNING=off, every fuzz target for $$FUZZTIME (10s),'
-	@echo '                 then make cross, then scripts/deploy-check.sh (promtool, systemd-analyze, compose file'
-	@echo '                 and Kubernetes manifests through their loaders: deploy/check)'
+	@echo '                 then make cross, then the release and image tests (e2e/release), then'
+	@echo '                 scripts/deploy-check.sh (promtool, systemd-analyze, compose file and Kubernetes'
+	@echo '                 manifests through their loaders: deploy/check)'
 	@echo 'make fuzz       only the fuzz targets (FUZZTIME=1m make fuzz for longer)'
 	@echo 'make cross      compile and vet for macOS (darwin/arm64, darwin/amd64) and Windows (windows/amd64:'
 	@echo '                 the broker and clients), which CI cannot run (docs/platforms.md)'
+	@echo 'make release    dist/tether_<version>_<os>_<arch>.tar.gz for linux and darwin, amd64 and arm64 (static,'
+	@echo '                 reproducible, built from a fresh clone of HEAD), the SBOM and SHA256SUMS; VERSION=v1.2.3'
+	@echo '                 overrides the version (default: git describe --tags; with no tag v0.0.0-<commit time>-<commit>)'
+	@echo 'make image      podman image localhost/tether:<version>: the static linux binary, CA certificates and a'
+	@echo '                 non-root user, FROM scratch (IMAGE=name:tag to name it otherwise)'
 	@echo 'make fmt        gofmt -w the Go files'
 	@echo 'make lint       gofmt -l, go mod tidy -diff, go vet, staticcheck'
 	@echo 'make bench      Go benchmarks, then bench-e2e'
@@ -86,7 +103,7 @@ deps-peers: $(PEERS)/node_modules/.package-lock.json
 	cd $* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION) $(TOOLS)/.pebble-$(PEBBLE_VERSION)
+deps-tools: $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION) $(TOOLS)/.dlv-$(DELVE_VERSION) $(TOOLS)/.pebble-$(PEBBLE_VERSION) $(TOOLS)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 
 # The stamp's name carries the version, so bumping a version reinstalls.
 $(TOOLS)/.staticcheck-$(STATICCHECK_VERSION):
@@ -101,8 +118,22 @@ $(TOOLS)/.pebble-$(PEBBLE_VERSION):
 	GOBIN=$(TOOLS) $(GO) install github.com/letsencrypt/pebble/v2/cmd/pebble@$(PEBBLE_VERSION)
 	@touch $@
 
+# -trimpath: the SBOM names the generator by the hashes of its binary, which
+# then depend on the Go version alone, not on where its sources were.
+$(TOOLS)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION):
+	GOBIN=$(TOOLS) $(GO) install -trimpath github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	@touch $@
+
 build:
 	$(GO) build -o $(TETHER_BIN) ./cmd/tether
+
+# The release of HEAD into dist/ (scripts/release.sh says what and how).
+release: $(TOOLS)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+	@GO=$(GO) scripts/release.sh
+
+# The image of HEAD's release binary (scripts/image.sh; deploy/image).
+image: deps-apt $(TOOLS)/.cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+	@GO=$(GO) scripts/image.sh
 
 test: deps build
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/test.sh
@@ -163,4 +194,4 @@ run: build
 	$(TETHER_BIN) up --root $(CURDIR)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -2,7 +2,8 @@
 # make test's runner: the whole suite under -race, the broker's packages
 # without -race, the e2e suite with every hand-tuned piece off, then every
 # fuzz target for a short time, then the cross-checks for macOS and Windows
-# (scripts/cross.sh: compiled and vetted, not run), then the deployment
+# (scripts/cross.sh: compiled and vetted, not run), the release and image
+# tests (e2e/release: make release twice, make image), then the deployment
 # files (scripts/deploy-check.sh: promtool, systemd-analyze, the compose
 # file and Kubernetes manifests through their own loaders), then a recap that ends
 # the output with go test's package lines and one "summary: N passed, N
@@ -39,7 +40,14 @@ grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test-norace" || true
 echo "=== TETHER_TUNING=off go test -p 1 -count=1 -v ./e2e/... (every hand-tuned piece off)"
 TETHER_TUNING=off $go test -p 1 -count=1 -timeout 30m -v ./e2e/... >"$log/test-plain" 2>&1 || status=1
 grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test-plain" || true
-for pass in test-norace test-plain; do
+# The release and image tests skip in the passes above (without
+# TETHER_RELEASE_TEST): their cross builds and podman would take both cores
+# from the time-bounded tests beside them. Here they run alone, without
+# -race (they check scripts and binaries, not concurrent Go code).
+echo "=== TETHER_RELEASE_TEST=1 go test -count=1 -v ./e2e/release/ (make release twice, make image)"
+TETHER_RELEASE_TEST=1 $go test -count=1 -timeout 20m -v ./e2e/release/ >"$log/test-release" 2>&1 || status=1
+grep -E '^(ok|FAIL|panic:|[[:space:]]*--- FAIL)' "$log/test-release" || true
+for pass in test-norace test-plain test-release; do
   if grep -qE '^[[:space:]]*--- FAIL|^panic:|^FAIL' "$log/$pass"; then
     echo "--- output of failing tests ($pass):"
     grep -B40 -A5 -E '^[[:space:]]*--- FAIL|^panic:' "$log/$pass" | tail -300
@@ -49,7 +57,7 @@ for pass in test-norace test-plain; do
     grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log/$pass" | grep -v 'last lines)' | tail -40
   fi
 done
-cat "$log/test-norace" "$log/test-plain" >>"$log/test"
+cat "$log/test-norace" "$log/test-plain" "$log/test-release" >>"$log/test"
 
 echo
 "$(dirname "$0")/fuzz.sh" 2>&1 | tee "$log/fuzz" || status=1

@@ -17,7 +17,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/tetherdev/tether/internal/buildinfo"
 	"github.com/tetherdev/tether/internal/gcpace"
 	"github.com/tetherdev/tether/internal/procpace"
 	"github.com/tetherdev/tether/internal/tuning"
@@ -45,7 +44,7 @@ Usage:
                  remove --kid K --public-set FILE       keep a broker's --keys set
   tether revoke  --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)
                                                         revoke tokens, or list the revocations
-  tether version
+  tether version [--json]                               the build's version, commit and commit time
 
 Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
 TETHER_WORKSPACE. Run 'tether COMMAND -h' for a command's flags.
@@ -110,8 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "revoke":
 		return runRevoke(rest, stdout, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "tether", buildinfo.Get())
-		return 0
+		err = runVersion(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
