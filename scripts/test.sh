@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # make test's runner: the whole suite under -race, the broker's packages
-# without -race, the e2e suite with every hand-tuned piece off, then every
-# fuzz target for a short time, then the cross-checks for macOS and Windows
-# (scripts/cross.sh: compiled and vetted, not run), the release and image
-# tests (e2e/release: make release twice, make image), then the deployment
-# files (scripts/deploy-check.sh: promtool, systemd-analyze, the compose
-# file and Kubernetes manifests through their own loaders), then a recap that ends
-# the output with go test's package lines and one "summary: N passed, N
-# failed" line, so a long run's result is the
-# last thing on screen (and in CI's log). Exits non-zero if anything failed.
+# without -race, the e2e suite with every hand-tuned piece off, the release
+# and image tests alone (e2e/release: make release twice, make image), then
+# every fuzz target for a short time, then the cross-checks for macOS and
+# Windows (scripts/cross.sh: compiled and vetted, not run), then the
+# deployment files (scripts/deploy-check.sh: promtool, systemd-analyze, the
+# compose file and Kubernetes manifests through their own loaders), then a
+# recap that ends the output with go test's package lines and one
+# "summary: N passed, N failed" line, so a long run's result is the last
+# thing on screen (and in CI's log). Exits non-zero if anything failed.
 set -uo pipefail
 
 go=${GO:-go}
