@@ -3,6 +3,8 @@ package tracing
 import (
 	"context"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestExtractThenTraceparentGivesTheSameTraceparent(t *testing.T) {
@@ -42,5 +44,17 @@ func TestConfiguredOnlyWithAnEndpointAndNotDisabled(t *testing.T) {
 		if got := Configured(); got != c.want {
 			t.Errorf("%v: Configured() = %v, want %v", c.env, got, c.want)
 		}
+	}
+}
+
+func TestFormatAgreesWithTraceparent(t *testing.T) {
+	for _, tp := range []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"} {
+		ctx, _ := Extract(context.Background(), tp, "")
+		if got := Format(trace.SpanContextFromContext(ctx)); got != tp || got != Traceparent(ctx) {
+			t.Errorf("Format = %q, Traceparent = %q, want %q", got, Traceparent(ctx), tp)
+		}
+	}
+	if got := Format(trace.SpanContext{}); got != "" {
+		t.Errorf("Format of an invalid span context = %q, want empty", got)
 	}
 }
