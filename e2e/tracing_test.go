@@ -1,0 +1,396 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The caller's trace context in these tests: a W3C traceparent of a span
+// of the caller's.
+const (
+	callerTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerSpanID  = "00f067aa0ba902b7"
+	callerTP      = "00-" + callerTraceID + "-" + callerSpanID + "-01"
+	// payloadMark is in every traced call's payload: no span may carry it.
+	payloadMark = "payload-text-never-in-a-span"
+)
+
+func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	e := newRedisEnv(t)
+	a := e.brokerWithEnv("a", recv.env())
+	b := e.brokerWithEnv("b", recv.env())
+	client := connectRecordingClient(t, b, "ws-traced")
+	tok := token(t, auth.RoleCaller, "ws-traced")
+
+	r := a.callWith("ws-traced", tok, tracedBody(), map[string]string{"traceparent": callerTP, "tracestate": "vendor=opaque"})
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("call through a to b: %+v %v", r.resp, r.err)
+	}
+	sent := client.next(t, 5*time.Second)
+
+	spans := recv.await(10*time.Second, "call, publish and deliver spans of the caller's trace", func(spans []gotSpan) bool {
+		return len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")) == 1 &&
+			len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")) == 1 &&
+			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
+	})
+	call := findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")[0]
+	publish := findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")[0]
+	deliver := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")[0]
+
+	// Parented hop by hop: the caller's span, a's call, a's crossing of
+	// the bus, b's delivery, and the tool_call the client received.
+	for _, c := range []struct {
+		span   gotSpan
+		parent string
+		kind   tracepb.Span_SpanKind
+	}{
+		{call, callerSpanID, tracepb.Span_SPAN_KIND_SERVER},
+		{publish, call.SpanID, tracepb.Span_SPAN_KIND_PRODUCER},
+		{deliver, publish.SpanID, tracepb.Span_SPAN_KIND_CONSUMER},
+	} {
+		if c.span.ParentID != c.parent {
+			t.Errorf("%s: parent %s, want %s", c.span, c.span.ParentID, c.parent)
+		}
+		if c.span.Kind != c.kind {
+			t.Errorf("%s: kind %s, want %s", c.span, c.span.Kind, c.kind)
+		}
+		assertCallAttrs(t, c.span, "ws-traced", "/api/ping", "success")
+		if c.span.Resource["service.version"] == "" {
+			t.Errorf("%s: no service.version in its resource %v", c.span, c.span.Resource)
+		}
+	}
+	if call.Attrs["http.route"] != "/api/v1/workspaces/{id}/calls" {
+		t.Errorf("call span's http.route = %q", call.Attrs["http.route"])
+	}
+	if cid := call.Attrs["tether.correlation_id"]; cid != r.resp.CorrelationID || publish.Attrs["tether.correlation_id"] != cid || deliver.Attrs["tether.correlation_id"] != cid {
+		t.Errorf("correlation ids: call %q, publish %q, deliver %q; the answer's %q", cid, publish.Attrs["tether.correlation_id"], deliver.Attrs["tether.correlation_id"], r.resp.CorrelationID)
+	}
+	if want := "00-" + callerTraceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
+		t.Errorf("the tool_call reached the client with traceparent %q, want %q (b's deliver span)", sent.Traceparent, want)
+	}
+	assertNoSecrets(t, recv.all(), tok)
+}
+
+func TestTraceOfACallTheEntryBrokerHoldsItselfGoesFromCallToDeliver(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	e := newRedisEnv(t)
+	b := e.brokerWithEnv("b", recv.env())
+	client := connectRecordingClient(t, b, "ws-here")
+	tok := token(t, auth.RoleCaller, "ws-here")
+
+	r := b.callWith("ws-here", tok, tracedBody(), map[string]string{"traceparent": callerTP})
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("call: %+v %v", r.resp, r.err)
+	}
+	sent := client.next(t, 5*time.Second)
+	spans := recv.await(10*time.Second, "call and deliver spans", func(spans []gotSpan) bool {
+		return len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.call")) == 1 &&
+			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
+	})
+	call := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.call")[0]
+	deliver := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")[0]
+	if call.ParentID != callerSpanID || deliver.ParentID != call.SpanID {
+		t.Errorf("parents: call %s (want %s), deliver %s (want the call's %s)", call.ParentID, callerSpanID, deliver.ParentID, call.SpanID)
+	}
+	if n := len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.bus.publish")); n != 0 {
+		t.Errorf("%d bus spans for a call that needed no bus", n)
+	}
+	if want := "00-" + callerTraceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
+		t.Errorf("tool_call traceparent %q, want %q", sent.Traceparent, want)
+	}
+	assertCallAttrs(t, deliver, "ws-here", "/api/ping", "success")
+}
+
+func TestTraceStartsAtTheEntryBrokerWithoutATraceparent(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	e := newRedisEnv(t)
+	a := e.brokerWithEnv("a", recv.env())
+	b := e.brokerWithEnv("b", recv.env())
+	client := connectRecordingClient(t, b, "ws-untraced")
+	tok := token(t, auth.RoleCaller, "ws-untraced")
+
+	r := a.callWith("ws-untraced", tok, tracedBody(), nil)
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("call: %+v %v", r.resp, r.err)
+	}
+	sent := client.next(t, 5*time.Second)
+	call := recv.awaitSpan(10*time.Second, "a's call span", func(s gotSpan) bool {
+		return s.Name == "tether.call" && s.Resource["service.instance.id"] == "a" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
+	})
+	if call.ParentID != "" {
+		t.Errorf("a call without a traceparent: its span has parent %s, want a root span", call.ParentID)
+	}
+	deliver := recv.awaitSpan(10*time.Second, "b's deliver span", func(s gotSpan) bool {
+		return s.Name == "tether.deliver" && s.TraceID == call.TraceID
+	})
+	if deliver.Resource["service.instance.id"] != "b" {
+		t.Errorf("deliver span from %v, want broker b", deliver.Resource)
+	}
+	if !strings.HasPrefix(sent.Traceparent, "00-"+call.TraceID+"-"+deliver.SpanID) {
+		t.Errorf("tool_call traceparent %q, want trace %s span %s", sent.Traceparent, call.TraceID, deliver.SpanID)
+	}
+}
+
+func TestMalformedTraceparentStartsANewTraceAndLogsAtDebug(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	b := startNamedBroker(t, "broker", recv.env())
+	client := connectRecordingClient(t, b, "ws-bad-tp")
+	tok := token(t, auth.RoleCaller, "ws-bad-tp")
+
+	bad := "00-" + callerTraceID + "-not-a-span-id"
+	r := b.callWith("ws-bad-tp", tok, tracedBody(), map[string]string{"traceparent": bad})
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("a call with a malformed traceparent: %+v %v", r.resp, r.err)
+	}
+	b.waitLine(5*time.Second, `"level":"debug"`, "malformed traceparent ignored")
+	sent := client.next(t, 5*time.Second)
+	call := recv.awaitSpan(10*time.Second, "the call's span", func(s gotSpan) bool {
+		return s.Name == "tether.call" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
+	})
+	if call.ParentID != "" || call.TraceID == callerTraceID {
+		t.Errorf("call span %s: want a new trace (a root span)", call)
+	}
+	if !strings.HasPrefix(sent.Traceparent, "00-"+call.TraceID+"-") {
+		t.Errorf("tool_call traceparent %q, want the new trace %s", sent.Traceparent, call.TraceID)
+	}
+}
+
+func TestUnreachableOTLPEndpointCostsTheCallNothingAndCountsDroppedSpans(t *testing.T) {
+	env := append(otlpEnv("http://"+closedPort(t)), "OTEL_EXPORTER_OTLP_TIMEOUT=500")
+	b := startNamedBroker(t, "broker", env)
+	b.waitLine(5*time.Second, "tracing on")
+	startBridge(t, b, "ws-down")
+	tok := token(t, auth.RoleCaller, "ws-down")
+
+	const calls = 20
+	var slowest time.Duration
+	for i := range calls {
+		r := b.callWith("ws-down", tok, fmt.Sprintf(`{"endpoint":"/api/ping","payload":{"n":%d},"timeout":5}`, i), map[string]string{"traceparent": callerTP})
+		if r.err != nil || !r.resp.Success {
+			t.Fatalf("call %d with the OTLP endpoint down: %+v %v", i, r.resp, r.err)
+		}
+		slowest = max(slowest, r.elapsed)
+	}
+	// A ping through the bridge takes milliseconds; a call that waited on
+	// the exporter would take its timeout (500 ms) or more.
+	if slowest > 400*time.Millisecond {
+		t.Errorf("slowest call with the OTLP endpoint down took %v", slowest)
+	}
+	t.Logf("slowest of %d calls with the OTLP endpoint down: %v", calls, slowest)
+	// Each call is a call span and a deliver span on this broker.
+	testwait.Until(t, 15*time.Second, func() bool {
+		return b.metric("tether_trace_spans_dropped_total") >= 2*calls
+	}, "tether_trace_spans_dropped_total reaching %d", 2*calls)
+}
+
+func TestTracingOffPassesTheCallersTraceparentThroughUnchanged(t *testing.T) {
+	e := newRedisEnv(t)
+	a := e.brokerWithEnv("a", nil)
+	b := e.brokerWithEnv("b", nil)
+	client := connectRecordingClient(t, b, "ws-plain")
+	tok := token(t, auth.RoleCaller, "ws-plain")
+
+	for _, entry := range []*brokerProc{a, b} { // through the bus, and held by the entry broker
+		r := entry.callWith("ws-plain", tok, tracedBody(), map[string]string{"traceparent": callerTP})
+		if r.err != nil || !r.resp.Success {
+			t.Fatalf("call through %s: %+v %v", entry.name, r.resp, r.err)
+		}
+		if sent := client.next(t, 5*time.Second); sent.Traceparent != callerTP {
+			t.Errorf("entering %s: tool_call traceparent %q, want the caller's %q unchanged", entry.name, sent.Traceparent, callerTP)
+		}
+	}
+	// Without a traceparent, none.
+	r := a.callWith("ws-plain", tok, tracedBody(), nil)
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("call: %+v %v", r.resp, r.err)
+	}
+	if sent := client.next(t, 5*time.Second); sent.Traceparent != "" {
+		t.Errorf("tracing off, no traceparent given: the tool_call carries %q", sent.Traceparent)
+	}
+	for _, p := range []*brokerProc{a, b} {
+		if n := countLines(p.proc, "tracing on"); n != 0 {
+			t.Errorf("%s logged tracing on without OTEL_* set", p.name)
+		}
+	}
+}
+
+// tracedBody is a call of /api/ping whose payload holds payloadMark.
+func tracedBody() string {
+	return `{"endpoint":"/api/ping","payload":{"note":"` + payloadMark + `"},"timeout":5}`
+}
+
+// findSpans returns the spans of traceID from broker instance named name.
+func findSpans(spans []gotSpan, traceID, service, instance, name string) []gotSpan {
+	return filterSpans(spans, func(s gotSpan) bool {
+		return s.TraceID == traceID && s.Service() == service && s.Resource["service.instance.id"] == instance && s.Name == name
+	})
+}
+
+// assertCallAttrs checks the attributes every span of a call carries.
+func assertCallAttrs(t *testing.T, s gotSpan, ws, endpoint, outcome string) {
+	t.Helper()
+	for k, want := range map[string]string{"tether.workspace_id": ws, "tether.endpoint": endpoint, "tether.outcome": outcome} {
+		if got := s.Attrs[k]; got != want {
+			t.Errorf("%s: %s = %q, want %q", s, k, got, want)
+		}
+	}
+	if s.Attrs["tether.correlation_id"] == "" {
+		t.Errorf("%s: no tether.correlation_id", s)
+	}
+}
+
+// assertNoSecrets scans every attribute of every span, and its resource,
+// for the payload's text and the caller's token.
+func assertNoSecrets(t *testing.T, spans []gotSpan, tok string) {
+	t.Helper()
+	if len(spans) == 0 {
+		t.Fatal("no spans to scan")
+	}
+	for _, s := range spans {
+		for _, m := range []map[string]string{s.Attrs, s.Resource} {
+			for k, v := range m {
+				if strings.Contains(v, payloadMark) || strings.Contains(v, tok) || strings.Contains(v, secret) {
+					t.Errorf("%s: attribute %s carries a payload or a token: %q", s, k, v)
+				}
+			}
+		}
+	}
+}
+
+// callWith posts one call to the broker's HTTP API with extra headers.
+func (b *brokerProc) callWith(ws, tok, body string, header map[string]string) callResult {
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := b.httpClient().Do(req)
+	if err != nil {
+		return callResult{err: err, elapsed: time.Since(start)}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := callResult{status: res.StatusCode, elapsed: time.Since(start)}
+	if err := json.Unmarshal(raw, &r.resp); err != nil {
+		r.err = fmt.Errorf("response %q: %w", raw, err)
+	}
+	return r
+}
+
+// brokerWithEnv starts `tether broker` named name on this Redis with env
+// added to its environment.
+func (e *redisEnv) brokerWithEnv(name string, env []string, extra ...string) *brokerProc {
+	e.t.Helper()
+	args := append(append([]string{"--instance-id", name}, e.flags()...), extra...)
+	return startNamedBroker(e.t, "broker "+name, env, args...)
+}
+
+// recordingClient is a workspace client on a raw WebSocket: it answers
+// every tool_call with success and keeps the tool_calls as they came on
+// the wire, so a test sees what a client of the socket protocol gets.
+type recordingClient struct {
+	calls chan protocol.ToolCall
+}
+
+// connectRecordingClient connects a recordingClient for ws to b and waits
+// until b holds ws; it goes in t.Cleanup.
+func connectRecordingClient(t *testing.T, b *brokerProc, ws string) *recordingClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, _, err := websocket.Dial(ctx, strings.Replace(b.url, "http", "ws", 1)+"/socket.io/?EIO=4&transport=websocket", nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(16 << 20)
+	if _, _, err := conn.Read(ctx); err != nil { // open packet
+		t.Fatal(err)
+	}
+	if err := conn.Write(ctx, websocket.MessageText, []byte(`40{"token":"`+token(t, auth.RoleBridge, ws)+`","workspace_id":"`+ws+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := conn.Read(ctx); err != nil || !strings.HasPrefix(string(msg), "40") {
+		t.Fatalf("CONNECT ack: %q, %v", msg, err)
+	}
+	rc := &recordingClient{calls: make(chan protocol.ToolCall, 64)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			_, msg, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			s := string(msg)
+			switch {
+			case s == "2":
+				_ = conn.Write(ctx, websocket.MessageText, []byte("3"))
+			case strings.HasPrefix(s, "42"):
+				ack, call, ok := parseToolCallFrame(s)
+				if !ok {
+					continue
+				}
+				select {
+				case rc.calls <- call:
+				default:
+				}
+				resp, _ := json.Marshal(protocol.Success(call.CorrelationID, json.RawMessage(`{"ok":true}`)))
+				_ = conn.Write(ctx, websocket.MessageText, []byte("43"+ack+"["+string(resp)+"]"))
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = conn.CloseNow()
+		<-done
+	})
+	testwait.Until(t, 10*time.Second, func() bool { return b.holds(ws) }, "%s holding %s", b.name, ws)
+	return rc
+}
+
+// parseToolCallFrame reads `42<ack>["tool_call",{...}]`.
+func parseToolCallFrame(s string) (ack string, call protocol.ToolCall, ok bool) {
+	rest := s[2:]
+	i := strings.IndexByte(rest, '[')
+	if i < 0 {
+		return "", call, false
+	}
+	var parts []json.RawMessage
+	var name string
+	if json.Unmarshal([]byte(rest[i:]), &parts) != nil || len(parts) != 2 || json.Unmarshal(parts[0], &name) != nil || name != protocol.EventToolCall {
+		return "", call, false
+	}
+	if json.Unmarshal(parts[1], &call) != nil {
+		return "", call, false
+	}
+	return rest[:i], call, true
+}
+
+// next returns the next tool_call the client received.
+func (rc *recordingClient) next(t *testing.T, within time.Duration) protocol.ToolCall {
+	t.Helper()
+	select {
+	case c := <-rc.calls:
+		return c
+	case <-time.After(within):
+		t.Fatalf("no tool_call reached the client within %s", within)
+		return protocol.ToolCall{}
+	}
+}
