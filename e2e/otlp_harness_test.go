@@ -184,9 +184,10 @@ func (r *otlpReceiver) service(name string) []gotSpan {
 }
 
 // await waits until cond holds of the spans received and returns them; it
-// fails t, naming what, when within passes first.
-func (r *otlpReceiver) await(within time.Duration, what string, cond func([]gotSpan) bool) []gotSpan {
-	r.t.Helper()
+// fails t (the test or subtest waiting), naming what, when within passes
+// first.
+func (r *otlpReceiver) await(t testing.TB, within time.Duration, what string, cond func([]gotSpan) bool) []gotSpan {
+	t.Helper()
 	deadline := time.After(within)
 	for {
 		r.mu.Lock()
@@ -198,16 +199,16 @@ func (r *otlpReceiver) await(within time.Duration, what string, cond func([]gotS
 		select {
 		case <-changed:
 		case <-deadline:
-			r.t.Fatalf("OTLP receiver: no %s within %s; received:\n%s", what, within, spanList(spans))
+			t.Fatalf("OTLP receiver: no %s within %s; received:\n%s", what, within, spanList(spans))
 		}
 	}
 }
 
 // awaitSpan waits for a span matching match and returns it.
-func (r *otlpReceiver) awaitSpan(within time.Duration, what string, match func(gotSpan) bool) gotSpan {
-	r.t.Helper()
+func (r *otlpReceiver) awaitSpan(t testing.TB, within time.Duration, what string, match func(gotSpan) bool) gotSpan {
+	t.Helper()
 	var found gotSpan
-	r.await(within, what, func(spans []gotSpan) bool {
+	r.await(t, within, what, func(spans []gotSpan) bool {
 		for _, s := range spans {
 			if match(s) {
 				found = s

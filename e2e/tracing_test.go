@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +45,7 @@ func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T
 	}
 	sent := client.next(t, 5*time.Second)
 
-	spans := recv.await(10*time.Second, "call, publish and deliver spans of the caller's trace", func(spans []gotSpan) bool {
+	spans := recv.await(t, 10*time.Second, "call, publish and deliver spans of the caller's trace", func(spans []gotSpan) bool {
 		return len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
@@ -97,7 +100,7 @@ func TestTraceOfACallTheEntryBrokerHoldsItselfGoesFromCallToDeliver(t *testing.T
 		t.Fatalf("call: %+v %v", r.resp, r.err)
 	}
 	sent := client.next(t, 5*time.Second)
-	spans := recv.await(10*time.Second, "call and deliver spans", func(spans []gotSpan) bool {
+	spans := recv.await(t, 10*time.Second, "call and deliver spans", func(spans []gotSpan) bool {
 		return len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.call")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
 	})
@@ -128,13 +131,13 @@ func TestTraceStartsAtTheEntryBrokerWithoutATraceparent(t *testing.T) {
 		t.Fatalf("call: %+v %v", r.resp, r.err)
 	}
 	sent := client.next(t, 5*time.Second)
-	call := recv.awaitSpan(10*time.Second, "a's call span", func(s gotSpan) bool {
+	call := recv.awaitSpan(t, 10*time.Second, "a's call span", func(s gotSpan) bool {
 		return s.Name == "tether.call" && s.Resource["service.instance.id"] == "a" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
 	})
 	if call.ParentID != "" {
 		t.Errorf("a call without a traceparent: its span has parent %s, want a root span", call.ParentID)
 	}
-	deliver := recv.awaitSpan(10*time.Second, "b's deliver span", func(s gotSpan) bool {
+	deliver := recv.awaitSpan(t, 10*time.Second, "b's deliver span", func(s gotSpan) bool {
 		return s.Name == "tether.deliver" && s.TraceID == call.TraceID
 	})
 	if deliver.Resource["service.instance.id"] != "b" {
@@ -158,7 +161,7 @@ func TestMalformedTraceparentStartsANewTraceAndLogsAtDebug(t *testing.T) {
 	}
 	b.waitLine(5*time.Second, `"level":"debug"`, "malformed traceparent ignored")
 	sent := client.next(t, 5*time.Second)
-	call := recv.awaitSpan(10*time.Second, "the call's span", func(s gotSpan) bool {
+	call := recv.awaitSpan(t, 10*time.Second, "the call's span", func(s gotSpan) bool {
 		return s.Name == "tether.call" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
 	})
 	if call.ParentID != "" || call.TraceID == callerTraceID {
@@ -393,4 +396,85 @@ func (rc *recordingClient) next(t *testing.T, within time.Duration) protocol.Too
 		t.Fatalf("no tool_call reached the client within %s", within)
 		return protocol.ToolCall{}
 	}
+}
+
+func TestMCPToolCallContinuesTheTraceparentOfItsMeta(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	b := startNamedBroker(t, "broker", recv.env())
+	startBridge(t, b, "ws-mcp-traced")
+	tok := token(t, auth.RoleCaller, "ws-mcp-traced")
+	routes := map[string]string{ // the broker's door the transport comes in by
+		"http":  "/api/v1/workspaces/{id}/mcp",
+		"stdio": "/api/v1/workspaces/{id}/calls", // tether mcp relays to the call API
+	}
+	overMCP(t, b, "ws-mcp-traced", tok, func(t *testing.T, c *mcpClient) {
+		traceID := fmt.Sprintf("%032x", time.Now().UnixNano())
+		r := c.callWithMeta("terminal_run", map[string]any{"command": "true"}, map[string]any{"traceparent": "00-" + traceID + "-" + callerSpanID + "-01"})
+		if r.Err != "" || r.IsError {
+			t.Fatalf("terminal_run: %q %q", r.Err, r.Text)
+		}
+		call := recv.awaitSpan(t, 10*time.Second, "the tool's call span in the trace of its _meta", func(s gotSpan) bool {
+			return s.Name == "tether.call" && s.TraceID == traceID
+		})
+		transport := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
+		if call.ParentID != callerSpanID || call.Attrs["http.route"] != routes[transport] {
+			t.Errorf("call span %s: want parent %s and http.route %s", call, callerSpanID, routes[transport])
+		}
+		assertCallAttrs(t, call, "ws-mcp-traced", call.Attrs["tether.endpoint"], "success")
+	})
+}
+
+func TestCallCommandSendsItsTraceparent(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	b := startNamedBroker(t, "broker", recv.env())
+	startBridge(t, b, "ws-cli-traced")
+	tok := token(t, auth.RoleCaller, "ws-cli-traced")
+	run := func(env []string, args ...string) int {
+		cmd := exec.Command(tetherBin, append([]string{"call", "--broker", b.url, "--token", tok, "--workspace", "ws-cli-traced", "--compact"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return exitCode(t, cmd)
+	}
+	for name, c := range map[string]struct {
+		env  []string
+		args []string
+	}{
+		"flag": {nil, []string{"--traceparent", "00-%s-" + callerSpanID + "-01"}},
+		"env":  {[]string{"TRACEPARENT=00-%s-" + callerSpanID + "-01"}, nil},
+	} {
+		traceID := fmt.Sprintf("%032x", time.Now().UnixNano())
+		env, args := slices.Clone(c.env), slices.Clone(c.args)
+		for i := range env {
+			env[i] = fmt.Sprintf(env[i], traceID)
+		}
+		for i := range args {
+			if strings.Contains(args[i], "%s") {
+				args[i] = fmt.Sprintf(args[i], traceID)
+			}
+		}
+		if code := run(env, append(args, "/api/ping", `{}`)...); code != 0 {
+			t.Fatalf("%s: tether call exited %d", name, code)
+		}
+		call := recv.awaitSpan(t, 10*time.Second, name+": the call span in the caller's trace", func(s gotSpan) bool {
+			return s.Name == "tether.call" && s.TraceID == traceID
+		})
+		if call.ParentID != callerSpanID {
+			t.Errorf("%s: call span %s, want parent %s", name, call, callerSpanID)
+		}
+	}
+	if code := run(nil, "--traceparent", "not-a-traceparent", "/api/ping"); code != 2 {
+		t.Errorf("tether call --traceparent not-a-traceparent exited %d, want 2 (usage)", code)
+	}
+}
+
+// callWithMeta calls a tool with params._meta set to meta and waits for
+// its outcome.
+func (c *mcpClient) callWithMeta(name string, args any, meta map[string]any) mcpResult {
+	c.t.Helper()
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	c.results[id] = make(chan mcpResult, 1)
+	c.mu.Unlock()
+	c.send(map[string]any{"cmd": "call", "id": id, "name": name, "arguments": args, "meta": meta})
+	return c.wait(id, 30*time.Second)
 }
