@@ -478,3 +478,36 @@ func (c *mcpClient) callWithMeta(name string, args any, meta map[string]any) mcp
 	c.send(map[string]any{"cmd": "call", "id": id, "name": name, "arguments": args, "meta": meta})
 	return c.wait(id, 30*time.Second)
 }
+
+func TestAsyncCallDeliveryJoinsTheSubmittersTrace(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	e := newRedisEnv(t)
+	a := e.brokerWithEnv("a", recv.env())
+	b := e.brokerWithEnv("b", recv.env())
+	client := connectRecordingClient(t, b, "ws-async-traced")
+	tok := token(t, auth.RoleCaller, "ws-async-traced")
+
+	// Through the store and the bus (a), and to the holder itself (b).
+	for _, entry := range []*brokerProc{a, b} {
+		traceID := fmt.Sprintf("%032x", time.Now().UnixNano())
+		r := entry.callWith("ws-async-traced", tok, `{"endpoint":"/api/ping","payload":{},"timeout":5,"async":true}`,
+			map[string]string{"traceparent": "00-" + traceID + "-" + callerSpanID + "-01"})
+		if r.status != http.StatusAccepted {
+			t.Fatalf("submit through %s: HTTP %d %+v %v", entry.name, r.status, r.resp, r.err)
+		}
+		sent := client.next(t, 5*time.Second)
+		submit := recv.awaitSpan(t, 10*time.Second, "the submit's span", func(s gotSpan) bool {
+			return s.Name == "tether.call" && s.TraceID == traceID && s.Resource["service.instance.id"] == entry.instance
+		})
+		deliver := recv.awaitSpan(t, 10*time.Second, "b's deliver span in the submitter's trace", func(s gotSpan) bool {
+			return s.Name == "tether.deliver" && s.TraceID == traceID && s.Resource["service.instance.id"] == "b"
+		})
+		if submit.ParentID != callerSpanID || deliver.ParentID != submit.SpanID {
+			t.Errorf("through %s: submit %s (want parent %s), deliver %s (want parent the submit's %s)", entry.name, submit, callerSpanID, deliver, submit.SpanID)
+		}
+		if want := "00-" + traceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
+			t.Errorf("through %s: tool_call traceparent %q, want %q", entry.name, sent.Traceparent, want)
+		}
+		assertCallAttrs(t, deliver, "ws-async-traced", "/api/ping", "success")
+	}
+}

@@ -53,8 +53,6 @@ func (a *API) handleMCP(c *gin.Context) {
 	}
 	ctx, cancel := context.WithCancel(a.withMCPNote(c.Request.Context(), c, ws, claims))
 	defer cancel()
-	// The request's trace context, which its tool calls continue (API.Call).
-	ctx = a.extract(ctx, c.GetHeader("traceparent"), c.GetHeader("tracestate"), routeMCPPath)
 	sid := c.GetHeader(mcpSessionHeader)
 	untrack, ok := a.revoked.Track(claims, func() {
 		cancel()
