@@ -57,3 +57,4 @@ func Format(sc trace.SpanContext) string {
 	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
 	return string(b[:])
 }
+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -57,4 +58,18 @@ func TestFormatAgreesWithTraceparent(t *testing.T) {
 	if got := Format(trace.SpanContext{}); got != "" {
 		t.Errorf("Format of an invalid span context = %q, want empty", got)
 	}
+}
+
+func BenchmarkExtract(b *testing.B) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	b.Run("extract", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = Extract(context.Background(), tp, "")
+		}
+	})
+	b.Run("propagator-with-a-map", func(b *testing.B) {
+		for b.Loop() {
+			_ = propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+		}
+	})
 }
