@@ -57,4 +57,3 @@ func Format(sc trace.SpanContext) string {
 	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
 	return string(b[:])
 }
-
