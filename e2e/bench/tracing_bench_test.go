@@ -33,6 +33,11 @@ const tracingConcurrency = 32
 // each, and the median of the per-run ratios on/off, against
 // targetTracingCPUx. BENCH_RUNS, BENCH_DURATION and BENCH_WARMUP shape the
 // runs.
+//
+// With TETHER_BIN_BASELINE set to another build (one without tracing, say
+// main's before it), a third broker of that build takes the same calls in
+// each run, and the untraced broker's CPU per call is reported against it:
+// what tracing costs when it is off.
 func BenchmarkTracingCost(b *testing.B) {
 	bin := tetherBin(b)
 	cfg := loadConfigFromEnv(b)
@@ -55,12 +60,31 @@ func BenchmarkTracingCost(b *testing.B) {
 	onBridge := startBridge(b, bin, on, onSecret, "bench-trace-on")
 	// The bridges run with no OTEL_* set: what is measured is the broker.
 	_, _ = offBridge, onBridge
+	var base *server
+	var baseTgt target
+	if baseBin := os.Getenv("TETHER_BIN_BASELINE"); baseBin != "" {
+		var baseSecret []byte
+		base, baseSecret = startBroker(b, baseBin, "--instance-id", "baseline")
+		startBridge(b, baseBin, base, baseSecret, "bench-trace-base")
+		baseTgt = target{url: base.url + "/api/v1/workspaces/bench-trace-base/calls", token: mintToken(b, baseSecret, auth.RoleCaller, "bench-trace-base")}
+	}
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	offTgt := target{url: off.url + "/api/v1/workspaces/bench-trace-off/calls", token: mintToken(b, offSecret, auth.RoleCaller, "bench-trace-off"), traceparent: tp}
 	onTgt := target{url: on.url + "/api/v1/workspaces/bench-trace-on/calls", token: mintToken(b, onSecret, auth.RoleCaller, "bench-trace-on"), traceparent: tp}
 
-	var offCPU, onCPU, ratios, offRate, onRate []float64
+	var offCPU, onCPU, ratios, offRate, onRate, baseCPU, offXBase []float64
 	for run := 1; run <= cfg.runs; run++ {
+		if base != nil {
+			bs := runLoadOver(b, []target{baseTgt}, tracingConcurrency, cfg, []int{base.pid()})
+			// The same call without a traceparent on the untraced broker:
+			// the path of a deployment that never heard of tracing.
+			plain := offTgt
+			plain.traceparent = ""
+			o := runLoadOver(b, []target{plain}, tracingConcurrency, cfg, []int{off.pid()})
+			bc, oc := bs.cpuPerCall()[1], o.cpuPerCall()[1]
+			baseCPU, offXBase = append(baseCPU, bc), append(offXBase, oc/bc)
+			fmt.Printf("  run %d: untraced, no traceparent: baseline build %.1f µs, this build %.1f µs (×%.3f)\n", run, bc, oc, oc/bc)
+		}
 		o := runLoadOver(b, []target{offTgt}, tracingConcurrency, cfg, []int{off.pid()})
 		t := runLoadOver(b, []target{onTgt}, tracingConcurrency, cfg, []int{on.pid()})
 		oc, tc := o.cpuPerCall()[1], t.cpuPerCall()[1]
@@ -78,6 +102,9 @@ func BenchmarkTracingCost(b *testing.B) {
 	fmt.Printf("  broker CPU per call: off %.1f µs, on %.1f µs; on/off ×%.3f (median of per-run ratios), %s the ×%.2f target\n",
 		median(offCPU), median(onCPU), x, verdict, targetTracingCPUx)
 	fmt.Printf("  calls/s: off %.0f, on %.0f; OTLP exports received: %d (%d bytes)\n", median(offRate), median(onRate), exports.Load(), exported.Load())
+	if base != nil {
+		fmt.Printf("  tracing off, no traceparent: this build ×%.3f the baseline build's broker CPU per call (%.1f µs; median of per-run ratios)\n", median(offXBase), median(baseCPU))
+	}
 	if exports.Load() == 0 {
 		b.Fatal("the traced broker exported no spans")
 	}
