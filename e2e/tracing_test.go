@@ -85,6 +85,14 @@ func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T
 	if want := "00-" + callerTraceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
 		t.Errorf("the tool_call reached the client with traceparent %q, want %q (b's deliver span)", sent.Traceparent, want)
 	}
+	for _, s := range recv.service("tether-broker") {
+		if id := s.Resource["service.instance.id"]; id != "a" && id != "b" {
+			t.Errorf("%s: service.instance.id %q, want the broker's --instance-id", s, id)
+		}
+	}
+	if n := len(recv.trace(callerTraceID)); n < 3 || recv.requestCount() == 0 {
+		t.Errorf("%d spans of the caller's trace in %d exports", n, recv.requestCount())
+	}
 	assertNoSecrets(t, recv.all(), tok)
 }
 
