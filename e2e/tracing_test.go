@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/tetherdev/tether/broker/auth"
+	"github.com/tetherdev/tether/internal/otlptest"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -32,10 +32,10 @@ const (
 )
 
 func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T) {
-	recv := newOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	e := newRedisEnv(t)
-	a := e.brokerWithEnv("a", recv.env())
-	b := e.brokerWithEnv("b", recv.env())
+	a := e.brokerWithEnv("a", otlpEnv(recv.URL))
+	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-traced")
 	tok := token(t, auth.RoleCaller, "ws-traced")
 
@@ -45,7 +45,7 @@ func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T
 	}
 	sent := client.next(t, 5*time.Second)
 
-	spans := recv.await(t, 10*time.Second, "call, publish and deliver spans of the caller's trace", func(spans []gotSpan) bool {
+	spans := recv.Await(t, 10*time.Second, "call, publish and deliver spans of the caller's trace", func(spans []otlptest.Span) bool {
 		return len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
@@ -57,16 +57,16 @@ func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T
 	// Parented hop by hop: the caller's span, a's call, a's crossing of
 	// the bus, b's delivery, and the tool_call the client received.
 	for _, c := range []struct {
-		span   gotSpan
+		span   otlptest.Span
 		parent string
-		kind   tracepb.Span_SpanKind
+		kind   string
 	}{
-		{call, callerSpanID, tracepb.Span_SPAN_KIND_SERVER},
-		{publish, call.SpanID, tracepb.Span_SPAN_KIND_PRODUCER},
-		{deliver, publish.SpanID, tracepb.Span_SPAN_KIND_CONSUMER},
+		{call, callerSpanID, "server"},
+		{publish, call.SpanID, "producer"},
+		{deliver, publish.SpanID, "consumer"},
 	} {
-		if c.span.ParentID != c.parent {
-			t.Errorf("%s: parent %s, want %s", c.span, c.span.ParentID, c.parent)
+		if c.span.ParentSpanID != c.parent {
+			t.Errorf("%s: parent %s, want %s", c.span, c.span.ParentSpanID, c.parent)
 		}
 		if c.span.Kind != c.kind {
 			t.Errorf("%s: kind %s, want %s", c.span, c.span.Kind, c.kind)
@@ -76,30 +76,30 @@ func TestTraceFollowsACallFromTheEntryBrokerThroughRedisToTheHolder(t *testing.T
 			t.Errorf("%s: no service.version in its resource %v", c.span, c.span.Resource)
 		}
 	}
-	if call.Attrs["http.route"] != "/api/v1/workspaces/{id}/calls" {
-		t.Errorf("call span's http.route = %q", call.Attrs["http.route"])
+	if call.Attributes["http.route"] != "/api/v1/workspaces/{id}/calls" {
+		t.Errorf("call span's http.route = %q", call.Attributes["http.route"])
 	}
-	if cid := call.Attrs["tether.correlation_id"]; cid != r.resp.CorrelationID || publish.Attrs["tether.correlation_id"] != cid || deliver.Attrs["tether.correlation_id"] != cid {
-		t.Errorf("correlation ids: call %q, publish %q, deliver %q; the answer's %q", cid, publish.Attrs["tether.correlation_id"], deliver.Attrs["tether.correlation_id"], r.resp.CorrelationID)
+	if cid := call.Attributes["tether.correlation_id"]; cid != r.resp.CorrelationID || publish.Attributes["tether.correlation_id"] != cid || deliver.Attributes["tether.correlation_id"] != cid {
+		t.Errorf("correlation ids: call %q, publish %q, deliver %q; the answer's %q", cid, publish.Attributes["tether.correlation_id"], deliver.Attributes["tether.correlation_id"], r.resp.CorrelationID)
 	}
 	if want := "00-" + callerTraceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
 		t.Errorf("the tool_call reached the client with traceparent %q, want %q (b's deliver span)", sent.Traceparent, want)
 	}
-	for _, s := range recv.service("tether-broker") {
+	for _, s := range recv.Service("tether-broker") {
 		if id := s.Resource["service.instance.id"]; id != "a" && id != "b" {
 			t.Errorf("%s: service.instance.id %q, want the broker's --instance-id", s, id)
 		}
 	}
-	if n := len(recv.trace(callerTraceID)); n < 3 || recv.requestCount() == 0 {
-		t.Errorf("%d spans of the caller's trace in %d exports", n, recv.requestCount())
+	if n := len(recv.Trace(callerTraceID)); n < 3 || recv.Batches() == 0 {
+		t.Errorf("%d spans of the caller's trace in %d exports", n, recv.Batches())
 	}
-	assertNoSecrets(t, recv.all(), tok)
+	assertNoSecrets(t, recv.Spans(), tok)
 }
 
 func TestTraceOfACallTheEntryBrokerHoldsItselfGoesFromCallToDeliver(t *testing.T) {
-	recv := newOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	e := newRedisEnv(t)
-	b := e.brokerWithEnv("b", recv.env())
+	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-here")
 	tok := token(t, auth.RoleCaller, "ws-here")
 
@@ -108,14 +108,14 @@ func TestTraceOfACallTheEntryBrokerHoldsItselfGoesFromCallToDeliver(t *testing.T
 		t.Fatalf("call: %+v %v", r.resp, r.err)
 	}
 	sent := client.next(t, 5*time.Second)
-	spans := recv.await(t, 10*time.Second, "call and deliver spans", func(spans []gotSpan) bool {
+	spans := recv.Await(t, 10*time.Second, "call and deliver spans", func(spans []otlptest.Span) bool {
 		return len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.call")) == 1 &&
 			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1
 	})
 	call := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.call")[0]
 	deliver := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")[0]
-	if call.ParentID != callerSpanID || deliver.ParentID != call.SpanID {
-		t.Errorf("parents: call %s (want %s), deliver %s (want the call's %s)", call.ParentID, callerSpanID, deliver.ParentID, call.SpanID)
+	if call.ParentSpanID != callerSpanID || deliver.ParentSpanID != call.SpanID {
+		t.Errorf("parents: call %s (want %s), deliver %s (want the call's %s)", call.ParentSpanID, callerSpanID, deliver.ParentSpanID, call.SpanID)
 	}
 	if n := len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.bus.publish")); n != 0 {
 		t.Errorf("%d bus spans for a call that needed no bus", n)
@@ -127,10 +127,10 @@ func TestTraceOfACallTheEntryBrokerHoldsItselfGoesFromCallToDeliver(t *testing.T
 }
 
 func TestTraceStartsAtTheEntryBrokerWithoutATraceparent(t *testing.T) {
-	recv := newOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	e := newRedisEnv(t)
-	a := e.brokerWithEnv("a", recv.env())
-	b := e.brokerWithEnv("b", recv.env())
+	a := e.brokerWithEnv("a", otlpEnv(recv.URL))
+	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-untraced")
 	tok := token(t, auth.RoleCaller, "ws-untraced")
 
@@ -139,13 +139,13 @@ func TestTraceStartsAtTheEntryBrokerWithoutATraceparent(t *testing.T) {
 		t.Fatalf("call: %+v %v", r.resp, r.err)
 	}
 	sent := client.next(t, 5*time.Second)
-	call := recv.awaitSpan(t, 10*time.Second, "a's call span", func(s gotSpan) bool {
-		return s.Name == "tether.call" && s.Resource["service.instance.id"] == "a" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
+	call := recv.AwaitSpan(t, 10*time.Second, "a's call span", func(s otlptest.Span) bool {
+		return s.Name == "tether.call" && s.Resource["service.instance.id"] == "a" && s.Attributes["tether.correlation_id"] == r.resp.CorrelationID
 	})
-	if call.ParentID != "" {
-		t.Errorf("a call without a traceparent: its span has parent %s, want a root span", call.ParentID)
+	if call.ParentSpanID != "" {
+		t.Errorf("a call without a traceparent: its span has parent %s, want a root span", call.ParentSpanID)
 	}
-	deliver := recv.awaitSpan(t, 10*time.Second, "b's deliver span", func(s gotSpan) bool {
+	deliver := recv.AwaitSpan(t, 10*time.Second, "b's deliver span", func(s otlptest.Span) bool {
 		return s.Name == "tether.deliver" && s.TraceID == call.TraceID
 	})
 	if deliver.Resource["service.instance.id"] != "b" {
@@ -157,8 +157,8 @@ func TestTraceStartsAtTheEntryBrokerWithoutATraceparent(t *testing.T) {
 }
 
 func TestMalformedTraceparentStartsANewTraceAndLogsAtDebug(t *testing.T) {
-	recv := newOTLPReceiver(t)
-	b := startNamedBroker(t, "broker", recv.env())
+	recv := otlptest.Start(t)
+	b := startNamedBroker(t, "broker", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-bad-tp")
 	tok := token(t, auth.RoleCaller, "ws-bad-tp")
 
@@ -169,10 +169,10 @@ func TestMalformedTraceparentStartsANewTraceAndLogsAtDebug(t *testing.T) {
 	}
 	b.waitLine(5*time.Second, `"level":"debug"`, "malformed traceparent ignored")
 	sent := client.next(t, 5*time.Second)
-	call := recv.awaitSpan(t, 10*time.Second, "the call's span", func(s gotSpan) bool {
-		return s.Name == "tether.call" && s.Attrs["tether.correlation_id"] == r.resp.CorrelationID
+	call := recv.AwaitSpan(t, 10*time.Second, "the call's span", func(s otlptest.Span) bool {
+		return s.Name == "tether.call" && s.Attributes["tether.correlation_id"] == r.resp.CorrelationID
 	})
-	if call.ParentID != "" || call.TraceID == callerTraceID {
+	if call.ParentSpanID != "" || call.TraceID == callerTraceID {
 		t.Errorf("call span %s: want a new trace (a root span)", call)
 	}
 	if !strings.HasPrefix(sent.Traceparent, "00-"+call.TraceID+"-") {
@@ -244,35 +244,28 @@ func tracedBody() string {
 	return `{"endpoint":"/api/ping","payload":{"note":"` + payloadMark + `"},"timeout":5}`
 }
 
-// findSpans returns the spans of traceID from broker instance named name.
-func findSpans(spans []gotSpan, traceID, service, instance, name string) []gotSpan {
-	return filterSpans(spans, func(s gotSpan) bool {
-		return s.TraceID == traceID && s.Service() == service && s.Resource["service.instance.id"] == instance && s.Name == name
-	})
-}
-
 // assertCallAttrs checks the attributes every span of a call carries.
-func assertCallAttrs(t *testing.T, s gotSpan, ws, endpoint, outcome string) {
+func assertCallAttrs(t *testing.T, s otlptest.Span, ws, endpoint, outcome string) {
 	t.Helper()
 	for k, want := range map[string]string{"tether.workspace_id": ws, "tether.endpoint": endpoint, "tether.outcome": outcome} {
-		if got := s.Attrs[k]; got != want {
+		if got := s.Attributes[k]; got != want {
 			t.Errorf("%s: %s = %q, want %q", s, k, got, want)
 		}
 	}
-	if s.Attrs["tether.correlation_id"] == "" {
+	if s.Attributes["tether.correlation_id"] == "" {
 		t.Errorf("%s: no tether.correlation_id", s)
 	}
 }
 
 // assertNoSecrets scans every attribute of every span, and its resource,
 // for the payload's text and the caller's token.
-func assertNoSecrets(t *testing.T, spans []gotSpan, tok string) {
+func assertNoSecrets(t *testing.T, spans []otlptest.Span, tok string) {
 	t.Helper()
 	if len(spans) == 0 {
 		t.Fatal("no spans to scan")
 	}
 	for _, s := range spans {
-		for _, m := range []map[string]string{s.Attrs, s.Resource} {
+		for _, m := range []map[string]string{s.Attributes, s.Resource} {
 			for k, v := range m {
 				if strings.Contains(v, payloadMark) || strings.Contains(v, tok) || strings.Contains(v, secret) {
 					t.Errorf("%s: attribute %s carries a payload or a token: %q", s, k, v)
@@ -407,8 +400,8 @@ func (rc *recordingClient) next(t *testing.T, within time.Duration) protocol.Too
 }
 
 func TestMCPToolCallContinuesTheTraceparentOfItsMeta(t *testing.T) {
-	recv := newOTLPReceiver(t)
-	b := startNamedBroker(t, "broker", recv.env())
+	recv := otlptest.Start(t)
+	b := startNamedBroker(t, "broker", otlpEnv(recv.URL))
 	startBridge(t, b, "ws-mcp-traced")
 	tok := token(t, auth.RoleCaller, "ws-mcp-traced")
 	routes := map[string]string{ // the broker's door the transport comes in by
@@ -421,20 +414,20 @@ func TestMCPToolCallContinuesTheTraceparentOfItsMeta(t *testing.T) {
 		if r.Err != "" || r.IsError {
 			t.Fatalf("terminal_run: %q %q", r.Err, r.Text)
 		}
-		call := recv.awaitSpan(t, 10*time.Second, "the tool's call span in the trace of its _meta", func(s gotSpan) bool {
+		call := recv.AwaitSpan(t, 10*time.Second, "the tool's call span in the trace of its _meta", func(s otlptest.Span) bool {
 			return s.Name == "tether.call" && s.TraceID == traceID
 		})
 		transport := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
-		if call.ParentID != callerSpanID || call.Attrs["http.route"] != routes[transport] {
+		if call.ParentSpanID != callerSpanID || call.Attributes["http.route"] != routes[transport] {
 			t.Errorf("call span %s: want parent %s and http.route %s", call, callerSpanID, routes[transport])
 		}
-		assertCallAttrs(t, call, "ws-mcp-traced", call.Attrs["tether.endpoint"], "success")
+		assertCallAttrs(t, call, "ws-mcp-traced", call.Attributes["tether.endpoint"], "success")
 	})
 }
 
 func TestCallCommandSendsItsTraceparent(t *testing.T) {
-	recv := newOTLPReceiver(t)
-	b := startNamedBroker(t, "broker", recv.env())
+	recv := otlptest.Start(t)
+	b := startNamedBroker(t, "broker", otlpEnv(recv.URL))
 	startBridge(t, b, "ws-cli-traced")
 	tok := token(t, auth.RoleCaller, "ws-cli-traced")
 	run := func(env []string, args ...string) int {
@@ -462,10 +455,10 @@ func TestCallCommandSendsItsTraceparent(t *testing.T) {
 		if code := run(env, append(args, "/api/ping", `{}`)...); code != 0 {
 			t.Fatalf("%s: tether call exited %d", name, code)
 		}
-		call := recv.awaitSpan(t, 10*time.Second, name+": the call span in the caller's trace", func(s gotSpan) bool {
+		call := recv.AwaitSpan(t, 10*time.Second, name+": the call span in the caller's trace", func(s otlptest.Span) bool {
 			return s.Name == "tether.call" && s.TraceID == traceID
 		})
-		if call.ParentID != callerSpanID {
+		if call.ParentSpanID != callerSpanID {
 			t.Errorf("%s: call span %s, want parent %s", name, call, callerSpanID)
 		}
 	}
@@ -488,10 +481,10 @@ func (c *mcpClient) callWithMeta(name string, args any, meta map[string]any) mcp
 }
 
 func TestAsyncCallDeliveryJoinsTheSubmittersTrace(t *testing.T) {
-	recv := newOTLPReceiver(t)
+	recv := otlptest.Start(t)
 	e := newRedisEnv(t)
-	a := e.brokerWithEnv("a", recv.env())
-	b := e.brokerWithEnv("b", recv.env())
+	a := e.brokerWithEnv("a", otlpEnv(recv.URL))
+	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-async-traced")
 	tok := token(t, auth.RoleCaller, "ws-async-traced")
 
@@ -504,13 +497,13 @@ func TestAsyncCallDeliveryJoinsTheSubmittersTrace(t *testing.T) {
 			t.Fatalf("submit through %s: HTTP %d %+v %v", entry.name, r.status, r.resp, r.err)
 		}
 		sent := client.next(t, 5*time.Second)
-		submit := recv.awaitSpan(t, 10*time.Second, "the submit's span", func(s gotSpan) bool {
+		submit := recv.AwaitSpan(t, 10*time.Second, "the submit's span", func(s otlptest.Span) bool {
 			return s.Name == "tether.call" && s.TraceID == traceID && s.Resource["service.instance.id"] == entry.instance
 		})
-		deliver := recv.awaitSpan(t, 10*time.Second, "b's deliver span in the submitter's trace", func(s gotSpan) bool {
+		deliver := recv.AwaitSpan(t, 10*time.Second, "b's deliver span in the submitter's trace", func(s otlptest.Span) bool {
 			return s.Name == "tether.deliver" && s.TraceID == traceID && s.Resource["service.instance.id"] == "b"
 		})
-		if submit.ParentID != callerSpanID || deliver.ParentID != submit.SpanID {
+		if submit.ParentSpanID != callerSpanID || deliver.ParentSpanID != submit.SpanID {
 			t.Errorf("through %s: submit %s (want parent %s), deliver %s (want parent the submit's %s)", entry.name, submit, callerSpanID, deliver, submit.SpanID)
 		}
 		if want := "00-" + traceID + "-" + deliver.SpanID + "-01"; sent.Traceparent != want {
