@@ -512,3 +512,46 @@ func TestAsyncCallDeliveryJoinsTheSubmittersTrace(t *testing.T) {
 		assertCallAttrs(t, deliver, "ws-async-traced", "/api/ping", "success")
 	}
 }
+
+// TestTraceSpansTheEntryBrokerTheHolderAndTheBridge is issue 31's whole
+// trace: a call entering broker a with a traceparent, for a workspace whose
+// traced bridge is held by broker b on Redis, leaves spans from a, b and
+// the bridge in the caller's trace, each the child of the hop before.
+func TestTraceSpansTheEntryBrokerTheHolderAndTheBridge(t *testing.T) {
+	recv := otlptest.Start(t)
+	e := newRedisEnv(t)
+	a := e.brokerWithEnv("a", otlpEnv(recv.URL))
+	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
+	tracedBridge(t, b, "ws-whole", t.TempDir(), otlpEnv(recv.URL)...)
+	tok := token(t, auth.RoleCaller, "ws-whole")
+
+	r := a.callWith("ws-whole", tok, tracedBody(), map[string]string{"traceparent": callerTP})
+	if r.err != nil || !r.resp.Success {
+		t.Fatalf("call through a to b's bridge: %+v %v", r.resp, r.err)
+	}
+	spans := recv.Await(t, 10*time.Second, "spans of a, b and the bridge in the caller's trace", func(spans []otlptest.Span) bool {
+		return len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")) == 1 &&
+			len(findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")) == 1 &&
+			len(findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")) == 1 &&
+			len(otlptest.Filter(spans, func(s otlptest.Span) bool {
+				return s.TraceID == callerTraceID && s.Name == "tether.bridge.call"
+			})) == 1
+	})
+	call := findSpans(spans, callerTraceID, "tether-broker", "a", "tether.call")[0]
+	publish := findSpans(spans, callerTraceID, "tether-broker", "a", "tether.bus.publish")[0]
+	deliver := findSpans(spans, callerTraceID, "tether-broker", "b", "tether.deliver")[0]
+	bridgeCall := otlptest.Filter(spans, func(s otlptest.Span) bool { return s.TraceID == callerTraceID && s.Name == "tether.bridge.call" })[0]
+	for _, c := range []struct {
+		span   otlptest.Span
+		parent string
+	}{{call, callerSpanID}, {publish, call.SpanID}, {deliver, publish.SpanID}, {bridgeCall, deliver.SpanID}} {
+		if c.span.ParentSpanID != c.parent {
+			t.Errorf("%s: parent %s, want %s", c.span, c.span.ParentSpanID, c.parent)
+		}
+		assertCallAttrs(t, c.span, "ws-whole", "/api/ping", "success")
+	}
+	if bridgeCall.Resource["service.name"] != "tether-bridge" {
+		t.Errorf("bridge span's resource %v, want service.name tether-bridge", bridgeCall.Resource)
+	}
+	assertNoSecrets(t, recv.Spans(), tok)
+}
