@@ -106,6 +106,7 @@ func New(cfg Config) (*Broker, error) {
 		b.ownStore = true
 	}
 	b.store = store.Observe(b.store, b.metrics.observeStore)
+	b.metrics.reg.MustRegister(cfg.Collectors...)
 	if ip, ok := b.bus.(bus.InProcess); ok {
 		b.inlineReplies = ip.InProcess()
 	}

@@ -8,8 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/broker/caller"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -62,6 +64,9 @@ type pending struct {
 	// broker's own API); otherwise the answer goes to the store (an async
 	// call) or is published to call.ReplyTo.
 	waiter caller.Waiter
+	// span is the call's deliver span (trace.go), ended by finish; nil
+	// when tracing is off.
+	span trace.Span
 }
 
 // callTable is the pending-call table of one connection.
@@ -146,10 +151,11 @@ func (t *callTable) nextAckLocked() int64 {
 }
 
 // addLocked registers an admitted call under its ack id and starts the
-// timer that ends it after remaining.
-func (t *callTable) addLocked(call protocol.ToolCall, ack int64, w caller.Waiter, remaining time.Duration) {
+// timer that ends it after remaining. span is its deliver span (nil when
+// none), which finish ends.
+func (t *callTable) addLocked(call protocol.ToolCall, ack int64, w caller.Waiter, remaining time.Duration, span trace.Span) {
 	cid := call.CorrelationID
-	t.byID[cid] = &pending{call: call, ackID: ack, waiter: w, timer: time.AfterFunc(remaining, func() { t.expire(cid) })}
+	t.byID[cid] = &pending{call: call, ackID: ack, waiter: w, span: span, timer: time.AfterFunc(remaining, func() { t.expire(cid) })}
 	t.byAck[ack] = cid
 	t.inFlight.Inc()
 }
@@ -275,9 +281,10 @@ func (t *callTable) finishAll(calls map[string]*pending, end ending, code, msg, 
 	}
 }
 
-// refuse answers a call that was never added to the table.
-func (t *callTable) refuse(call protocol.ToolCall, w caller.Waiter, resp protocol.ToolResponse) {
-	t.finish(&pending{call: call, waiter: w}, endRefused, resp, "")
+// refuse answers a call that was never added to the table; span is its
+// deliver span, if one was started.
+func (t *callTable) refuse(call protocol.ToolCall, w caller.Waiter, resp protocol.ToolResponse, span trace.Span) {
+	t.finish(&pending{call: call, waiter: w, span: span}, endRefused, resp, "")
 }
 
 // finish hands call p its one answer, resp. It is the only code that
@@ -293,6 +300,7 @@ func (t *callTable) finish(p *pending, end ending, resp protocol.ToolResponse, r
 		t.inFlight.Dec()
 	}
 	t.logEnd(p, end, &resp, reason)
+	tracing.EndCall(p.span, resp.Success, resp.Error)
 	t.owner.reply(p.call, p.waiter, resp)
 	switch end {
 	case endTimeout, endCancelled, endShutdown:

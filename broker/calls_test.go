@@ -109,7 +109,7 @@ func (r *tableRig) add(cid string, remaining time.Duration, waiter caller.Waiter
 		r.t.Fatalf("call %s not admitted: %v %+v", cid, v, resp)
 	}
 	ack := r.calls.nextAckLocked()
-	r.calls.addLocked(call, ack, waiter, remaining)
+	r.calls.addLocked(call, ack, waiter, remaining, nil)
 	return ack
 }
 
@@ -274,7 +274,7 @@ func TestCallTableShutdownAnswersAndCancelsEveryCall(t *testing.T) {
 func TestCallTableRefusedCallAnsweredOnce(t *testing.T) {
 	r := newTableRig(t, zerolog.DebugLevel)
 	call := protocol.ToolCall{CorrelationID: "c1", Endpoint: "/x", ReplyTo: "inbox:test"}
-	r.calls.refuse(call, nil, protocol.Failure("c1", protocol.CodeOverloaded, "full"))
+	r.calls.refuse(call, nil, protocol.Failure("c1", protocol.CodeOverloaded, "full"), nil)
 	r.once("c1", protocol.CodeOverloaded)
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tetherdev/tether/audit"
 
 	"github.com/google/uuid"
@@ -98,6 +99,9 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to use the caller API
 	// and the polling transport (--cors-origin; api.CORS); none by default.
 	CORSOrigins []string
+	// Collectors are more metrics for /metrics: those of what the caller
+	// set up around the broker (tracing's dropped spans).
+	Collectors []prometheus.Collector
 	// Revocations is the list of revoked tokens every door's Verify asks,
 	// which ends the sockets and MCP streams of a token it revokes (package
 	// revoke). Brokers that share a Redis bus share one (revoke.NewShared,

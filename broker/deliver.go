@@ -56,7 +56,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 		return
 	}
 	if err := call.Validate(); err != nil {
-		c.calls.refuse(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest))
+		c.calls.refuse(call, waiter, protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest), nil)
 		return
 	}
 	now := time.Now()
@@ -72,10 +72,11 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 	}
 	remaining := deadline.Sub(now)
 	if remaining <= 0 {
-		c.calls.refuse(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"))
+		c.calls.refuse(call, waiter, protocol.Failure(call.CorrelationID, protocol.CodeTimeout, "deadline passed before delivery"), nil)
 		return
 	}
 
+	span, traceparent := c.deliverSpan(&call)
 	// The payload came out of a validating decoder (the bus message or
 	// the HTTP body): it is copied, not parsed again.
 	sent := protocol.ToolCall{
@@ -83,11 +84,15 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 		Endpoint:      call.Endpoint,
 		Payload:       call.Payload,
 		Timeout:       remaining.Seconds(),
+		Traceparent:   traceparent,
 	}
 
 	c.mu.Lock()
 	if c.replaced && waiter == nil && !claimed {
 		c.mu.Unlock()
+		if span != nil {
+			span.End() // not this connection's call: the new holder's span tells its story
+		}
 		return // the new holder also received it from the bus and answers
 	}
 	verdict, fail := c.admitLocked(&call, waiter)
@@ -101,7 +106,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 			// answer a call the table does not know yet.
 			switch err := c.s.Queue(frame); err {
 			case nil:
-				c.calls.addLocked(call, ack, waiter, expires.Sub(now))
+				c.calls.addLocked(call, ack, waiter, expires.Sub(now), span)
 			case eio.ErrClosed:
 				verdict, fail = refused, protocol.Failure(call.CorrelationID, protocol.CodeWorkspaceDisconnected, "workspace client disconnected")
 			default:
@@ -113,9 +118,12 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 	switch verdict {
 	case resent:
 		c.callEvent(c.b.log.Debug(), &call).Msg("duplicate delivery of a call in flight dropped")
+		if span != nil {
+			span.End() // the delivery in flight answers
+		}
 		return
 	case refused:
-		c.calls.refuse(call, waiter, fail)
+		c.calls.refuse(call, waiter, fail, span)
 		return
 	}
 	c.callEvent(c.b.log.Debug(), &call).Msg("call delivered to socket")

@@ -177,7 +177,7 @@ func add[In, Out any](s *Server, sp spec, h handler[In, Out]) {
 		if t, ok := any(args).(timed); ok {
 			timeout = t.timeout()
 		}
-		ctx, cancel := context.WithTimeout(ctx, timeout+toolGrace)
+		ctx, cancel := context.WithTimeout(s.traceContext(ctx, req), timeout+toolGrace)
 		defer cancel()
 		tc := &toolCall{s: s, name: sp.name, timeout: timeout, started: time.Now()}
 		stop := tc.reportProgress(ctx, req)

@@ -286,7 +286,7 @@ func EncodeEvent(id int64, name string, args ...json.RawMessage) []byte {
 // ack id id and c, as EncodeEvent(id, EventToolCall, AppendToolCall(nil, c))
 // would, in one allocation.
 func EncodeToolCallEvent(id int64, c *ToolCall) []byte {
-	n := eventHeadLen + len(EventToolCall) + 96 + len(c.CorrelationID) + len(c.Endpoint) + len(c.Payload) + len(c.ReplyTo)
+	n := eventHeadLen + len(EventToolCall) + 96 + len(c.CorrelationID) + len(c.Endpoint) + len(c.Payload) + len(c.ReplyTo) + len(c.Traceparent)
 	dst := appendEventHead(make([]byte, 0, n), id, EventToolCall)
 	dst = append(dst, ',')
 	dst = AppendToolCall(dst, c)

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -106,15 +108,28 @@ func asyncError(w writer, err error) {
 // that does not, 202 with its record then. Such a submit, for a workspace
 // a local holder has, without a correlation id or idempotency key of the caller's,
 // is recorded once, when it must be (Core.Submit).
-func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.ToolCall, prefer preferences) {
+//
+// span is the submit's trace (callSpan; nil when none): it ends with the
+// submit's answer, and goes to Core.Submit in the context.
+func (a *API) submit(ctx context.Context, w writer, ws string, req protocol.ToolCall, prefer preferences, span trace.Span) {
 	a.calls.Add(1)
 	defer a.calls.Done()
-	rec, waited, err := a.core.Submit(ctx, ws, callerRequest(ws, &req), prefer.wait)
+	if span != nil && span.IsRecording() {
+		span.SetAttributes(tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID)...)
+	}
+	rec, waited, err := a.core.Submit(withSpan(ctx, span), ws, callerRequest(ws, &req), prefer.wait)
 	if err != nil {
 		a.log.Debug().Err(err).Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Msg("async call refused")
+		fail := protocol.FailureFrom("", err, protocol.CodeInternalError)
+		traceEnd(span, &fail)
 		asyncError(w, err)
 		return
 	}
+	if span != nil && span.IsRecording() && req.CorrelationID == "" {
+		span.SetAttributes(tracing.CorrelationID.String(rec.CorrelationID))
+	}
+	ok := protocol.ToolResponse{Success: true}
+	traceEnd(span, &ok)
 	a.metrics.asyncSubmitted.Inc()
 	w.Header("Location", "/api/v1/calls/"+url.PathEscape(rec.CorrelationID))
 	status := http.StatusAccepted

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
@@ -39,13 +40,15 @@ func (a *API) handleCall(c *gin.Context) {
 		return
 	}
 	req, prefer, ok := a.acceptCall(w, body, c.GetHeader("Idempotency-Key"), c.Request.Header.Values("Prefer"))
-	switch {
-	case !ok:
-	case prefer.async || req.Async:
-		a.submit(c.Request.Context(), w, ws, req, prefer)
-	default:
-		a.finish(w, start, a.route(c.Request.Context(), ws, req))
+	if !ok {
+		return
 	}
+	span := a.callSpan(c.Request.Context(), c.GetHeader("traceparent"), c.GetHeader("tracestate"), routeCallsPath)
+	if prefer.async || req.Async {
+		a.submit(c.Request.Context(), w, ws, req, prefer, span)
+		return
+	}
+	a.finish(w, start, a.route(c.Request.Context(), ws, req, span))
 }
 
 // callAuthorized checks that token may call workspace ws; when it may
@@ -125,8 +128,11 @@ func (a *API) acceptCall(w writer, body []byte, idemKey string, preferValues []s
 // and the caller calls viaBus off its own goroutine, whose answer is the
 // call's. Every answer of a call begin started goes through end. begin
 // returns started false, having done nothing, when the broker is draining:
-// the caller answers shuttingDown.
-func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter) (holder Holder, bus, started bool) {
+// the caller answers shuttingDown (and ends span).
+//
+// span is the call's trace (callSpan; nil when it has none): begin names
+// the call on it and gives req its traceparent, and end ends it.
+func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter, span trace.Span) (holder Holder, bus, started bool) {
 	if a.core.Draining() {
 		return nil, false, false
 	}
@@ -135,6 +141,7 @@ func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter) (holder 
 	if req.CorrelationID == "" {
 		req.CorrelationID = uuid.NewString()
 	}
+	traceBegun(span, ws, req)
 	a.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
 	holder, ok := a.core.Dispatch(ws, req, w)
 	return holder, !ok, true
@@ -143,17 +150,21 @@ func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter) (holder 
 // viaBus makes a call begin did not hand over through the bus: the
 // broker's caller publishes it to whichever instance holds ws and waits
 // for its answer, by the call's deadline. ctx ending cancels the call.
-func (a *API) viaBus(ctx context.Context, ws string, req *protocol.ToolCall) protocol.ToolResponse {
-	return a.caller.Call(ctx, callerRequest(ws, req))
+// The call's span goes with it in the context: the caller's crossing of
+// the bus is its child.
+func (a *API) viaBus(ctx context.Context, ws string, req *protocol.ToolCall, span trace.Span) protocol.ToolResponse {
+	return a.caller.Call(withSpan(ctx, span), callerRequest(ws, req))
 }
 
 // end is the one rule for the answer of a call begin started: a call the
 // shutdown cut short (the caller closed) answers broker_shutdown, and the
-// call stops counting as in flight. It returns the answer to write.
-func (a *API) end(resp protocol.ToolResponse) protocol.ToolResponse {
+// call stops counting as in flight; its span ends. It returns the answer
+// to write.
+func (a *API) end(resp protocol.ToolResponse, span trace.Span) protocol.ToolResponse {
 	if resp.Error == protocol.CodeCallerClosed && a.core.Draining() {
 		resp.Error, resp.Message = protocol.CodeBrokerShutdown, "broker shut down before the call was answered"
 	}
+	traceEnd(span, &resp)
 	a.inFlight.Add(-1)
 	a.calls.Done()
 	return resp
@@ -166,19 +177,22 @@ func shuttingDown(cid string) protocol.ToolResponse {
 
 // route makes a call and waits for its one answer, on the calling
 // goroutine: net/http's handler and the MCP tools call through here.
-// ctx ending cancels the call (the client gets tool_cancel).
-func (a *API) route(ctx context.Context, ws string, req protocol.ToolCall) protocol.ToolResponse {
+// ctx ending cancels the call (the client gets tool_cancel). span is the
+// call's trace (callSpan), ended with the answer.
+func (a *API) route(ctx context.Context, ws string, req protocol.ToolCall, span trace.Span) protocol.ToolResponse {
 	ch := make(caller.ChanWaiter, 1)
-	holder, bus, started := a.begin(ws, &req, ch)
+	holder, bus, started := a.begin(ws, &req, ch, span)
 	switch {
 	case !started:
-		return shuttingDown(req.CorrelationID)
+		resp := shuttingDown(req.CorrelationID)
+		traceEnd(span, &resp)
+		return resp
 	case bus:
-		return a.end(a.viaBus(ctx, ws, &req))
+		return a.end(a.viaBus(ctx, ws, &req, span), span)
 	case holder == nil:
-		return a.end(<-ch) // answered at once
+		return a.end(<-ch, span) // answered at once
 	}
-	return a.end(a.awaitLocal(ctx, holder, &req, ch))
+	return a.end(a.awaitLocal(ctx, holder, &req, ch), span)
 }
 
 // awaitLocal waits for the answer of call, which begin handed to holder
@@ -207,7 +221,9 @@ func (a *API) awaitLocal(ctx context.Context, holder Holder, call *protocol.Tool
 }
 
 // Call makes a call for the MCP tools, on the API's own call path; the
-// MCP endpoint authorised the request the tool call came in.
+// MCP endpoint authorised the request the tool call came in. The call
+// continues the trace context in ctx (the request's traceparent header, or
+// the tool call's params._meta.traceparent: package mcp).
 func (a *API) Call(ctx context.Context, req caller.Request) protocol.ToolResponse {
 	start := time.Now()
 	call := protocol.ToolCall{CorrelationID: uuid.NewString(), Endpoint: req.Endpoint, Payload: req.Payload, Timeout: req.Timeout.Seconds()}
@@ -215,7 +231,7 @@ func (a *API) Call(ctx context.Context, req caller.Request) protocol.ToolRespons
 	if err := call.Validate(); err != nil {
 		resp = protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest)
 	} else {
-		resp = a.route(ctx, req.WorkspaceID, call)
+		resp = a.route(ctx, req.WorkspaceID, call, a.callSpan(ctx, "", "", routeMCPPath))
 	}
 	a.observe(start, resp)
 	a.mcpCalled(ctx, req.WorkspaceID, &call, &resp, start)

@@ -13,7 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tetherdev/tether/internal/rawnet"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -42,9 +45,10 @@ type callConn struct {
 
 	// The request being answered, set by serve before it dispatches.
 	start      time.Time
-	closeAfter bool      // the client asked Connection: close
-	hdrs       []byte    // header lines added by Header
-	note       *callNote // the request's audit line (audit.go); nil when none
+	span       trace.Span // the call's trace (callSpan); nil when none
+	closeAfter bool       // the client asked Connection: close
+	hdrs       []byte     // header lines added by Header
+	note       *callNote  // the request's audit line (audit.go); nil when none
 	wbuf       []byte
 
 	mu      sync.Mutex
@@ -303,17 +307,24 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	if !ok {
 		return
 	}
+	var span trace.Span
+	if h.traceparent != nil || tracing.On() {
+		span = a.callSpan(context.Background(), string(h.traceparent), string(h.tracestate), routeCallsPath)
+	}
+	c.span = span
 	if pref.async || req.Async {
-		c.onWorker(func(ctx context.Context) { a.submit(ctx, c, ws, req, pref) })
+		c.onWorker(func(ctx context.Context) { a.submit(ctx, c, ws, req, pref, span) })
 		return
 	}
-	holder, bus, started := a.begin(ws, &req, c)
+	holder, bus, started := a.begin(ws, &req, c, span)
 	switch {
 	case !started:
-		a.finish(c, c.start, shuttingDown(req.CorrelationID))
+		resp := shuttingDown(req.CorrelationID)
+		traceEnd(span, &resp)
+		a.finish(c, c.start, resp)
 		return
 	case bus:
-		c.onWorker(func(ctx context.Context) { c.Answer(a.viaBus(ctx, ws, &req)) })
+		c.onWorker(func(ctx context.Context) { c.Answer(a.viaBus(ctx, ws, &req, span)) })
 		return
 	case holder == nil:
 		return // answered
@@ -351,7 +362,7 @@ func (c *callConn) onWorker(f func(ctx context.Context)) {
 // in flight. It never blocks.
 func (c *callConn) Answer(resp protocol.ToolResponse) {
 	a := c.s.a
-	a.finish(c, c.start, a.end(resp))
+	a.finish(c, c.start, a.end(resp, c.span))
 }
 
 // Header implements writer.

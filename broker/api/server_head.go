@@ -59,7 +59,9 @@ type callHead struct {
 	idempotency   []byte // the Idempotency-Key header's value
 	prefer        [][]byte
 	forwarded     [][]byte // X-Forwarded-For values, for the audit log's client (proxy.Trust)
-	close         bool     // Connection: close
+	traceparent   []byte   // the W3C trace context headers; nil when none
+	tracestate    []byte
+	close         bool // Connection: close
 }
 
 var crlf = []byte("\r\n")
@@ -118,6 +120,16 @@ func parseCallHead(b []byte, maxBody int) (h callHead, v headVerdict) {
 			h.prefer = append(h.prefer, value)
 		case fieldIs(name, "x-forwarded-for"):
 			h.forwarded = append(h.forwarded, value)
+		case fieldIs(name, "traceparent"):
+			if h.traceparent != nil {
+				return h, headDecline // W3C: two traceparents are net/http's to read
+			}
+			h.traceparent = value
+		case fieldIs(name, "tracestate"):
+			if h.tracestate != nil {
+				return h, headDecline
+			}
+			h.tracestate = value
 		case fieldIs(name, "connection"):
 			close, ok := connectionOption(value)
 			if !ok {

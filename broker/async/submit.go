@@ -52,7 +52,7 @@ func (q *Queue) Submit(ctx context.Context, req caller.Request) (store.Record, e
 func (q *Queue) SubmitWait(ctx context.Context, req caller.Request, wait time.Duration) (store.Record, error) {
 	o, h := q.o, q.h
 	now := time.Now()
-	rec, err := caller.NewRecord(&req, now)
+	rec, err := caller.NewRecord(ctx, &req, now)
 	if err != nil {
 		return store.Record{}, err
 	}

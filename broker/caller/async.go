@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -61,8 +63,9 @@ const MaxWaitPerRequest = 60 * time.Second
 // NewRecord is the record of req submitted at now, queued; it checks req
 // as a submit does and gives it a correlation id when it has none. A
 // broker that records a call it delivered itself (Broker.submitLocalWait)
-// makes its record here too.
-func NewRecord(req *Request, now time.Time) (store.Record, error) {
+// makes its record here too. The record keeps the trace context of the
+// span in ctx, which the call's delivery continues.
+func NewRecord(ctx context.Context, req *Request, now time.Time) (store.Record, error) {
 	if req.CorrelationID == "" {
 		req.CorrelationID = uuid.NewString()
 	}
@@ -92,6 +95,7 @@ func NewRecord(req *Request, now time.Time) (store.Record, error) {
 		CreatedAt:      now,
 		Deadline:       now.Add(timeout),
 		IdempotencyKey: req.IdempotencyKey,
+		Traceparent:    tracing.Format(trace.SpanContextFromContext(ctx)),
 	}
 	if req.IdempotencyKey != "" {
 		// Only a retry with the key is compared with what it asked for.

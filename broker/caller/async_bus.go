@@ -82,7 +82,7 @@ func (c *BusCaller) submit(ctx context.Context, req Request, delivered bool) (st
 	if c.isClosed() {
 		return store.Record{}, false, protocol.Errorf(protocol.CodeCallerClosed, "caller is closed")
 	}
-	rec, err := NewRecord(&req, time.Now())
+	rec, err := NewRecord(ctx, &req, time.Now())
 	if err != nil {
 		return store.Record{}, false, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherdev/tether/broker/bus"
 	"github.com/tetherdev/tether/broker/store"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -153,12 +154,22 @@ func (c *BusCaller) onOnline(msg []byte) {
 	}
 }
 
-// Call implements Caller.
+// Call implements Caller. When ctx carries a span context, the call's
+// crossing of the bus is a span of its own ("tether.bus.publish"), whose
+// trace context the message carries to the holding broker.
 func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	cid := req.CorrelationID
 	if cid == "" {
 		cid = uuid.NewString()
 	}
+	span, traceparent := publishSpan(ctx, &req, cid)
+	resp := c.call(ctx, req, cid, traceparent)
+	tracing.EndCall(span, resp.Success, resp.Error)
+	return resp
+}
+
+// call is Call with the correlation id and the trace context settled.
+func (c *BusCaller) call(ctx context.Context, req Request, cid, traceparent string) protocol.ToolResponse {
 	timeout := req.timeout()
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -169,6 +180,7 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 		Timeout:       timeout.Seconds(),
 		ReplyTo:       c.inbox,
 		DeadlineMS:    deadline.UnixMilli(),
+		Traceparent:   traceparent,
 	}}
 	if err := call.Validate(); err != nil {
 		return protocol.FailureFrom(cid, err, protocol.CodeInvalidRequest)
@@ -181,7 +193,7 @@ func (c *BusCaller) Call(ctx context.Context, req Request) protocol.ToolResponse
 	if len(req.Payload) > 0 && !protocol.Valid(req.Payload) {
 		return protocol.Failure(cid, protocol.CodeInvalidRequest, "payload is not valid JSON")
 	}
-	msg := protocol.AppendBusMessage(make([]byte, 0, 160+len(req.Payload)), &call)
+	msg := protocol.AppendBusMessage(make([]byte, 0, 160+len(req.Payload)+len(traceparent)), &call)
 	w := &waiting{c: c, ctx: ctx, req: req, cid: cid, timeout: timeout}
 
 	ch := make(chan event, 2)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/tetherdev/tether/protocol"
 )
@@ -32,7 +33,8 @@ type HTTP struct {
 // take: the broker answers by then even when the workspace never does.
 const httpMargin = 5 * time.Second
 
-// Call implements Caller.
+// Call implements Caller. The trace context of the span in ctx goes with
+// the call as its traceparent header.
 func (h *HTTP) Call(ctx context.Context, req Request) protocol.ToolResponse {
 	cid := req.CorrelationID
 	if cid == "" {
@@ -95,6 +97,7 @@ func (h *HTTP) do(ctx context.Context, method, path string, body []byte, header 
 	if h.Token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+h.Token)
 	}
+	injectTrace(ctx, propagation.HeaderCarrier(hreq.Header))
 	for i := 0; i+1 < len(header); i += 2 {
 		hreq.Header.Set(header[i], header[i+1])
 	}

@@ -54,6 +54,9 @@ func (r *Redis) fields(rec *Record, idemKey string, hasIdem bool) []any {
 	if rec.Fingerprint != "" {
 		f = append(f, "fingerprint", rec.Fingerprint)
 	}
+	if rec.Traceparent != "" {
+		f = append(f, "traceparent", rec.Traceparent)
+	}
 	return f
 }
 
@@ -119,6 +122,8 @@ func (rec *Record) setField(k, v string) error {
 		rec.IdempotencyKey = v
 	case "fingerprint":
 		rec.Fingerprint = v
+	case "traceparent":
+		rec.Traceparent = v
 	}
 	if err != nil {
 		return fmt.Errorf("reading call record field %s: %w", k, err)

@@ -95,6 +95,10 @@ type Record struct {
 	// retried submit with the same idempotency key but another body can be
 	// told apart.
 	Fingerprint string `json:"-"`
+	// Traceparent is the W3C trace context the call continues (the
+	// submit's span), so that its delivery, whenever and wherever it
+	// happens, joins the caller's trace; empty when it has none.
+	Traceparent string `json:"-"`
 }
 
 // Call is the tool call to deliver for r: marked async, so that its outcome
@@ -107,6 +111,7 @@ func (r *Record) Call() protocol.ToolCall {
 		Timeout:       r.Timeout,
 		DeadlineMS:    r.Deadline.UnixMilli(),
 		Async:         true,
+		Traceparent:   r.Traceparent,
 	}
 }
 

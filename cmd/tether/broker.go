@@ -22,6 +22,7 @@ import (
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/broker/store"
 	"github.com/tetherdev/tether/internal/buildinfo"
+	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/internal/tuning"
 	"github.com/tetherdev/tether/mcp"
 )
@@ -220,6 +221,14 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer cfg.Revocations.Close() // after the broker's Shutdown
+	// Tracing (OTEL_*): set up before the broker serves, shut down after
+	// it drained, so the spans of its last calls are exported.
+	tr, err := tracing.Setup(context.Background(), tracing.Service{Name: "tether-broker", InstanceID: f.instanceID, Version: buildinfo.Version()}, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, log)
+	cfg.Collectors = append(cfg.Collectors, tr.Collectors()...)
 	b, err := broker.New(cfg)
 	if err != nil {
 		return err
@@ -228,6 +237,18 @@ func runBroker(args []string, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	return serveBroker(ctx, b, ln, tlsCfg, log)
+}
+
+// tracingShutdown bounds the export of the spans still queued at exit: an
+// OTLP endpoint that is down does not hold the process.
+const tracingShutdown = 5 * time.Second
+
+func shutdownTracing(tr *tracing.Tracing, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdown)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Debug().Err(err).Msg("tracing shutdown: spans still queued were dropped")
+	}
 }
 
 // redactURL hides the password of a redis:// URL for logs.

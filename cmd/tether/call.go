@@ -33,6 +33,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("idempotency-key", "", "with --async: a retry with the same key returns the call already made")
 	var cf caFlags
 	cf.register(fs)
+	var tf traceFlags
+	tf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tether call [flags] ENDPOINT [PAYLOAD_JSON | -]")
 		fs.PrintDefaults()
@@ -78,6 +80,10 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if ctx, err = tf.context(ctx); err != nil {
+		fmt.Fprintf(stderr, "tether call: %v\n", err)
+		return 2
+	}
 	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: client}
 	req := caller.Request{
 		WorkspaceID:      *workspace,

@@ -57,6 +57,8 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 	compact := fs.Bool("compact", false, "print the record on one line")
 	var cf caFlags
 	cf.register(fs)
+	var tf traceFlags
+	tf.register(fs)
 	var max *time.Duration
 	switch verb {
 	case "status", "cancel":
@@ -88,6 +90,10 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if ctx, err = tf.context(ctx); err != nil {
+		fmt.Fprintf(stderr, "tether calls: %v\n", err)
+		return 2
+	}
 	c := &caller.HTTP{BaseURL: *brokerURL, Token: *token, Client: client}
 	var rec store.Record
 	switch verb {

@@ -46,6 +46,9 @@ type target struct {
 	// it fails is part of what the comparison shows. Anything tether
 	// answers must be a success.
 	peer bool
+	// traceparent, when set, is sent as the request's traceparent header
+	// (BenchmarkTracingCost).
+	traceparent string
 }
 
 // runStats is one load run: the latencies of the calls that started in the
@@ -326,6 +329,9 @@ func callRequest(tgt target) (host string, req []byte, err error) {
 	}
 	if tgt.async && tgt.submitWait {
 		b.WriteString("Prefer: respond-async, wait=10\r\n")
+	}
+	if tgt.traceparent != "" {
+		fmt.Fprintf(&b, "traceparent: %s\r\n", tgt.traceparent)
 	}
 	b.WriteString("\r\n")
 	b.Write(body)

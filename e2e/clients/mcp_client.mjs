@@ -18,9 +18,10 @@
 //
 // stdin: one JSON command per line:
 //   {"cmd":"list"}
-//   {"cmd":"call","id":ID,"name":N,"arguments":{...},"progress":true,"timeout_ms":MS}
+//   {"cmd":"call","id":ID,"name":N,"arguments":{...},"progress":true,"timeout_ms":MS,"meta":{...}}
 //       progress asks for progress notifications (the SDK sends a progress
-//       token); timeout_ms is the SDK's request timeout (default 60000).
+//       token); timeout_ms is the SDK's request timeout (default 60000);
+//       meta is sent as the request's params._meta (a traceparent, say).
 //   {"cmd":"cancel","id":ID}      aborts call ID: the SDK sends notifications/cancelled
 //   {"cmd":"exit"}
 // The process exits on "exit" or when stdin closes, so it never outlives the
@@ -133,7 +134,7 @@ async function main() {
           options.onprogress = (p) => emit({ event: 'progress', id: cmd.id, progress: p.progress, total: p.total, message: p.message });
         }
         const start = Date.now();
-        const p = client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }, undefined, options).then(
+        const p = client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {}, ...(cmd.meta ? { _meta: cmd.meta } : {}) }, undefined, options).then(
           (result) => emit({ event: 'result', id: cmd.id, result, elapsed_ms: Date.now() - start }),
           (e) => emit({ event: 'error', id: cmd.id, message: String(e.message ?? e), code: e.code, elapsed_ms: Date.now() - start }));
         pending.add(p);

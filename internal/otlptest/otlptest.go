@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,12 +49,13 @@ type Receiver struct {
 	mu      sync.Mutex
 	spans   []Span
 	batches int
+	changed chan struct{} // closed and replaced when spans arrive (Await)
 }
 
 // Start runs a receiver until the test ends.
 func Start(t testing.TB) *Receiver {
 	t.Helper()
-	r := &Receiver{}
+	r := &Receiver{changed: make(chan struct{})}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	r.URL = r.srv.URL
 	t.Cleanup(r.srv.Close)
@@ -108,6 +110,8 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
 	r.batches++
+	close(r.changed)
+	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
@@ -130,6 +134,77 @@ func (r *Receiver) Named(name string) []Span {
 		}
 	}
 	return out
+}
+
+// Trace returns the spans received so far of the trace traceID (hex).
+func (r *Receiver) Trace(traceID string) []Span {
+	return Filter(r.Spans(), func(s Span) bool { return s.TraceID == traceID })
+}
+
+// Service returns the spans received so far whose resource's service.name
+// is name.
+func (r *Receiver) Service(name string) []Span {
+	return Filter(r.Spans(), func(s Span) bool { return s.Resource["service.name"] == name })
+}
+
+// Await waits until cond holds of every span received so far, and
+// returns them; each export that arrives wakes it. It fails t, naming
+// what and listing the spans it got, when within passes first.
+func (r *Receiver) Await(t testing.TB, within time.Duration, what string, cond func([]Span) bool) []Span {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		spans, changed := append([]Span(nil), r.spans...), r.changed
+		r.mu.Unlock()
+		if cond(spans) {
+			return spans
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			var list strings.Builder
+			for _, s := range spans {
+				list.WriteString("  " + s.String() + "\n")
+			}
+			t.Fatalf("OTLP receiver: no %s within %s; received:\n%s", what, within, list.String())
+			return nil
+		}
+	}
+}
+
+// AwaitSpan waits for a span match accepts and returns it, as Await.
+func (r *Receiver) AwaitSpan(t testing.TB, within time.Duration, what string, match func(Span) bool) Span {
+	t.Helper()
+	var found Span
+	r.Await(t, within, what, func(spans []Span) bool {
+		for _, s := range spans {
+			if match(s) {
+				found = s
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// Filter returns the spans keep accepts.
+func Filter(spans []Span, keep func(Span) bool) []Span {
+	var out []Span
+	for _, s := range spans {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// String names the span for a failure message: its service and instance,
+// name, kind, ids and attributes.
+func (s Span) String() string {
+	return fmt.Sprintf("%s/%s %q (%s) trace %s span %s parent %s attrs %v", s.Resource["service.name"], s.Resource["service.instance.id"], s.Name, s.Kind, s.TraceID, s.SpanID, s.ParentSpanID, s.Attributes)
 }
 
 // Batches is how many export requests arrived.

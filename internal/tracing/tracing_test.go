@@ -3,6 +3,9 @@ package tracing
 import (
 	"context"
 	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestExtractThenTraceparentGivesTheSameTraceparent(t *testing.T) {
@@ -43,4 +46,30 @@ func TestConfiguredOnlyWithAnEndpointAndNotDisabled(t *testing.T) {
 			t.Errorf("%v: Configured() = %v, want %v", c.env, got, c.want)
 		}
 	}
+}
+
+func TestFormatAgreesWithTraceparent(t *testing.T) {
+	for _, tp := range []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"} {
+		ctx, _ := Extract(context.Background(), tp, "")
+		if got := Format(trace.SpanContextFromContext(ctx)); got != tp || got != Traceparent(ctx) {
+			t.Errorf("Format = %q, Traceparent = %q, want %q", got, Traceparent(ctx), tp)
+		}
+	}
+	if got := Format(trace.SpanContext{}); got != "" {
+		t.Errorf("Format of an invalid span context = %q, want empty", got)
+	}
+}
+
+func BenchmarkExtract(b *testing.B) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	b.Run("extract", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = Extract(context.Background(), tp, "")
+		}
+	})
+	b.Run("propagator-with-a-map", func(b *testing.B) {
+		for b.Loop() {
+			_ = propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+		}
+	})
 }

@@ -21,6 +21,7 @@ func createThenGetReturnsEveryField(t *testing.T, pair Pair) {
 	rec.Timeout = 30.25
 	rec.OfflineAt = rec.CreatedAt.Add(2 * time.Second)
 	rec.IdempotencyKey, rec.Fingerprint = "key/1 é", "fp"
+	rec.Traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	created := create(t, a, rec)
 	got := get(t, b, rec.CorrelationID)
 	if got.Status != store.Queued || got.DeliveredAt != nil || got.FinishedAt != nil || got.Response != nil {
@@ -29,14 +30,14 @@ func createThenGetReturnsEveryField(t *testing.T, pair Pair) {
 	want := created
 	for _, r := range []store.Record{want, got} {
 		if r.CorrelationID != rec.CorrelationID || r.WorkspaceID != "ws" || r.Endpoint != "/api/ping" || string(r.Payload) != string(rec.Payload) ||
-			r.Timeout != 30.25 || r.IdempotencyKey != "key/1 é" || r.Fingerprint != "fp" ||
+			r.Timeout != 30.25 || r.IdempotencyKey != "key/1 é" || r.Fingerprint != "fp" || r.Traceparent != rec.Traceparent ||
 			!r.CreatedAt.Equal(rec.CreatedAt.Truncate(time.Millisecond)) || !r.Deadline.Equal(rec.Deadline.Truncate(time.Millisecond)) ||
 			!r.OfflineAt.Equal(rec.OfflineAt.Truncate(time.Millisecond)) {
 			t.Fatalf("record %+v does not keep what was created (%+v)", r, rec)
 		}
 	}
 	call := got.Call()
-	if !call.Async || call.DeadlineMS != rec.Deadline.UnixMilli() || call.Timeout != 30.25 || string(call.Payload) != string(rec.Payload) {
+	if !call.Async || call.DeadlineMS != rec.Deadline.UnixMilli() || call.Timeout != 30.25 || string(call.Payload) != string(rec.Payload) || call.Traceparent != rec.Traceparent {
 		t.Fatalf("Call() = %+v", call)
 	}
 }

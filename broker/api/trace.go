@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// The trace of a call at the broker it enters (docs/design.md, Tracing):
+// a Server span "tether.call" from the request to the answer, continuing
+// the caller's traceparent header (HTTP API) or the trace context in the
+// request's context (the MCP endpoint). The span is the call's trace
+// context from then on: begin gives the call its traceparent (a holder of
+// this broker continues from it), viaBus hands it to the bus caller in the
+// context, end ends it with the outcome.
+
+var tracer = otel.Tracer("github.com/tetherdev/tether/broker/api")
+
+// HTTP routes named on the call spans (http.route).
+const (
+	routeCallsPath = "/api/v1/workspaces/{id}/calls"
+	routeMCPPath   = "/api/v1/workspaces/{id}/mcp"
+)
+
+// callSpan begins the trace of a call entering by route, continuing
+// traceparent (and tracestate), or when that is empty the span context in
+// parent. It returns nil, having done nothing, when tracing is off and the
+// call brings no trace context: the untraced path pays one atomic load and
+// a look at the header. With tracing off a valid traceparent is kept, in a
+// span that records nothing, so that the call passes it on unchanged (a
+// participant that does not trace forwards the context, W3C Trace
+// Context). A malformed traceparent is ignored, logged at debug: a new
+// trace starts.
+func (a *API) callSpan(parent context.Context, traceparent, tracestate, route string) trace.Span {
+	on := tracing.On()
+	ctx := a.extract(parent, traceparent, tracestate, route)
+	if !on {
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			return nil
+		}
+		return trace.SpanFromContext(ctx) // records nothing; carries the caller's context
+	}
+	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.HTTPRoute(route)))
+	return span
+}
+
+// extract returns parent carrying the trace context of a request's
+// traceparent (and tracestate) header, or parent itself when there is none
+// or it is malformed: that is logged at debug, and the call starts a new
+// trace.
+func (a *API) extract(parent context.Context, traceparent, tracestate, route string) context.Context {
+	if traceparent == "" {
+		return parent
+	}
+	ctx, ok := tracing.Extract(parent, traceparent, tracestate)
+	if !ok {
+		if len(traceparent) > 64 {
+			traceparent = traceparent[:64] + "..."
+		}
+		a.log.Debug().Str("traceparent", traceparent).Str("route", route).Msg("malformed traceparent ignored: the call starts a new trace")
+	}
+	return ctx
+}
+
+// traceBegun names the call req to ws on its span and gives req the
+// traceparent it carries on: the span's. span may be nil.
+func traceBegun(span trace.Span, ws string, req *protocol.ToolCall) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID)...)
+	}
+	req.Traceparent = tracing.Format(span.SpanContext())
+}
+
+// traceEnd ends a call's span with its answer. span may be nil.
+func traceEnd(span trace.Span, resp *protocol.ToolResponse) {
+	tracing.EndCall(span, resp.Success, resp.Error)
+}
+
+// withSpan is ctx carrying span (nil: ctx as it is), for the bus caller.
+func withSpan(ctx context.Context, span trace.Span) context.Context {
+	if span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, span)
+}
