@@ -99,6 +99,7 @@ func (b *Broker) newConn(s *eio.Session) eio.Handler {
 	c := &conn{b: b, s: s}
 	c.calls = newCallTable(&c.mu, c, &b.log, b.metrics.inFlight, b.metrics.duplicates)
 	c.queue = b.asyncOwner.Queue(c)
+	s.Bind(c) // before track: Shutdown may close c as soon as it is tracked
 	if !b.track(c) {
 		return nil
 	}

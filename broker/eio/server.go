@@ -192,9 +192,13 @@ func (srv *Server) track(s *Session) bool {
 	// are added while the counter is above zero and Wait covers them.
 	srv.wg.Add(1)
 	srv.mu.Unlock()
-	if s.h = srv.accept(s); s.h == nil {
+	h := srv.accept(s)
+	if h == nil {
 		srv.wg.Done()
 		return false
+	}
+	if s.h == nil { // an accept that did not Bind: nothing else has s yet
+		s.h = h
 	}
 	return true
 }

@@ -88,6 +88,13 @@ type Session struct {
 // ID is the session's Engine.IO sid.
 func (s *Session) ID() string { return s.id }
 
+// Bind makes h the session's Handler. An accept function that makes the
+// session reachable by other goroutines before it returns (registers it
+// where a shutdown finds and closes it) calls Bind first, so a Close from
+// there finds its Handler; otherwise the Handler accept returns is bound
+// after it returns.
+func (s *Session) Bind(h Handler) { s.h = h }
+
 // Remote is the client's address: the peer's, or behind a trusted proxy
 // the client its X-Forwarded-For names (proxy.Trust.Client).
 func (s *Session) Remote() string { return s.remote }
