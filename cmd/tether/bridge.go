@@ -101,14 +101,3 @@ func bridgeInstance() string {
 	}
 	return host + "/" + strconv.Itoa(os.Getpid())
 }
-
-// splitList reads a comma-separated flag value; empty items are dropped.
-func splitList(v string) []string {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/tetherdev/tether/bridge"
 )
 
 // Every flag of every command reads an environment variable, so that a
@@ -36,9 +34,10 @@ var envExceptions = map[string]string{
 	// listener.
 	"bridge --http": "TETHER_BRIDGE_HTTP",
 	"up --http":     "TETHER_BRIDGE_HTTP",
-	// The variable bridge.ReadToken reads, the one every client of the
-	// bridge's listener knows.
-	"attach --bridge-token": bridge.HTTPTokenEnv,
+	// bridge.HTTPTokenEnv, the variable bridge.ReadToken reads, the one
+	// every client of the bridge's listener knows (spelt out: package
+	// bridge is not built on Windows, and this file is; a test checks).
+	"attach --bridge-token": "TETHER_BRIDGE_HTTP_TOKEN",
 	// tether token's --keys is a private key set; TETHER_KEYS, set in a
 	// shell or file holding a broker's settings, is the broker's public one.
 	"token --keys": "",
@@ -166,4 +165,15 @@ func parseStatus(fs *flag.FlagSet, err error) int {
 		fmt.Fprintf(fs.Output(), "tether %s: %v\n", fs.Name(), err)
 	}
 	return 2
+}
+
+// splitList reads a comma-separated flag value; empty items are dropped.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

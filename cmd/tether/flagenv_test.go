@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tetherdev/tether/bridge"
 )
 
 // envCommands are every command that parses flags, each run as run() would
@@ -189,6 +191,9 @@ func TestEveryFlagReadsItsVariable(t *testing.T) {
 			}
 			checked++
 		})
+	}
+	if got := envExceptions["attach --bridge-token"]; got != bridge.HTTPTokenEnv {
+		t.Errorf("tether attach --bridge-token reads %s, bridge.ReadToken %s", got, bridge.HTTPTokenEnv)
 	}
 	for key := range envExceptions {
 		cmd, flagName, _ := strings.Cut(key, " --")
