@@ -84,6 +84,7 @@ func TestDeployDocFlags(t *testing.T) {
 type docFlag struct {
 	name, typ, usage, def string
 	env                   string // its variable: the "environment:" line
+	list                  bool   // the variable is a comma-separated list
 }
 
 // flagsTable returns the generated part of the page: for each command, a
@@ -108,6 +109,9 @@ func flagsTable(t *testing.T) string {
 			envCell, defCell := "—", ""
 			if f.env != "" {
 				envCell = "`" + f.env + "`"
+				if f.list {
+					envCell += ", comma-separated"
+				}
 			}
 			if f.def != "" {
 				defCell = "`" + f.def + "`"
@@ -163,7 +167,7 @@ func helpFlags(t *testing.T, cmd string, run func([]string, io.Writer) error) []
 			}
 		}
 		if e, ok := strings.CutPrefix(ls[len(ls)-1], "environment: "); ok {
-			f.env = strings.TrimSuffix(e, " (comma-separated)")
+			f.env, f.list = strings.CutSuffix(e, " (comma-separated)")
 			ls = ls[:len(ls)-1]
 		}
 		f.usage = strings.Join(ls, " ")

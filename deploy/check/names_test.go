@@ -48,7 +48,7 @@ func docFlags(t *testing.T) flagTable {
 		b, tableErr = os.ReadFile("../../docs/deploy.md")
 		table = flagTable{flags: map[string]map[string]bool{}, envs: map[string]bool{}}
 		cmd := ""
-		row := regexp.MustCompile("^\\| `--([a-z0-9-]+)[^`]*` \\| (?:`(TETHER_[A-Z0-9_]+)`|—) \\|")
+		row := regexp.MustCompile("^\\| `--([a-z0-9-]+)[^`]*` \\| (?:`(TETHER_[A-Z0-9_]+)`[^|]*|—) \\|")
 		for _, line := range strings.Split(string(b), "\n") {
 			if c, ok := strings.CutPrefix(line, "#### tether "); ok {
 				cmd = c
