@@ -69,8 +69,9 @@ func TestDeployThreeBrokersBehindHAProxy(t *testing.T) {
 			"TETHER_PUBLIC_URL=https://broker.example.com",
 			"TETHER_REDIS=" + rds.srv.URL(),
 			"TETHER_REDIS_PREFIX=" + rds.prefix,
+			"TETHER_TRUSTED_PROXIES=127.0.0.1/32", // the balancer, as broker.env.example
 		}
-		b := runBroker(t, name, "127.0.0.1:0", env, "--trusted-proxies", "127.0.0.1/32")
+		b := runBroker(t, name, "127.0.0.1:0", env)
 		b.url = "https://" + strings.TrimPrefix(b.url, "http://")
 		b.client = caClient(t, filepath.Join(dir, "ca.crt"), name+".internal")
 		brokers[i] = b

@@ -32,8 +32,8 @@ const attachReadLimit = 4 << 20
 func runAttach(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("bridge-http", env("TETHER_BRIDGE_HTTP", ""), "the bridge's local HTTP address (its --http; tether up prints it)")
-	token := fs.String("bridge-token", "", "the listener's token (default: "+bridge.HTTPTokenEnv+", else read from the token file the bridge wrote for that address)")
+	addr := fs.String("bridge-http", "", "the bridge's local HTTP address (its --http; tether up prints it)")
+	token := fs.String("bridge-token", "", "the listener's token (default: read from the token file the bridge wrote for that address)")
 	write := fs.Bool("write", false, "also type into the terminal (Ctrl-] detaches when stdin is a terminal)")
 	if err := parse(fs, args, 0); err != nil {
 		return err

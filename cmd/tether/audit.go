@@ -15,7 +15,7 @@ import (
 type auditFlags struct{ path string }
 
 func (f *auditFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "audit-log", env("TETHER_AUDIT_LOG", ""), "write one JSON line per connection event and call to this file (created 0600, appended to, reopened on SIGHUP), or - for stdout; default: none")
+	fs.StringVar(&f.path, "audit-log", "", "write one JSON line per connection event and call to this file (created 0600, appended to, reopened on SIGHUP), or - for stdout; default: none")
 }
 
 // auditCloseWait bounds how long a stopping process waits for the audit

@@ -21,16 +21,16 @@ func reaperMain() { terminal.ReaperMain() }
 func runBridge(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokerURL := fs.String("broker", env("TETHER_BROKER", ""), "broker URL, http(s):// or ws(s)://")
-	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id this bridge serves")
-	token := fs.String("token", env("TETHER_TOKEN", ""), "bridge token")
-	root := fs.String("root", env("TETHER_ROOT", "."), "directory served")
-	httpAddr := fs.String("http", env("TETHER_BRIDGE_HTTP", ""), "also serve the routes over HTTP on this address (e.g. 127.0.0.1:8765)")
+	brokerURL := fs.String("broker", "", "broker URL, http(s):// or ws(s)://")
+	workspace := fs.String("workspace", "", "workspace id this bridge serves")
+	token := fs.String("token", "", "bridge token")
+	root := fs.String("root", ".", "directory served")
+	httpAddr := fs.String("http", "", "also serve the routes over HTTP on this address (e.g. 127.0.0.1:8765)")
 	maxInFlight := fs.Int("max-in-flight", 0, "handlers running at once before 'overloaded' (default 64)")
 	outputCap := fs.Int("output-cap", 0, "bytes of a command's output a terminal result keeps, head and tail (default 80000)")
-	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", ""), "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
+	sandboxDir := fs.String("sandbox-dir", "", "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
-	disable := fs.String("disable", env("TETHER_DISABLE", ""), "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
+	disable := fs.String("disable", "", "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	var cf caFlags
 	cf.register(fs)
 	var af auditFlags
@@ -100,15 +100,4 @@ func bridgeInstance() string {
 		host = "unknown"
 	}
 	return host + "/" + strconv.Itoa(os.Getpid())
-}
-
-// splitList reads a comma-separated flag value; empty items are dropped.
-func splitList(v string) []string {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }

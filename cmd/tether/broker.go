@@ -48,14 +48,14 @@ type brokerFlags struct {
 }
 
 func (f *brokerFlags) register(fs *flag.FlagSet, defListen string) {
-	fs.StringVar(&f.listen, "listen", env("TETHER_LISTEN", defListen), "address to listen on")
-	fs.StringVar(&f.secret, "secret", env("TETHER_SECRET", ""), "token signing secret (required off loopback; on loopback a broker without one generates one, kept in a private file)")
+	fs.StringVar(&f.listen, "listen", defListen, "address to listen on")
+	fs.StringVar(&f.secret, "secret", "", "token signing secret (required off loopback; on loopback a broker without one generates one, kept in a private file)")
 	fs.DurationVar(&f.pingInterval, "ping-interval", 25*time.Second, "Engine.IO ping interval")
 	fs.DurationVar(&f.pingTimeout, "ping-timeout", 20*time.Second, "Engine.IO ping timeout")
 	fs.IntVar(&f.maxPayload, "max-payload", 1_000_000, "largest message and HTTP body, bytes")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 1024, "calls in flight per workspace before 'overloaded'")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "how long shutdown waits for calls in flight")
-	fs.StringVar(&f.instanceID, "instance-id", env("TETHER_INSTANCE_ID", ""), "this broker's name in logs (default random)")
+	fs.StringVar(&f.instanceID, "instance-id", "", "this broker's name in logs (default random)")
 	fs.Float64Var(&f.connRate, "conn-rate", eio.DefaultConnRate, "new connections per second from one address (an IPv6 /64) before HTTP 429; 0 turns the limit off")
 	fs.IntVar(&f.connBurst, "conn-burst", eio.DefaultConnBurst, "new connections one address may open at once, on top of --conn-rate")
 	fs.IntVar(&f.maxHandshakes, "max-handshakes-per-ip", eio.DefaultMaxHandshakesPerIP, "connections of one address open without a Socket.IO CONNECT yet before HTTP 429; 0 turns the limit off")

@@ -22,9 +22,9 @@ import (
 func runCall(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
-	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token")
-	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id")
+	brokerURL := fs.String("broker", "http://127.0.0.1:8377", "broker URL")
+	token := fs.String("token", "", "caller token")
+	workspace := fs.String("workspace", "", "workspace id")
 	timeout := fs.Float64("timeout", 30, "seconds the call may take, 0.1 to 600")
 	wait := fs.Bool("wait", false, "if the workspace is offline, wait for it (up to the timeout)")
 	waitFor := fs.Duration("wait-for", 0, "if the workspace is offline, wait this long at most for it (as wait_for_workspace_ms)")
@@ -39,11 +39,8 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: tether call [flags] ENDPOINT [PAYLOAD_JSON | -]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if err := parseFlags(fs, args); err != nil {
+		return parseStatus(fs, err)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()

@@ -52,8 +52,8 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("calls "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
-	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token")
+	brokerURL := fs.String("broker", "http://127.0.0.1:8377", "broker URL")
+	token := fs.String("token", "", "caller token")
 	compact := fs.Bool("compact", false, "print the record on one line")
 	var cf caFlags
 	cf.register(fs)
@@ -72,11 +72,8 @@ func runCalls(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: tether calls %s [flags] CORRELATION_ID\n", verb)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return parseStatus(fs, err)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

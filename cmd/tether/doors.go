@@ -32,7 +32,7 @@ type doorFlags struct {
 }
 
 func (d *doorFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.secretFile, "secret-file", env("TETHER_SECRET_FILE", ""), "read the token signing secret from this file (better than --secret, which other users may see in the process list)")
+	fs.StringVar(&d.secretFile, "secret-file", "", "read the token signing secret from this file (better than --secret, which other users may see in the process list)")
 	fs.BoolVar(&d.insecureNoAuth, "insecure-no-auth", false, "turn authentication off (loopback only; every connection and call is logged as a warning). Without it, a broker with no keys generates a secret")
 	fs.Var(&d.corsOrigins, "cors-origin", "a browser origin (scheme://host[:port], or * for any, never with credentials) allowed to use the caller API and the polling transport; repeatable; none by default")
 	fs.Var(&d.trustedProxies, "trusted-proxies", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client, for the per-address limits and the logs; none by default")
@@ -47,6 +47,8 @@ func (d *doorFlags) apply(cfg *broker.Config) {
 // originsFlag is --cors-origin, repeatable: "*" or an origin as a browser
 // sends it, scheme://host[:port] and nothing more.
 type originsFlag []string
+
+func (*originsFlag) repeatable() {}
 
 func (o *originsFlag) String() string { return strings.Join(*o, ",") }
 

@@ -7,12 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -46,9 +42,9 @@ var flagsDocCommands = []struct {
 // from it, or an environment variable, default or description that differs
 // from what the command reads. TETHER_UPDATE_DOCS=1 writes the table anew.
 //
-// The environment variable of a flag is found by trying, not by reading
-// code: each TETHER_* name that cmd/tether's code spells is set in turn, and
-// the flag whose default -h shows changes is the one that reads it.
+// The environment variable of a flag is the one its -h shows, which the
+// rule of flagenv.go writes there (flagEnv): the table says what a user of
+// -h reads.
 func TestDeployDocFlags(t *testing.T) {
 	want := flagsTable(t)
 	doc, err := os.ReadFile(flagsDocPath)
@@ -87,44 +83,35 @@ func TestDeployDocFlags(t *testing.T) {
 // docFlag is one flag as `tether CMD -h` prints it.
 type docFlag struct {
 	name, typ, usage, def string
-	block                 string // the whole of its -h text, to see a default change
+	env                   string // its variable: the "environment:" line
+	list                  bool   // the variable is a comma-separated list
 }
 
 // flagsTable returns the generated part of the page: for each command, a
 // table of its flags with the environment variable each reads.
 func flagsTable(t *testing.T) string {
 	t.Helper()
-	names := envNames(t)
-	// Every candidate unset (env treats "" as unset), so the machine's own
-	// environment does not show in the defaults; a fixed home for the
-	// defaults under it (tether up's --sandbox-dir).
-	for _, n := range names {
-		t.Setenv(n, "")
-	}
+	// A fixed home for the defaults under it (tether up's --sandbox-dir).
 	t.Setenv("HOME", "/home/USER")
 	t.Setenv("XDG_CACHE_HOME", "")
 	var b strings.Builder
 	for _, c := range flagsDocCommands {
-		base := helpFlags(t, c.name, c.run)
-		envOf := map[string]string{}
-		for _, n := range names {
-			if f := flagReading(t, c.name, c.run, base, n); f != "" {
-				if prev, dup := envOf[f]; dup {
-					t.Fatalf("tether %s --%s changes with both %s and %s", c.name, f, prev, n)
-				}
-				envOf[f] = n
-			}
-		}
 		fmt.Fprintf(&b, "\n#### tether %s\n\n| flag | environment | default | what it does |\n|---|---|---|---|\n", c.name)
-		for _, f := range base {
+		for _, f := range helpFlags(t, c.name, c.run) {
+			if want := flagEnv(c.name, f.name); f.env != want {
+				t.Errorf("tether %s -h shows --%s's variable as %q; flagEnv says %q", c.name, f.name, f.env, want)
+			}
 			flagCell := "`--" + f.name
 			if f.typ != "" {
 				flagCell += " " + f.typ
 			}
 			flagCell += "`"
 			envCell, defCell := "—", ""
-			if e := envOf[f.name]; e != "" {
-				envCell = "`" + e + "`"
+			if f.env != "" {
+				envCell = "`" + f.env + "`"
+				if f.list {
+					envCell += ", comma-separated"
+				}
 			}
 			if f.def != "" {
 				defCell = "`" + f.def + "`"
@@ -134,36 +121,6 @@ func flagsTable(t *testing.T) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// flagReading returns the flag of command cmd whose default changes when
-// the environment variable name is set, or "" when none does. It tries a
-// few values, so that a flag of any type (a string, a number, a duration, a
-// switch) can show the change.
-func flagReading(t *testing.T, cmd string, run func([]string, io.Writer) error, base []docFlag, name string) string {
-	t.Helper()
-	defer os.Setenv(name, "") // t.Setenv in flagsTable restores it at the end
-	for _, v := range []string{"tetherdoc-sentinel", "4242", "4242s", "true"} {
-		os.Setenv(name, v)
-		var changed []string
-		for i, f := range helpFlags(t, cmd, run) {
-			if i >= len(base) || f.name != base[i].name {
-				t.Fatalf("tether %s: setting %s=%s changed which flags it has", cmd, name, v)
-			}
-			if f.block != base[i].block {
-				changed = append(changed, f.name)
-			}
-		}
-		switch len(changed) {
-		case 0:
-			continue
-		case 1:
-			return changed[0]
-		default:
-			t.Fatalf("tether %s: %s changes the defaults of several flags: %v", cmd, name, changed)
-		}
-	}
-	return ""
 }
 
 var (
@@ -181,73 +138,44 @@ func helpFlags(t *testing.T, cmd string, run func([]string, io.Writer) error) []
 		t.Fatalf("tether %s -h: %v, want flag.ErrHelp", cmd, err)
 	}
 	var flags []docFlag
+	var lines [][]string // each flag's usage lines
 	for _, line := range strings.Split(out.String(), "\n") {
 		if m := flagHeadRE.FindStringSubmatch(line); m != nil {
-			flags = append(flags, docFlag{name: m[1], typ: m[2], block: line})
+			flags = append(flags, docFlag{name: m[1], typ: m[2]})
+			lines = append(lines, nil)
 			continue
 		}
-		text, ok := strings.CutPrefix(line, "    \t")
-		if !ok || len(flags) == 0 {
-			continue
+		if text, ok := strings.CutPrefix(line, "    \t"); ok && len(flags) > 0 {
+			lines[len(lines)-1] = append(lines[len(lines)-1], text)
 		}
-		f := &flags[len(flags)-1]
-		f.block += "\n" + line
-		if f.usage != "" {
-			f.usage += " "
-		}
-		f.usage += text
 	}
 	if len(flags) == 0 {
 		t.Fatalf("tether %s -h printed no flags:\n%s", cmd, out.String())
 	}
 	for i := range flags {
-		f := &flags[i]
-		if m := defaultRE.FindStringSubmatchIndex(f.usage); m != nil {
-			f.def = f.usage[m[2]:m[3]]
-			f.usage = f.usage[:m[0]]
+		f, ls := &flags[i], lines[i]
+		if len(ls) == 0 {
+			continue
+		}
+		// " (default …)" ends the last line.
+		last := ls[len(ls)-1]
+		if m := defaultRE.FindStringSubmatchIndex(last); m != nil {
+			f.def = last[m[2]:m[3]]
+			ls[len(ls)-1] = last[:m[0]]
 			if s, err := strconv.Unquote(f.def); err == nil {
 				f.def = s
 			}
 		}
+		if e, ok := strings.CutPrefix(ls[len(ls)-1], "environment: "); ok {
+			f.env, f.list = strings.CutSuffix(e, " (comma-separated)")
+			ls = ls[:len(ls)-1]
+		}
+		f.usage = strings.Join(ls, " ")
+		// A usage that says its own default, for a flag whose zero value
+		// is not it (bridge's --max-in-flight).
+		if m := defaultRE.FindStringSubmatchIndex(f.usage); m != nil && f.def == "" {
+			f.def, f.usage = f.usage[m[2]:m[3]], f.usage[:m[0]]
+		}
 	}
 	return flags
-}
-
-// envNames returns every TETHER_* name cmd/tether's own code spells (the
-// candidates for a flag's variable), read with the Go parser.
-func envNames(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nameRE := regexp.MustCompile(`^TETHER_[A-Z0-9_]+$`)
-	seen := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil && nameRE.MatchString(s) {
-					seen[s] = true
-				}
-			}
-			return true
-		})
-	}
-	if !seen["TETHER_LISTEN"] {
-		t.Fatalf("found no TETHER_LISTEN in cmd/tether's code (found %d names): the parse is wrong", len(seen))
-	}
-	out := make([]string, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
 }

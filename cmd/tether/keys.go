@@ -26,13 +26,13 @@ type keyFlags struct {
 }
 
 func (f *keyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.keysFile, "keys", env("TETHER_KEYS", ""), "JWK Set file of verification keys (HS256 oct, EdDSA, ES256, RS256), each with a kid; re-read on SIGHUP")
+	fs.StringVar(&f.keysFile, "keys", "", "JWK Set file of verification keys (HS256 oct, EdDSA, ES256, RS256), each with a kid; re-read on SIGHUP")
 	fs.Var(&f.jwksURLs, "jwks-url", "an identity provider's JWKS URL (repeatable): its keys verify tokens by kid")
 	fs.Var(&f.issuers, "token-issuer", "issuer a JWKS-verified token must name (repeatable or comma-separated; default: any)")
 	fs.Var(&f.audiences, "token-audience", "audience a JWKS-verified token must hold (repeatable or comma-separated; default: any, except the MCP endpoint's own URL at that endpoint)")
 	fs.StringVar(&f.roleClaim, "role-claim", "role", "claim holding tether's role in a token")
 	fs.StringVar(&f.workspacesClaim, "workspaces-claim", "workspaces", "claim holding tether's workspaces in a token: an array of strings, or one string of ids separated by spaces or commas")
-	fs.StringVar(&f.publicURL, "public-url", env("TETHER_PUBLIC_URL", ""), "the broker's base URL as its clients reach it (https://broker.example.com): the MCP endpoint's OAuth resource and the audience a provider's token must name there; default: each request's own scheme and Host, which a client chooses")
+	fs.StringVar(&f.publicURL, "public-url", "", "the broker's base URL as its clients reach it (https://broker.example.com): the MCP endpoint's OAuth resource and the audience a provider's token must name there; default: each request's own scheme and Host, which a client chooses")
 	fs.Var(&f.oauthIssuers, "oauth-issuer", "authorization server the MCP endpoint names in its OAuth protected-resource metadata (repeatable)")
 }
 
@@ -89,6 +89,8 @@ func (f *keyFlags) verifier(secret string, log zerolog.Logger) (v *auth.Verifier
 // comma-separated list.
 type listFlag []string
 
+func (*listFlag) repeatable() {}
+
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
 func (l *listFlag) Set(s string) error {
@@ -102,6 +104,8 @@ func (l *listFlag) Set(s string) error {
 
 // repeatFlag is a repeatable flag of URLs (which may hold commas).
 type repeatFlag []string
+
+func (*repeatFlag) repeatable() {}
 
 func (l *repeatFlag) String() string { return strings.Join(*l, " ") }
 

@@ -46,8 +46,9 @@ Usage:
                                                         revoke tokens, or list the revocations
   tether version [--json]                               the build's version, commit and commit time
 
-Flags also come from the environment: TETHER_SECRET, TETHER_BROKER, TETHER_TOKEN,
-TETHER_WORKSPACE. Run 'tether COMMAND -h' for a command's flags.
+Every flag also comes from the environment: --max-in-flight from TETHER_MAX_IN_FLIGHT
+(the command line wins; a repeatable flag's variable is comma-separated).
+Run 'tether COMMAND -h' for a command's flags and their variables.
 `
 
 func main() {
@@ -137,19 +138,11 @@ type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// env returns the environment variable name's value, or def.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
 // logFlags adds --log-level and --log-format to fs and returns a function
 // that builds the logger once flags are parsed.
 func logFlags(fs *flag.FlagSet, w io.Writer) func() (zerolog.Logger, error) {
-	level := fs.String("log-level", env("TETHER_LOG_LEVEL", "info"), "debug, info, warn or error")
-	format := fs.String("log-format", env("TETHER_LOG_FORMAT", "json"), "json or console")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	format := fs.String("log-format", "json", "json or console")
 	return func() (zerolog.Logger, error) {
 		lvl, err := zerolog.ParseLevel(*level)
 		if err != nil {
@@ -171,9 +164,11 @@ func logFlags(fs *flag.FlagSet, w io.Writer) func() (zerolog.Logger, error) {
 // registered with (tether up's logs are for a person at a terminal), as its
 // default: -h shows it, and docs/deploy.md's flags table, made from -h,
 // says it.
+// The value is set on the flag itself, not through fs.Set, so the flag
+// does not count as given: its variable still applies (parseFlags).
 func setDefault(fs *flag.FlagSet, name, value string) {
-	if fs.Set(name, value) == nil {
-		fs.Lookup(name).DefValue = value
+	if f := fs.Lookup(name); f != nil && f.Value.Set(value) == nil {
+		f.DefValue = value
 	}
 }
 
@@ -182,9 +177,10 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// parse parses fs and refuses positional arguments beyond max.
+// parse parses fs, its flags' variables included (parseFlags), and
+// refuses positional arguments beyond max.
 func parse(fs *flag.FlagSet, args []string, max int) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

@@ -23,13 +23,13 @@ import (
 func runMCP(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
-	token := fs.String("token", env("TETHER_TOKEN", ""), "caller token for the workspace")
-	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id the tools act on")
+	brokerURL := fs.String("broker", "http://127.0.0.1:8377", "broker URL")
+	token := fs.String("token", "", "caller token for the workspace")
+	workspace := fs.String("workspace", "", "workspace id the tools act on")
 	var cf caFlags
 	cf.register(fs)
 	mkLog := logFlags(fs, stderr)
-	setDefault(fs, "log-level", env("TETHER_LOG_LEVEL", "warn"))
+	setDefault(fs, "log-level", "warn")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}

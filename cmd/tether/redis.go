@@ -38,12 +38,12 @@ type redisFlags struct {
 const rediss = "rediss://"
 
 func (f *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "redis", env("TETHER_REDIS", ""), "Redis URL (redis://[user:pass@]host:port[/db], rediss:// for TLS) shared with the other brokers; default: in-memory bus, one broker")
-	fs.StringVar(&f.cluster, "redis-cluster", env("TETHER_REDIS_CLUSTER", ""), "comma-separated host:port seeds of a Redis Cluster, used with sharded pub/sub (instead of --redis); rediss://host:port seeds (all of them) reach it over TLS")
-	fs.StringVar(&f.prefix, "redis-prefix", env("TETHER_REDIS_PREFIX", bus.DefaultRedisPrefix), "prefix of every Redis channel name")
-	fs.StringVar(&f.ca, "redis-ca", env("TETHER_REDIS_CA", ""), "PEM file of the CA that signed Redis's certificate, trusted instead of the system's roots (needs rediss://)")
-	fs.StringVar(&f.cert, "redis-cert", env("TETHER_REDIS_CERT", ""), "PEM client certificate shown to Redis (for tls-auth-clients yes; needs rediss:// and --redis-key); re-read on SIGHUP for new connections")
-	fs.StringVar(&f.key, "redis-key", env("TETHER_REDIS_KEY", ""), "PEM private key of --redis-cert")
+	fs.StringVar(&f.url, "redis", "", "Redis URL (redis://[user:pass@]host:port[/db], rediss:// for TLS) shared with the other brokers; default: in-memory bus, one broker")
+	fs.StringVar(&f.cluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster, used with sharded pub/sub (instead of --redis); rediss://host:port seeds (all of them) reach it over TLS")
+	fs.StringVar(&f.prefix, "redis-prefix", bus.DefaultRedisPrefix, "prefix of every Redis channel name")
+	fs.StringVar(&f.ca, "redis-ca", "", "PEM file of the CA that signed Redis's certificate, trusted instead of the system's roots (needs rediss://)")
+	fs.StringVar(&f.cert, "redis-cert", "", "PEM client certificate shown to Redis (for tls-auth-clients yes; needs rediss:// and --redis-key); re-read on SIGHUP for new connections")
+	fs.StringVar(&f.key, "redis-key", "", "PEM private key of --redis-cert")
 }
 
 // open connects the Redis bus the flags select; nil without --redis or

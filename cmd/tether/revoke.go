@@ -68,8 +68,8 @@ func (f *revokeFlags) resync() {
 func runRevoke(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("revoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokerURL := fs.String("broker", env("TETHER_BROKER", "http://127.0.0.1:8377"), "broker URL")
-	token := fs.String("token", env("TETHER_TOKEN", ""), "admin token (tether token --role admin)")
+	brokerURL := fs.String("broker", "http://127.0.0.1:8377", "broker URL")
+	token := fs.String("token", "", "admin token (tether token --role admin)")
 	jti := fs.String("jti", "", "revoke the token with this id (jti)")
 	workspace := fs.String("workspace", "", "revoke this workspace's tokens issued before --issued-before")
 	before := fs.String("issued-before", "", "RFC 3339 time, or 'now'")
@@ -80,11 +80,8 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: tether revoke --broker URL --token ADMIN_TOKEN (--jti J | --workspace W --issued-before T | --list)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if err := parseFlags(fs, args); err != nil {
+		return parseStatus(fs, err)
 	}
 	forms := 0
 	for _, set := range []bool{*jti != "", *workspace != "" || *before != "", *list} {

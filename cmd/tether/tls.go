@@ -32,11 +32,11 @@ type tlsFlags struct {
 }
 
 func (f *tlsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cert, "tls-cert", env("TETHER_TLS_CERT", ""), "PEM certificate (chain) to serve HTTPS and WSS with; re-read on SIGHUP and when the file changes")
-	fs.StringVar(&f.key, "tls-key", env("TETHER_TLS_KEY", ""), "PEM private key of --tls-cert")
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; re-read on SIGHUP and when the file changes")
+	fs.StringVar(&f.key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&f.watch, "tls-watch", 2*time.Second, "how often --tls-cert and --tls-key are checked for a change (two stat calls); 0: only on SIGHUP")
 	fs.Var(&f.acmeDomains, "acme-domain", "get and renew a certificate for this name from an ACME CA (repeatable; TLS-ALPN-01 on this port, which must be the name's port 443)")
-	fs.StringVar(&f.acmeDir, "acme-dir", env("TETHER_ACME_DIR", ""), "directory caching the ACME account key and certificates (required with --acme-domain)")
+	fs.StringVar(&f.acmeDir, "acme-dir", "", "directory caching the ACME account key and certificates (required with --acme-domain)")
 	fs.StringVar(&f.acmeDirectory, "acme-directory", acme.LetsEncryptURL, "ACME directory URL")
 	fs.StringVar(&f.acmeCA, "acme-ca", "", "PEM CA file trusted for the ACME server's own HTTPS (a private ACME server)")
 	fs.StringVar(&f.acmeEmail, "acme-email", "", "contact address given to the ACME CA")
@@ -150,6 +150,8 @@ func (f *tlsFlags) acmeConfig(log zerolog.Logger) (*tls.Config, error) {
 // stringList is a repeatable string flag.
 type stringList []string
 
+func (*stringList) repeatable() {}
+
 func (l *stringList) String() string { return fmt.Sprint([]string(*l)) }
 
 func (l *stringList) Set(v string) error {
@@ -164,7 +166,7 @@ type caFlags struct {
 }
 
 func (f *caFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.ca, "ca", env("TETHER_CA", ""), "PEM file of the CA that signed the broker's certificate, trusted instead of the system's roots (https:// and wss:// brokers)")
+	fs.StringVar(&f.ca, "ca", "", "PEM file of the CA that signed the broker's certificate, trusted instead of the system's roots (https:// and wss:// brokers)")
 	fs.BoolVar(&f.insecure, "insecure-skip-verify", false, "do not verify the broker's certificate (tests only; warns on every connection)")
 }
 

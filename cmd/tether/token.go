@@ -14,12 +14,12 @@ import (
 func runToken(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	secret := fs.String("secret", env("TETHER_SECRET", ""), "signing secret (the broker's --secret)")
-	secretFile := fs.String("secret-file", env("TETHER_SECRET_FILE", ""), "read the signing secret from this file (the broker's --secret-file, or the secret file a broker without keys generated)")
+	secret := fs.String("secret", "", "signing secret (the broker's --secret)")
+	secretFile := fs.String("secret-file", "", "read the signing secret from this file (the broker's --secret-file, or the secret file a broker without keys generated)")
 	keys := fs.String("keys", "", "sign with a key of this JWK Set (or JWK) file instead: an oct secret, or a private EdDSA, ES256 or RS256 key")
 	kid := fs.String("kid", "", "the key of --keys to sign with (its kid goes into the token's header); optional when the file holds one key")
 	role := fs.String("role", "", "caller, bridge or admin (revocations; no --workspace)")
-	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id, comma-separated ids, or '*' (callers only)")
+	workspace := fs.String("workspace", "", "workspace id, comma-separated ids, or '*' (callers only)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
 	asJSON := fs.Bool("json", false, `print {"token":…,"jti":…,"expires_at":RFC 3339} instead of the token alone`)
 	if err := parse(fs, args, 0); err != nil {

@@ -36,13 +36,13 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var bf brokerFlags
 	bf.register(fs, "127.0.0.1:8377")
-	root := fs.String("root", env("TETHER_ROOT", "."), "directory the bridge serves")
-	sandboxDir := fs.String("sandbox-dir", env("TETHER_SANDBOX_DIR", defaultSandboxDir()), "repo caches and workspaces of /api/sandbox/… (\"\" disables)")
-	workspace := fs.String("workspace", env("TETHER_WORKSPACE", ""), "workspace id (default: the directory's name)")
+	root := fs.String("root", ".", "directory the bridge serves")
+	sandboxDir := fs.String("sandbox-dir", defaultSandboxDir(), "repo caches and workspaces of /api/sandbox/… (\"\" disables)")
+	workspace := fs.String("workspace", "", "workspace id (default: the directory's name)")
 	bridgeHTTP := fs.String("http", "127.0.0.1:0", "serve the bridge's routes and tether attach over HTTP on this address (\"\" disables)")
 	mkLog := logFlags(fs, stderr)
 	setDefault(fs, "log-format", "console")
-	setDefault(fs, "log-level", env("TETHER_LOG_LEVEL", "warn"))
+	setDefault(fs, "log-level", "warn")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
