@@ -26,9 +26,12 @@ import (
 const envPrefix = "TETHER_"
 
 // envExceptions are the flags whose variable is not the rule's, keyed by
-// "command --flag" (the command as its FlagSet is named): another name, or
-// "" for none.
+// "command --flag" (the command as its FlagSet is named), or "--flag" for
+// that flag of every command: another name, or "" for none.
 var envExceptions = map[string]string{
+	// The W3C convention for a command run inside a traced job
+	// (tether call, tether calls …).
+	"--traceparent": "TRACEPARENT",
 	// The bridge's HTTP listener: its name from before the rule, which
 	// tether attach's --bridge-http shares; tether up's --http is the same
 	// listener.
@@ -52,6 +55,9 @@ var envExceptions = map[string]string{
 // flagEnv returns the variable flag name of command cmd reads, or "".
 func flagEnv(cmd, name string) string {
 	if v, ok := envExceptions[cmd+" --"+name]; ok {
+		return v
+	}
+	if v, ok := envExceptions["--"+name]; ok {
 		return v
 	}
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/tetherdev/tether/internal/tracing"
 )
@@ -18,8 +19,8 @@ type traceFlags struct {
 }
 
 func (f *traceFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.traceparent, "traceparent", env("TRACEPARENT", ""), "W3C traceparent of the caller's span, which the call's trace continues")
-	f.tracestate = env("TRACESTATE", "")
+	fs.StringVar(&f.traceparent, "traceparent", "", "W3C traceparent of the caller's span, which the call's trace continues")
+	f.tracestate = os.Getenv("TRACESTATE") // beside TRACEPARENT (flagenv.go)
 }
 
 // context returns ctx carrying the trace context; a traceparent that is
