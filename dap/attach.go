@@ -290,3 +290,38 @@ func (pm pathMap) swap(p string, dirs func(PathMapping) (from, to string)) strin
 	}
 	return best
 }
+
+// releaseRemote readies a remote debuggee for a detach. A debug server
+// that outlives the session (a headless delve with --accept-multiclient)
+// keeps the debuggee as the disconnect found it: its breakpoints set, and
+// halted if it was stopped. A detached program must run on untouched, so
+// the session's breakpoints are cleared and a stopped program continued
+// first. Sessions whose adapter tether started or serves are left alone:
+// their adapter ends with them.
+func (s *Session) releaseRemote(ctx context.Context) {
+	if s.proc == nil || s.proc.cmd != nil || s.proc.addr == "" {
+		return
+	}
+	c := s.proc.client
+	s.mu.Lock()
+	files := make([]string, 0, len(s.askedFiles))
+	for path := range s.askedFiles {
+		files = append(files, path)
+	}
+	funcs := len(s.askedFuncs) > 0
+	stopped := s.state == StateStopped
+	thread := 0
+	if s.stop != nil {
+		thread = s.stop.ThreadID
+	}
+	s.mu.Unlock()
+	for _, path := range files {
+		_ = c.Do(ctx, "setBreakpoints", map[string]any{"source": map[string]any{"path": s.paths.remote(path)}, "breakpoints": []any{}}, nil)
+	}
+	if funcs {
+		_ = c.Do(ctx, "setFunctionBreakpoints", map[string]any{"breakpoints": []any{}}, nil)
+	}
+	if stopped {
+		_ = c.Do(ctx, CmdContinue, map[string]any{"threadId": thread}, nil)
+	}
+}
