@@ -137,7 +137,9 @@ func TestDebugRemoteAttachDelvePathMappings(t *testing.T) {
 	prog := startAttachTarget(t, remote, exec.Command(dlv, "exec", "--headless", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--accept-multiclient", "--continue", "--api-version=2", "./beatprog"),
 		// delve runs the program in a process group of its own.
-		func(cmdline string) bool { return strings.HasPrefix(cmdline, "./beatprog") || strings.Contains(cmdline, "/beatprog") })
+		func(cmdline string) bool {
+			return strings.HasPrefix(cmdline, "./beatprog") || strings.Contains(cmdline, "/beatprog")
+		})
 	waitListening(t, prog, port, "dlv")
 	testwait.Until(t, 15*time.Second, func() bool { return prog.beatPast(-1) }, "the program's first beat")
 
