@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -237,4 +238,36 @@ func TestDebugAttachAllowFlagNarrowsTargets(t *testing.T) {
 	if !strings.HasPrefix(r.resp.Message, "connect.host:") || !strings.Contains(r.resp.Message, "192.0.2.0/24") {
 		t.Errorf("message %q, want it to name connect.host and the allow list", r.resp.Message)
 	}
+}
+
+// TestDebugRemoteAttachNodePathMappings attaches to `node --inspect`
+// running beat.js from another directory, with a path mapping from the
+// bridge's src/: the breakpoint set on src/beat.js stops, reporting the
+// bridge's path, and stop-session detaches leaving the program running.
+func TestDebugRemoteAttachNodePathMappings(t *testing.T) {
+	node := nodeOrSkip(t)
+	d := startDebugWorkspace(t, map[string]string{"src/beat.js": nodeBeatJS}, nil)
+	remote := remoteDir(t, map[string]string{"beat.js": nodeBeatJS})
+	cmd := exec.Command(node, "--inspect=127.0.0.1:0", "beat.js")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := startAttachTarget(t, remote, cmd, nil)
+	port := nodeInspectPort(t, bufio.NewReader(stderr))
+	testwait.Until(t, 10*time.Second, func() bool { return prog.beatPast(-1) }, "the program's first beat")
+
+	local := filepath.Join(d.root, "src", "beat.js")
+	var start dap.StartResult
+	d.ok("/api/debug/start-session", map[string]any{
+		"language": "javascript", "request": "attach", "connect": map[string]any{"port": port},
+		"path_mappings": []map[string]any{{"local_root": "src", "remote_root": remote}},
+		"breakpoints":   []map[string]any{{"path": "src/beat.js", "breakpoints": []map[string]any{{"line": 4}}}},
+	}, &start)
+	if start.Adapter != "node" || len(start.Breakpoints) != 1 || !start.Breakpoints[0].Verified {
+		t.Fatalf("start = %+v, want node with one verified breakpoint", start)
+	}
+	checkMappedStop(t, d, start.SessionID, local, 4, "work")
+	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+	prog.checkDetached()
 }
