@@ -271,3 +271,75 @@ func TestDebugRemoteAttachNodePathMappings(t *testing.T) {
 	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
 	prog.checkDetached()
 }
+
+// dbgBeatC: line 5 is `return doubled;` in tick, called forever; the
+// counter goes to the file "beat".
+const dbgBeatC = `#include <stdio.h>
+#include <unistd.h>
+int tick(int n) {
+    int doubled = n * 2;
+    return doubled;
+}
+int main(void) {
+    for (int i = 0; ; i++) {
+        tick(i);
+        FILE *f = fopen("beat", "w");
+        if (f) { fprintf(f, "%d", i); fclose(f); }
+        usleep(50000);
+    }
+}
+`
+
+// TestDebugRemoteAttachLLDBServerPathMappings attaches lldb-dap to an
+// lldb-server gdbserver running a C program built in another directory,
+// with a path mapping from the bridge's root: the breakpoint set on the
+// bridge's beat.c stops, reporting the bridge's path, and stop-session
+// detaches leaving the program running.
+func TestDebugRemoteAttachLLDBServerPathMappings(t *testing.T) {
+	var server string
+	for _, name := range []string{"lldb-server", "lldb-server-19", "lldb-server-18", "lldb-server-17"} {
+		if p, err := exec.LookPath(name); err == nil {
+			server = p
+			break
+		}
+	}
+	if server == "" {
+		t.Skip("no lldb-server on PATH")
+	}
+	d := startDebugWorkspace(t, map[string]string{"beat.c": dbgBeatC}, nil)
+	remote := remoteDir(t, map[string]string{"beat.c": dbgBeatC})
+	build := exec.Command("gcc", "-g", "-O0", "-o", "beatprog", "beat.c")
+	build.Dir = remote
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	prog := startAttachTarget(t, remote, exec.Command(server, "gdbserver", fmt.Sprintf("127.0.0.1:%d", port), "--", "./beatprog"),
+		func(cmdline string) bool { return strings.HasPrefix(cmdline, "./beatprog") || strings.Contains(cmdline, "/beatprog") })
+	waitListening(t, prog, port, "lldb-server")
+
+	local := filepath.Join(d.root, "beat.c")
+	var start dap.StartResult
+	d.ok("/api/debug/start-session", map[string]any{
+		"language": "c", "request": "attach", "connect": map[string]any{"port": port},
+		"path_mappings": []map[string]any{{"local_root": ".", "remote_root": remote}},
+		"breakpoints":   []map[string]any{{"path": "beat.c", "breakpoints": []map[string]any{{"line_content": "return doubled;"}}}},
+	}, &start)
+	if start.Adapter != "lldb-dap" || len(start.Breakpoints) != 1 || start.Breakpoints[0].Line != 5 {
+		t.Fatalf("start = %+v, want lldb-dap with one breakpoint on line 5", start)
+	}
+	snap := checkMappedStop(t, d, start.SessionID, local, 5, "tick")
+	n, err := strconv.Atoi(dbgLocal(t, snap.Locals, "n"))
+	if err != nil {
+		t.Fatalf("local n: %v", err)
+	}
+	if got := dbgLocal(t, snap.Locals, "doubled"); got != strconv.Itoa(2*n) {
+		t.Errorf("doubled = %s with n = %d", got, n)
+	}
+	d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
+	// gdbserver ends once its client detached; the program runs on.
+	for range 2 {
+		n := prog.beat()
+		testwait.Until(t, 10*time.Second, func() bool { return prog.beat() > n }, "the program's counter past %d", n)
+	}
+}
