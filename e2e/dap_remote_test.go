@@ -315,7 +315,9 @@ func TestDebugRemoteAttachLLDBServerPathMappings(t *testing.T) {
 	}
 	port := freePort(t)
 	prog := startAttachTarget(t, remote, exec.Command(server, "gdbserver", fmt.Sprintf("127.0.0.1:%d", port), "--", "./beatprog"),
-		func(cmdline string) bool { return strings.HasPrefix(cmdline, "./beatprog") || strings.Contains(cmdline, "/beatprog") })
+		func(cmdline string) bool {
+			return strings.HasPrefix(cmdline, "./beatprog") || strings.Contains(cmdline, "/beatprog")
+		})
 	waitListening(t, prog, port, "lldb-server")
 
 	local := filepath.Join(d.root, "beat.c")
