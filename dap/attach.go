@@ -113,6 +113,10 @@ func guardAttach(ctx context.Context, cfg map[string]any, prefix string, allow [
 
 var errLookup = errors.New("cannot resolve")
 
+// lookupNetIP resolves attach host names; tests replace it to answer names
+// with several addresses, which this machine's resolver cannot be made to.
+var lookupNetIP = net.DefaultResolver.LookupNetIP
+
 // allowedAddr resolves host and returns its first address if every
 // address it resolves to lies in allow.
 func allowedAddr(ctx context.Context, host string, allow []netip.Prefix) (netip.Addr, error) {
@@ -122,7 +126,7 @@ func allowedAddr(ctx context.Context, host string, allow []netip.Prefix) (netip.
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, attachLookupTimeout)
 		defer cancel()
-		found, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		found, err := lookupNetIP(ctx, "ip", host)
 		if err != nil || len(found) == 0 {
 			return netip.Addr{}, fmt.Errorf("%w %q: %v", errLookup, host, err)
 		}

@@ -185,3 +185,37 @@ func FuzzParseAttachAllow(f *testing.F) {
 		}
 	})
 }
+
+// TestGuardAttachRefusesANameWithOneAddressOutside: a name is allowed only
+// if every address it resolves to is (a name that also resolves inside
+// cannot smuggle a connection out), and the address checked is the one
+// the adapter gets. The resolver is faked: this machine's cannot be made to
+// answer a name with a chosen set of addresses.
+func TestGuardAttachRefusesANameWithOneAddressOutside(t *testing.T) {
+	fakeLookup := func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		switch host {
+		case "split.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.9.9.9")}, nil
+		case "inside.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("::1")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	real := lookupNetIP
+	lookupNetIP = fakeLookup
+	t.Cleanup(func() { lookupNetIP = real })
+
+	cfg := map[string]any{"request": "attach", "connect": map[string]any{"host": "split.test", "port": 5678}}
+	err := guardAttach(context.Background(), cfg, "", DefaultAttachAllow)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden || !strings.Contains(pe.Message, "10.9.9.9") {
+		t.Fatalf("split.test: %v, want forbidden naming 10.9.9.9", err)
+	}
+	cfg = map[string]any{"request": "attach", "connect": map[string]any{"host": "inside.test", "port": 5678}}
+	if err := guardAttach(context.Background(), cfg, "", DefaultAttachAllow); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg["connect"].(map[string]any)["host"]; got != "127.0.0.2" {
+		t.Errorf("host = %v, want the checked address 127.0.0.2", got)
+	}
+}
