@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -88,6 +89,11 @@ type Config struct {
 	// Disable (tether bridge --disable) lists route groups (Groups()) that
 	// answer forbidden naming the flag. An unknown name fails New.
 	Disable []string
+
+	// DebugAttachAllow (tether bridge --debug-attach-allow) are the
+	// addresses a debug session may attach to over the network; nil:
+	// loopback only (dap.DefaultAttachAllow).
+	DebugAttachAllow []netip.Prefix
 
 	// MaxInFlight bounds the handlers running at once, over all transports;
 	// beyond it calls are answered overloaded. Default DefaultMaxInFlight.

@@ -11,7 +11,7 @@ import (
 )
 
 func mountDebug(r *Router, b *Bridge) {
-	cfg := dap.Config{Root: b.root, Logger: b.log}
+	cfg := dap.Config{Root: b.root, Logger: b.log, AttachAllow: b.cfg.DebugAttachAllow}
 	// Made on first use, so a bridge that never debugs probes nothing;
 	// closing it ends every debug session and its processes.
 	h := newLazy(func() (*dap.Manager, error) { return dap.NewManager(cfg) }, (*dap.Manager).Close, dap.ErrClosed)

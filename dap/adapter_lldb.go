@@ -5,6 +5,7 @@ package dap
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 )
@@ -51,6 +52,13 @@ func (e *Env) findLLDBDAP() string {
 }
 
 func (lldbDAP) Arguments(cfg map[string]any) map[string]any {
+	if c, ok := cfg["connect"].(map[string]any); ok && cfg["request"] == "attach" {
+		// A remote attach: to an lldb-server gdbserver (or any gdb
+		// remote stub) at the checked address (attach.go).
+		delete(cfg, "connect")
+		addr := net.JoinHostPort(fmt.Sprint(c["host"]), fmt.Sprint(c["port"]))
+		cfg["attachCommands"] = []any{"gdb-remote " + addr}
+	}
 	// cppdbg spelling → lldb-dap spelling.
 	rename(cfg, "stopAtEntry", "stopOnEntry")
 	rename(cfg, "processId", "pid")

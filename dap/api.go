@@ -86,9 +86,15 @@ type StartRequest struct {
 	// ExceptionFilters replaces the adapter's default exception filters
 	// (debugpy: uncaught) when non-nil.
 	ExceptionFilters []string `json:"exception_filters,omitempty"`
+
+	// Remote attach (attach.go). PathMappings say where the sources under
+	// the bridge's root are on the debuggee's side: breakpoints go out
+	// mapped, stack frames and breakpoint paths come back as local paths.
+	PathMappings []PathMapping `json:"path_mappings,omitempty"`
 }
 
-// Address is a host and port.
+// Address is a host and port. An attach connects only to an address the
+// bridge's --debug-attach-allow admits (loopback by default).
 type Address struct {
 	Host string `json:"host,omitempty"`
 	Port int    `json:"port"`

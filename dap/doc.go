@@ -34,8 +34,13 @@
 //   - breakpoint_lines.go resolves breakpoints given by their line's text
 //     (line_content); session_children.go runs the child sessions js-debug
 //     asks for.
+//   - attach.go owns remote attach: the addresses an attach may connect to
+//     (Config.AttachAllow, checked and pinned before any connection), the
+//     path mappings between the bridge's root and the program's side, and
+//     the release of a remote debuggee on detach.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
-// session_ended and invalid_payload.
+// session_ended, invalid_payload and forbidden (an attach to an address the
+// bridge does not allow).
 package dap

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,15 +37,19 @@ type Config struct {
 	Environ []string
 	// Logger receives one event per session lifecycle point.
 	Logger zerolog.Logger
+	// AttachAllow are the addresses an attach may connect to (attach.go);
+	// nil: DefaultAttachAllow, loopback only.
+	AttachAllow []netip.Prefix
 }
 
 // Manager holds the debug sessions of one workspace. All methods are safe for
 // concurrent use. Close ends every session; no adapter or debuggee it
 // started outlives it.
 type Manager struct {
-	root string
-	env  *Env
-	log  zerolog.Logger
+	root        string
+	env         *Env
+	log         zerolog.Logger
+	attachAllow []netip.Prefix
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -72,9 +77,13 @@ func NewManager(cfg Config) (*Manager, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
+	allow := cfg.AttachAllow
+	if allow == nil {
+		allow = DefaultAttachAllow
+	}
 	closing, cancel := context.WithCancel(context.Background())
 	return &Manager{root: root, env: NewEnv(path, environ), log: cfg.Logger, sessions: map[string]*Session{},
-		closing: closing, cancel: cancel}, nil
+		closing: closing, cancel: cancel, attachAllow: allow}, nil
 }
 
 // Env returns the manager's lookup environment.
@@ -122,8 +131,9 @@ func newID() string {
 }
 
 // resolve turns a start request into an adapter and its configuration.
-func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
+func (m *Manager) resolve(ctx context.Context, req *StartRequest) (Adapter, map[string]any, error) {
 	var cfg map[string]any
+	field := "config."
 	switch {
 	case req.Config != nil:
 		// A private deep copy, variables resolved.
@@ -152,6 +162,7 @@ func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
 			return nil, nil, protocol.Errorf(protocol.CodeInvalidPayload, "no configuration named %q in %s (have %q)", req.ConfigName, LaunchFile, names)
 		}
 	case req.Language != "":
+		field = ""
 		cfg = map[string]any{"name": req.Language + " session"}
 		request := req.Request
 		if request == "" {
@@ -214,6 +225,9 @@ func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
 			cfg["cwd"] = m.root
 		}
 	}
+	if err := guardAttach(ctx, cfg, field, m.attachAllow); err != nil {
+		return nil, nil, err
+	}
 	cfg["console"] = "internalConsole"
 	return a, a.Arguments(cfg), nil
 }
@@ -223,7 +237,11 @@ func (m *Manager) resolve(req *StartRequest) (Adapter, map[string]any, error) {
 // every adapter (Session.handshake) and returns once the program runs (or
 // has stopped on entry).
 func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
-	a, cfg, err := m.resolve(&req)
+	a, cfg, err := m.resolve(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	paths, err := newPathMap(m.root, req.PathMappings)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +280,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	defer stopAfter()
 
 	s := newSession(newID(), a, m.root)
+	s.paths = paths
 	s.name, _ = cfg["name"].(string)
 	s.request, _ = cfg["request"].(string)
 	s.entryStop, _ = cfg["stopOnEntry"].(bool)

@@ -32,6 +32,9 @@ type Session struct {
 	// childSessions: the adapter runs the debuggee in a child session
 	// (session_children.go); set before the adapter starts.
 	childSessions bool
+	// paths maps breakpoint paths out and frame paths back (attach.go);
+	// set before the adapter starts, read-only after.
+	paths pathMap
 
 	initialized     chan struct{}
 	initializedOnce sync.Once

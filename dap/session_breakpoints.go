@@ -29,6 +29,7 @@ func (b dapBreakpoint) toBreakpoint(path string) Breakpoint {
 }
 
 func (s *Session) updateBreakpoint(nb Breakpoint) {
+	nb.Path = s.paths.local(nb.Path)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for path, list := range s.files {
@@ -80,13 +81,16 @@ func (s *Session) setFileBreakpoints(ctx context.Context, c *Client, path string
 	var body struct {
 		Breakpoints []dapBreakpoint `json:"breakpoints"`
 	}
-	args := map[string]any{"source": map[string]any{"path": path}, "breakpoints": list, "sourceModified": false}
+	args := map[string]any{"source": map[string]any{"path": s.paths.remote(path)}, "breakpoints": list, "sourceModified": false}
 	if err := c.Do(ctx, "setBreakpoints", args, &body); err != nil {
 		return nil, s.adapterError(err)
 	}
 	out := make([]Breakpoint, len(body.Breakpoints))
 	for i, b := range body.Breakpoints {
 		out[i] = b.toBreakpoint(path)
+		if b.Source != nil && b.Source.Path != "" {
+			out[i].Path = s.paths.local(b.Source.Path)
+		}
 		if out[i].Line == 0 && i < len(bps) {
 			out[i].Line = bps[i].Line
 		}

@@ -41,7 +41,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	s.startSpan = trace.SpanContextFromContext(ctx)
 	proc, err := startAdapter(ctx, spec, dir, environ, handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()})
 	if err != nil && spec.Dial != "" {
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; is the debuggee listening (python -m debugpy --listen)?", a.Name(), err)
+		return nil, attachRefused(a.Name(), spec.Dial, err)
 	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())

@@ -38,6 +38,9 @@ func (s *Session) Stop(ctx context.Context, terminate *bool) *StopResult {
 	s.stopOnce.Do(func() {
 		if !ended {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disconnectTimeout)
+			if !term {
+				s.releaseRemote(dctx)
+			}
 			_ = s.proc.client.Do(dctx, "disconnect", map[string]any{"restart": false, "terminateDebuggee": term}, nil)
 			cancel()
 		}

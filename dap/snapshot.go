@@ -139,7 +139,7 @@ func (s *Session) frames(ctx context.Context, c *Client, thread, levels int) ([]
 	for _, f := range body.StackFrames {
 		fr := Frame{ID: f.ID, Name: f.Name, Line: f.Line, Column: f.Column}
 		if f.Source != nil {
-			fr.Path, fr.Source = f.Source.Path, f.Source.Name
+			fr.Path, fr.Source = s.paths.local(f.Source.Path), f.Source.Name
 		}
 		out = append(out, fr)
 	}

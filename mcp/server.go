@@ -59,6 +59,7 @@ func New(opts Options) (*Server, error) {
 	addFileTools(s)
 	addSandboxTools(s)
 	addDebugTools(s)
+	addDebugAttachTool(s)
 	return s, nil
 }
 

@@ -65,7 +65,7 @@ func TestToolsAreListedWithStrictInputSchemas(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"terminal_run", "terminal_output", "file_read", "file_str_replace", "file_search", "git_diff", "git_commit", "git_push",
-		"sandbox_acquire", "sandbox_release", "debug_start", "debug_continue", "debug_step", "debug_run_to", "debug_snapshot", "debug_stop"} {
+		"sandbox_acquire", "sandbox_release", "debug_start", "debug_attach", "debug_continue", "debug_step", "debug_run_to", "debug_snapshot", "debug_stop"} {
 		if !seen[want] {
 			t.Errorf("tool %s missing", want)
 		}

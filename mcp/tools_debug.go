@@ -255,10 +255,25 @@ func breakpointsPayload(bps []lineBreakpoint) []lineBreakpoint {
 }
 
 func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartResult, string, error) {
+	payload := omitEmpty(map[string]any{
+		"config_name": in.ConfigName, "language": in.Language, "program": in.Program, "cwd": in.Cwd, "env": in.Env, "stop_on_entry": in.StopOnEntry,
+	})
+	if in.Config != nil {
+		payload["config"] = in.Config
+	}
+	if len(in.Args) > 0 {
+		payload["args"] = in.Args
+	}
+	return startAndShow(ctx, tc, payload, in.Breakpoints, in.timeout())
+}
+
+// startAndShow sends start-session with payload and the breakpoints (debug_start
+// and debug_attach), registers the session, and renders the answer.
+func startAndShow(ctx context.Context, tc *toolCall, payload map[string]any, bps []fileBreakpoint, timeout time.Duration) (dap.StartResult, string, error) {
 	var out dap.StartResult
 	files := map[string][]lineBreakpoint{}
 	var order []string
-	for _, b := range in.Breakpoints {
+	for _, b := range bps {
 		if _, seen := files[b.Path]; !seen {
 			order = append(order, b.Path)
 		}
@@ -272,20 +287,11 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	for _, p := range order {
 		sets = append(sets, fileSet{Path: p, Breakpoints: files[p]})
 	}
-	payload := omitEmpty(map[string]any{
-		"config_name": in.ConfigName, "language": in.Language, "program": in.Program, "cwd": in.Cwd, "env": in.Env, "stop_on_entry": in.StopOnEntry,
-	})
-	if in.Config != nil {
-		payload["config"] = in.Config
-	}
-	if len(in.Args) > 0 {
-		payload["args"] = in.Args
-	}
 	if len(sets) > 0 {
 		payload["breakpoints"] = sets
 	}
 	tc.wait("starting the debug adapter")
-	if err := tc.call(ctx, protocol.DebugStartEndpoint, payload, in.timeout(), &out); err != nil {
+	if err := tc.call(ctx, protocol.DebugStartEndpoint, payload, timeout, &out); err != nil {
 		return out, "", err
 	}
 	// The first stop is still to be shown unless the session stands at

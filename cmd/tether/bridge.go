@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tetherdev/tether/bridge"
+	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -30,6 +31,7 @@ func runBridge(args []string, stderr io.Writer) error {
 	outputCap := fs.Int("output-cap", 0, "bytes of a command's output a terminal result keeps, head and tail (default 80000)")
 	sandboxDir := fs.String("sandbox-dir", "", "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
+	attachAllow := fs.String("debug-attach-allow", "", "comma-separated CIDR prefixes or addresses a debug session may attach to over the network (default loopback: 127.0.0.0/8,::1)")
 	disable := fs.String("disable", "", "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	var cf caFlags
 	cf.register(fs)
@@ -42,6 +44,10 @@ func runBridge(args []string, stderr io.Writer) error {
 	log, err := mkLog()
 	if err != nil {
 		return err
+	}
+	allow, err := dap.ParseAttachAllow(*attachAllow)
+	if err != nil {
+		return usagef("--debug-attach-allow: %v", err)
 	}
 	if *brokerURL == "" && *httpAddr == "" {
 		return usagef("--broker (or --http) is required")
@@ -83,6 +89,8 @@ func runBridge(args []string, stderr io.Writer) error {
 		Disable:     splitList(*disable),
 		Logger:      log,
 		Audit:       auditLog,
+
+		DebugAttachAllow: allow,
 	})
 	if err != nil {
 		return err
