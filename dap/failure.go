@@ -1,0 +1,112 @@
+//go:build !windows
+
+package dap
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Failures that carry their reason. An adapter that fails a launch often
+// says why only on its "debug console" (delve: "Build error: Check the
+// debug console for details"), which an agent never sees. So the session
+// keeps the last lines the adapter printed there (output events of
+// category console, stderr and important: the adapter's own words, and the
+// program's stderr where the adapter forwards it, as debugpy does with a
+// traceback; never stdout) next to its process's stderr, and a failed launch,
+// attach or initialize answers with them and, where tether knows it, the
+// next step.
+
+// Bounds of the adapter's words in a failure: the last lines, at most
+// this many bytes, so one failure never floods the caller.
+const (
+	failureLines = 20
+	failureBytes = 4 << 10
+)
+
+// saidCategories are the output categories that are the adapter speaking
+// (debugpy and delve put build and import errors under stderr).
+var saidCategories = map[string]bool{"console": true, "stderr": true, "important": true}
+
+// noteSaid keeps an output event's text when it is the adapter speaking.
+func (s *Session) noteSaid(category, text string) {
+	if category == "" {
+		category = "console" // DAP's default category
+	}
+	if saidCategories[category] {
+		_, _ = s.said.Write([]byte(text))
+	}
+}
+
+// adapterSaid is the end of what the adapter printed (its console and
+// stderr output events, then its process's stderr), bounded, or "".
+func (s *Session) adapterSaid() string {
+	var parts []string
+	if t := strings.TrimSpace(s.said.String()); t != "" {
+		parts = append(parts, t)
+	}
+	if s.proc != nil {
+		var keep []string
+		for l := range strings.Lines(s.proc.stderr.String()) {
+			// A listening adapter's address line says nothing of a failure.
+			if l = strings.TrimRight(l, "\n"); strings.TrimSpace(l) != "" && !listenLine.MatchString(l) {
+				keep = append(keep, l)
+			}
+		}
+		if t := strings.Join(keep, "\n"); t != "" && !strings.Contains(s.said.String(), t) {
+			parts = append(parts, t)
+		}
+	}
+	return boundTail(strings.Join(parts, "\n"), failureLines, failureBytes)
+}
+
+// boundTail is the last n lines of text, cut further to its last max bytes
+// (at a rune boundary).
+func boundTail(text string, n, max int) string {
+	text = lastLines(strings.TrimSpace(text), n)
+	if len(text) > max {
+		cut := len(text) - max
+		for cut < len(text) && !utf8.RuneStart(text[cut]) {
+			cut++
+		}
+		text = "…" + text[cut:]
+	}
+	return text
+}
+
+// withReason is msg followed by what the adapter printed and the next step
+// tether can name for it.
+func (s *Session) withReason(msg string) string {
+	said := s.adapterSaid()
+	if said != "" && !strings.Contains(msg, said) {
+		msg += "\nthe debug adapter printed:\n" + said
+	}
+	if h := nextStep(s.adapter.Name(), msg); h != "" {
+		msg += "\nnext step: " + h
+	}
+	return msg
+}
+
+var (
+	noModule  = regexp.MustCompile(`No module named '?([A-Za-z0-9_.]+)'?`)
+	goCompile = regexp.MustCompile(`(?m)^\S+\.go:\d+(:\d+)?: `)
+)
+
+// nextStep names what to do about a failure whose text (the adapter's
+// message and its printed lines) shows a common cause; "" when none does.
+func nextStep(adapter, text string) string {
+	switch {
+	case strings.Contains(text, "go.mod file not found"):
+		return "the Go program's directory has no go.mod in it or above it: run `go mod init NAME` there, or give one .go file as program"
+	case adapter == "delve" && goCompile.MatchString(text):
+		return "the Go program does not compile: fix the errors above (file:line: message) and start again"
+	case noModule.MatchString(text):
+		mod := noModule.FindStringSubmatch(text)[1]
+		return fmt.Sprintf("python cannot import %s: install it for the python3 that runs the program (python3 -m pip install %s), or set cwd or env PYTHONPATH so it is found", mod, strings.SplitN(mod, ".", 2)[0])
+	case adapter == "lldb-dap" && (strings.Contains(text, "does not exist") || strings.Contains(text, "No such file")):
+		return "build the program first with debug information (gcc -g -O0 -o PROGRAM SOURCE.c) and give its path"
+	}
+	return ""
+}
