@@ -76,15 +76,17 @@ func boundTail(text string, n, max int) string {
 	return text
 }
 
-// withReason is msg followed by what the adapter printed and the next step
-// tether can name for it.
+// withReason is msg followed by the next step tether can name for it and
+// what the adapter printed.
 func (s *Session) withReason(msg string) string {
 	said := s.adapterSaid()
+	// The next step comes first: a caller that cuts long messages (the MCP
+	// tools cut at 2000 bytes) keeps it.
+	if h := nextStep(s.adapter.Name(), msg+"\n"+said); h != "" {
+		msg += "\nnext step: " + h
+	}
 	if said != "" && !strings.Contains(msg, said) {
 		msg += "\nthe debug adapter printed:\n" + said
-	}
-	if h := nextStep(s.adapter.Name(), msg); h != "" {
-		msg += "\nnext step: " + h
 	}
 	return msg
 }
@@ -101,7 +103,7 @@ func nextStep(adapter, text string) string {
 	case strings.Contains(text, "go.mod file not found"):
 		return "the Go program's directory has no go.mod in it or above it: run `go mod init NAME` there, or give one .go file as program"
 	case adapter == "delve" && goCompile.MatchString(text):
-		return "the Go program does not compile: fix the errors above (file:line: message) and start again"
+		return "the Go program does not compile: fix the errors the adapter printed (file:line: message) and start again"
 	case noModule.MatchString(text):
 		mod := noModule.FindStringSubmatch(text)[1]
 		return fmt.Sprintf("python cannot import %s: install it for the python3 that runs the program (python3 -m pip install %s), or set cwd or env PYTHONPATH so it is found", mod, strings.SplitN(mod, ".", 2)[0])

@@ -1,0 +1,44 @@
+//go:build !windows
+
+package dap
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestNextStepNamesCommonCauses(t *testing.T) {
+	for _, c := range []struct{ adapter, text, want string }{
+		{"delve", "go: go.mod file not found in current directory or any parent directory", "go mod init"},
+		{"delve", "# example.com/x\n./main.go:5:1: syntax error: unexpected }", "does not compile"},
+		{"debugpy", "ModuleNotFoundError: No module named 'requests.adapters'", "python3 -m pip install requests)"},
+		{"lldb-dap", "launch failed: executable file does not exist", "gcc -g"},
+		{"node", "TypeError: x is undefined", ""},
+	} {
+		if got := nextStep(c.adapter, c.text); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("nextStep(%s, %q) = %q, want it to contain %q", c.adapter, c.text, got, c.want)
+		}
+	}
+}
+
+// FuzzBoundTail: whatever an adapter prints, a failure's share of it is
+// at most failureLines lines and failureBytes bytes (plus the cut mark),
+// and valid UTF-8 stays valid.
+func FuzzBoundTail(f *testing.F) {
+	f.Add(strings.Repeat("é line\n", 100))
+	f.Add("\xff\xfe")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := boundTail(s, failureLines, failureBytes)
+		if len(out) > failureBytes+len("…") {
+			t.Fatalf("%d bytes", len(out))
+		}
+		if strings.Count(out, "\n") >= failureLines {
+			t.Fatalf("%d lines", strings.Count(out, "\n")+1)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(out) {
+			t.Fatalf("invalid UTF-8 from valid input: %q", out)
+		}
+	})
+}
