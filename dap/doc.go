@@ -34,6 +34,10 @@
 //   - breakpoint_lines.go resolves breakpoints given by their line's text
 //     (line_content); session_children.go runs the child sessions js-debug
 //     asks for.
+//   - failure.go makes a failed start carry its reason (what the adapter
+//     printed, and the next step); exception.go gives an exception's stop
+//     its type, message and stack (exceptionInfo) and checks exception
+//     filters against the adapter's.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,

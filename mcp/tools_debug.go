@@ -38,7 +38,7 @@ type startArgs struct {
 	StopOnEntry      bool              `json:"stop_on_entry,omitempty" jsonschema:"stop before the program's first line"`
 	Breakpoints      []fileBreakpoint  `json:"breakpoints,omitempty" jsonschema:"breakpoints set before the program runs"`
 	TimeoutS         float64           `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the adapter to start; default 30"`
-	ExceptionFilters []string          `json:"exception_filters,omitempty" jsonschema:"which exceptions stop the program, by the adapter's filter names listed by debug_context (python: raised, uncaught; javascript: all, uncaught; cpp: cpp_throw, cpp_catch); default the adapter's defaults (python and go stop on uncaught exceptions and panics; javascript on none)"`
+	ExceptionFilters []string          `json:"exception_filters,omitempty" jsonschema:"which exceptions stop the program, by the adapter's filter names listed by debug_context (python: raised, uncaught, userUnhandled; javascript: all, uncaught; c/cpp: cpp_throw, cpp_catch; go: unrecovered-panic, runtime-fatal-throw); default the adapter's defaults (python stops on uncaught exceptions, go on panics, c on signals such as a segfault, javascript on none)"`
 }
 
 func (a startArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
