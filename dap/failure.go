@@ -62,10 +62,25 @@ func (s *Session) adapterSaid() string {
 	return boundTail(strings.Join(parts, "\n"), failureLines, failureBytes)
 }
 
-// boundTail is the last n lines of text, cut further to its last max bytes
-// (at a rune boundary).
+// failureLineBytes caps each line of the adapter's words: a long line is a
+// command line or a dump (debugpy prints the gdb command of an attach, with
+// an access token in it), not a reason.
+const failureLineBytes = 400
+
+// boundTail is the last n lines of text, each cut to failureLineBytes, cut
+// further to its last max bytes (at a rune boundary).
 func boundTail(text string, n, max int) string {
-	text = lastLines(strings.TrimSpace(text), n)
+	lines := strings.Split(lastLines(strings.TrimSpace(text), n), "\n")
+	for i, l := range lines {
+		if len(l) > failureLineBytes {
+			cut := failureLineBytes
+			for cut > 0 && !utf8.RuneStart(l[cut]) {
+				cut--
+			}
+			lines[i] = l[:cut] + "…"
+		}
+	}
+	text = strings.Join(lines, "\n")
 	if len(text) > max {
 		cut := len(text) - max
 		for cut < len(text) && !utf8.RuneStart(text[cut]) {
@@ -107,8 +122,18 @@ func nextStep(adapter, text string) string {
 	case noModule.MatchString(text):
 		mod := noModule.FindStringSubmatch(text)[1]
 		return fmt.Sprintf("python cannot import %s: install it for the python3 that runs the program (python3 -m pip install %s), or set cwd or env PYTHONPATH so it is found", mod, strings.SplitN(mod, ".", 2)[0])
+	case strings.Contains(text, "Code injection into PID"):
+		return "debugpy attaches to a pid by injecting code with gdb: the pid must be a running python process, gdb must be on PATH and ptrace allowed (kernel.yama.ptrace_scope 0, or the same user with CAP_SYS_PTRACE); or start the program with python3 -m debugpy --listen PORT and attach with connect"
 	case adapter == "lldb-dap" && (strings.Contains(text, "does not exist") || strings.Contains(text, "No such file")):
 		return "build the program first with debug information (gcc -g -O0 -o PROGRAM SOURCE.c) and give its path"
 	}
 	return ""
+}
+
+// logLine is what the bridge's log keeps of a failed start: the first line
+// of its message (the adapter's answer and the next step stay, what the
+// adapter printed does not: it can hold the program's output).
+func logLine(err error) string {
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return first
 }

@@ -14,6 +14,7 @@ func TestNextStepNamesCommonCauses(t *testing.T) {
 		{"delve", "# example.com/x\n./main.go:5:1: syntax error: unexpected }", "does not compile"},
 		{"debugpy", "ModuleNotFoundError: No module named 'requests.adapters'", "python3 -m pip install requests)"},
 		{"lldb-dap", "launch failed: executable file does not exist", "gcc -g"},
+		{"debugpy", "RuntimeError: Code injection into PID=999999 failed:", "ptrace"},
 		{"node", "TypeError: x is undefined", ""},
 	} {
 		if got := nextStep(c.adapter, c.text); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
@@ -36,6 +37,11 @@ func FuzzBoundTail(f *testing.F) {
 		}
 		if strings.Count(out, "\n") >= failureLines {
 			t.Fatalf("%d lines", strings.Count(out, "\n")+1)
+		}
+		for l := range strings.Lines(out) {
+			if len(strings.TrimSuffix(l, "\n")) > failureLineBytes+len("…")*2 {
+				t.Fatalf("a line of %d bytes", len(l))
+			}
 		}
 		if utf8.ValidString(s) && !utf8.ValidString(out) {
 			t.Fatalf("invalid UTF-8 from valid input: %q", out)
