@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/tetherdev/tether/protocol"
 )
 
 // Failures that carry their reason. An adapter that fails a launch often
@@ -30,21 +33,81 @@ const (
 // (debugpy and delve put build and import errors under stderr).
 var saidCategories = map[string]bool{"console": true, "stderr": true, "important": true}
 
-// noteSaid keeps an output event's text when it is the adapter speaking.
-func (s *Session) noteSaid(category, text string) {
+// saidLog keeps the last max bytes of the adapter's words, each piece with
+// the seq of the last request sent before it arrived (Message.AfterSeq), so
+// that a request's failure shows what was printed since it was sent. Safe
+// for concurrent use.
+type saidLog struct {
+	mu     sync.Mutex
+	max    int
+	size   int
+	pieces []saidPiece
+}
+
+type saidPiece struct {
+	seq  int
+	text string
+}
+
+func (l *saidLog) write(seq int, text string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(text) > l.max {
+		text = text[len(text)-l.max:]
+	}
+	l.pieces = append(l.pieces, saidPiece{seq, text})
+	l.size += len(text)
+	for l.size > l.max {
+		l.size -= len(l.pieces[0].text)
+		l.pieces = l.pieces[1:]
+	}
+}
+
+// since is what was printed after request seq was sent (all of it for 0).
+func (l *saidLog) since(seq int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, p := range l.pieces {
+		if p.seq >= seq {
+			b.WriteString(p.text)
+		}
+	}
+	return b.String()
+}
+
+// noteSaid keeps an output event's text when it is the adapter speaking;
+// seq is the event's Message.AfterSeq.
+func (s *Session) noteSaid(seq int, category, text string) {
 	if category == "" {
 		category = "console" // DAP's default category
 	}
 	if saidCategories[category] {
-		_, _ = s.said.Write([]byte(text))
+		s.said.write(seq, text)
 	}
+}
+
+// requestFailed is the answer to a request the adapter refused:
+// invalid_payload with its message, the next step when tether knows one,
+// and what the adapter printed since the request was sent.
+func (s *Session) requestFailed(re *ResponseError) error {
+	msg := re.Error()
+	said := boundTail(s.said.since(re.Seq), failureLines, failureBytes)
+	if h := nextStep(s.adapter.Name(), msg+"\n"+said); h != "" {
+		msg += "\nnext step: " + h
+	}
+	if said != "" {
+		msg += "\nthe debug adapter printed:\n" + said
+	}
+	return protocol.Errorf(protocol.CodeInvalidPayload, "%s", msg)
 }
 
 // adapterSaid is the end of what the adapter printed (its console and
 // stderr output events, then its process's stderr), bounded, or "".
 func (s *Session) adapterSaid() string {
 	var parts []string
-	if t := strings.TrimSpace(s.said.String()); t != "" {
+	said := s.said.since(0)
+	if t := strings.TrimSpace(said); t != "" {
 		parts = append(parts, t)
 	}
 	if s.proc != nil {
@@ -55,7 +118,7 @@ func (s *Session) adapterSaid() string {
 				keep = append(keep, l)
 			}
 		}
-		if t := strings.Join(keep, "\n"); t != "" && !strings.Contains(s.said.String(), t) {
+		if t := strings.Join(keep, "\n"); t != "" && !strings.Contains(said, t) {
 			parts = append(parts, t)
 		}
 	}

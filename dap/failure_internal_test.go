@@ -48,3 +48,19 @@ func FuzzBoundTail(f *testing.F) {
 		}
 	})
 }
+
+// A request's failure shows only what the adapter printed after the
+// request was sent, and the log keeps its bound.
+func TestSaidLogSinceAndBound(t *testing.T) {
+	l := &saidLog{max: 16}
+	l.write(1, "before\n")
+	l.write(2, "during\n")
+	l.write(3, "after\n")
+	if got := l.since(2); got != "during\nafter\n" {
+		t.Errorf("since(2) = %q", got)
+	}
+	l.write(4, "0123456789abcdef")
+	if got := l.since(0); got != "0123456789abcdef" {
+		t.Errorf("since(0) = %q, want the last 16 bytes", got)
+	}
+}

@@ -138,3 +138,28 @@ func TestPythonMissingModuleShowsImportError(t *testing.T) {
 		}
 	}
 }
+
+// A request the adapter refuses is answered invalid_payload with the
+// adapter's own message, at once (not internal_error).
+func TestRefusedRequestIsInvalidPayloadWithAdaptersMessage(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "div.py"), "def ratio(a, b):\n    return a / b\n\nprint(ratio(1, 0))\n")
+	m := newManager(t, root)
+	needAdapter(t, m, "debugpy")
+	res, err := m.Start(ctxFor(t, 60*time.Second), dap.StartRequest{Language: "python", Program: "div.py", StopOnEntry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Session(res.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Control(ctxFor(t, 20*time.Second), dap.CmdStepOver, dap.ControlRequest{SessionID: res.SessionID, ThreadID: 999999})
+	if code(err) != protocol.CodeInvalidPayload || !strings.Contains(err.Error(), "next failed") || !strings.Contains(err.Error(), "999999") {
+		t.Fatalf("err = %v, want invalid_payload with debugpy's message", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answered in %v", d)
+	}
+}

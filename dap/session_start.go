@@ -178,7 +178,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 // when the debuggee ended meanwhile (it crashed at start), else
 // invalid_payload with the adapter's message.
 func (s *Session) launchFailed(command string, m *Message) error {
-	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body, Seq: m.RequestSeq}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateEnded {
