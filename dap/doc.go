@@ -41,5 +41,6 @@
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
-// session_ended and invalid_payload.
+// session_ended and invalid_payload (also a request the adapter refused);
+// a failed start or request says what the adapter printed (failure.go).
 package dap
