@@ -31,6 +31,13 @@ const (
 	exceptionStackBytes = 4 << 10
 )
 
+// exceptionDescriber is an adapter whose exceptionInfo leaves out what it
+// could find itself: describeException completes ex (already filled from
+// exceptionInfo and the stop) for the stop st, asking on c.
+type exceptionDescriber interface {
+	describeException(ctx context.Context, s *Session, c *Client, st *StopInfo, ex *ExceptionInfo)
+}
+
 var signalName = regexp.MustCompile(`\bSIG[A-Z0-9]+\b`)
 
 // exceptional reports whether st is a stop for something thrown: DAP's
@@ -88,6 +95,11 @@ func (s *Session) withException(ctx context.Context, c *Client, st *StopInfo) *S
 	}
 	if ex.Type == "" {
 		ex.Type = st.Reason
+	}
+	if d, ok := s.adapter.(exceptionDescriber); ok {
+		dctx, cancel := context.WithTimeout(ctx, boundBy(ctx, exceptionInfoWait))
+		d.describeException(dctx, s, c, st, ex)
+		cancel()
 	}
 	// delve quotes a panic's message; lldb-dap's type of every signal is
 	// "signal", its name only in the message.

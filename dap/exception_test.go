@@ -101,8 +101,8 @@ func TestCppThrowFilterStopsOnThrow(t *testing.T) {
 	m := newManager(t, root)
 	needAdapter(t, m, "lldb-dap")
 	st := stopOf(t, m, dap.StartRequest{Language: "cpp", Program: "thrower", ExceptionFilters: []string{"cpp_throw"}})
-	if st.Exception.Type == "" {
-		t.Errorf("exception = %+v, want its type", st.Exception)
+	if st.Exception.Type != "std::runtime_error" || st.Exception.Message != "bad thing" {
+		t.Errorf("exception = %+v, want std::runtime_error: bad thing", st.Exception)
 	}
 }
 

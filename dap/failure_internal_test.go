@@ -64,3 +64,23 @@ func TestSaidLogSinceAndBound(t *testing.T) {
 		t.Errorf("since(0) = %q, want the last 16 bytes", got)
 	}
 }
+
+func TestDemangleType(t *testing.T) {
+	for in, want := range map[string]string{
+		"St13runtime_error": "std::runtime_error", "N2ns5ErrorE": "ns::Error", "7MyError": "MyError",
+		"NSt8ios_base7failureE": "std::ios_base::failure", "i": "i", "": "", "St": "St", "N3abcE": "abc", "99x": "99x", "3abc4defg": "3abc4defg",
+	} {
+		if got := demangleType(in); got != want {
+			t.Errorf("demangleType(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzDemangleType(f *testing.F) {
+	f.Add("St13runtime_error")
+	f.Add("N2ns5ErrorE")
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = demangleType(s) // never panics, whatever lldb shows
+		_ = quoted(EvalResult{Result: s})
+	})
+}
