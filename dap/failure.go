@@ -133,7 +133,7 @@ const failureLineBytes = 400
 // boundTail is the last n lines of text, each cut to failureLineBytes, cut
 // further to its last max bytes (at a rune boundary).
 func boundTail(text string, n, max int) string {
-	lines := strings.Split(lastLines(strings.TrimSpace(text), n), "\n")
+	lines := strings.Split(lastLines(strings.TrimRight(strings.TrimLeft(text, "\r\n"), " \t\r\n"), n), "\n") // keeps the first line's indent
 	for i, l := range lines {
 		if len(l) > failureLineBytes {
 			cut := failureLineBytes

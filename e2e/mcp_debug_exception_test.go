@@ -29,6 +29,7 @@ func TestMCPDebugExceptionInStopAndFailureWithItsReason(t *testing.T) {
 			Snapshot *dap.Snapshot `json:"snapshot"`
 		}
 		text := c.ok("debug_continue", map[string]any{"session_id": started.SessionID}, &v)
+		t.Logf("the exception's stop as the agent reads it:\n%s", text)
 		for _, want := range []string{"Stopped (exception) in ratio at div.py:2", "\nException ZeroDivisionError: division by zero (uncaught)\n", "Thrown at:\n"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the stop's text lacks %q:\n%s", want, text)
@@ -49,6 +50,7 @@ func TestMCPDebugExceptionInStopAndFailureWithItsReason(t *testing.T) {
 		c.ok("debug_stop", map[string]any{"session_id": started.SessionID}, nil)
 
 		r := c.fails("debug_start", map[string]any{"language": "go", "program": "goapp", "timeout_s": 60}, protocol.CodeInvalidPayload)
+		t.Logf("the failed start as the agent reads it:\n%s", r.Text)
 		for _, want := range []string{"main.go:5:1: syntax error", "the Go program does not compile"} {
 			if !strings.Contains(r.Text, want) {
 				t.Errorf("the failed start lacks %q:\n%s", want, r.Text)
