@@ -109,6 +109,13 @@ type childSessions interface {
 	childSessions(spec Command) bool
 }
 
+// workDirer is an adapter that must run in a directory of its own choosing
+// for cfg (delve builds the program where it runs: the program's module
+// root), rather than in the debuggee's cwd; "" keeps the cwd.
+type workDirer interface {
+	workDir(cfg map[string]any) string
+}
+
 // describer is an adapter served by one of several programs:
 // debug_adapters says which (implementation) and its version.
 type describer interface {

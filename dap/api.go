@@ -155,6 +155,9 @@ type StopInfo struct {
 	ThreadID          int    `json:"thread_id"`
 	AllThreadsStopped bool   `json:"all_threads_stopped,omitempty"`
 	HitBreakpointIDs  []int  `json:"hit_breakpoint_ids,omitempty"`
+	// Exception is what was thrown, for a stop on an exception, a panic or
+	// a signal (exception.go).
+	Exception *ExceptionInfo `json:"exception,omitempty"`
 }
 
 // SnapshotRequest is the payload of /api/debug/snapshot.
@@ -309,6 +312,10 @@ type AdapterInfo struct {
 	// choice (node: builtin-cdp, tether's own, or js-debug).
 	Implementation string `json:"implementation,omitempty"`
 	Version        string `json:"version,omitempty"`
+	// ExceptionFilters are the adapter's ways to stop on exceptions, for
+	// start-session's exception_filters (the Default ones apply when it is
+	// not given).
+	ExceptionFilters []ExceptionFilter `json:"exception_filters"`
 }
 
 // LaunchConfig is one configuration of launch.json, variables resolved. It
@@ -320,3 +327,27 @@ func (c LaunchConfig) Name() string { s, _ := c["name"].(string); return s }
 
 // Type is the configuration's "type".
 func (c LaunchConfig) Type() string { s, _ := c["type"].(string); return s }
+
+// Failures and exceptions (issue 32, parts 1 and 5).
+
+// ExceptionInfo is what a stop for an exception, a panic or a signal was
+// about: the exception's type (ZeroDivisionError, panic, signal SIGSEGV,
+// TypeError), its message, the adapter's break mode (always, unhandled,
+// userUnhandled) and, where the adapter gives it, the stack of the throw
+// as text (bounded).
+type ExceptionInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message,omitempty"`
+	BreakMode string `json:"break_mode,omitempty"`
+	Stack     string `json:"stack,omitempty"`
+}
+
+// ExceptionFilter is one way an adapter can be asked to stop on exceptions
+// (start-session's and set-breakpoints' exception_filters take Filter).
+type ExceptionFilter struct {
+	Filter      string `json:"filter"`
+	Label       string `json:"label,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Default filters are the ones used when exception_filters is not given.
+	Default bool `json:"default,omitempty"`
+}

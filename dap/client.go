@@ -32,6 +32,11 @@ type Message struct {
 	Message    string          `json:"message,omitempty"`
 	Body       json.RawMessage `json:"body,omitempty"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
+
+	// AfterSeq is, for an event, the seq of the last request sent before
+	// it arrived: an event can only be about requests up to it (a failure
+	// shows the adapter's lines printed since its request, failure.go).
+	AfterSeq int `json:"-"`
 }
 
 // ResponseError is a response with success false.
@@ -39,6 +44,7 @@ type ResponseError struct {
 	Command string
 	Message string
 	Body    json.RawMessage
+	Seq     int // the failed request's seq
 }
 
 func (e *ResponseError) Error() string {
@@ -158,6 +164,9 @@ func (c *Client) readLoop(r *bufio.Reader) {
 				p.ch <- m // buffered 1, registered once: never blocks
 			}
 		case "event":
+			c.mu.Lock()
+			m.AfterSeq = c.seq
+			c.mu.Unlock()
 			if c.onEvent != nil {
 				c.onEvent(m)
 			}
@@ -285,7 +294,7 @@ func (c *Client) Await(ctx context.Context, command string, ch <-chan *Message, 
 			return fmt.Errorf("%s: %w", command, c.Err())
 		}
 		if !m.Success {
-			return &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+			return &ResponseError{Command: command, Message: m.Message, Body: m.Body, Seq: m.RequestSeq}
 		}
 		if body != nil && len(m.Body) > 0 {
 			if err := json.Unmarshal(m.Body, body); err != nil {

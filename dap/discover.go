@@ -4,6 +4,7 @@ package dap
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,8 @@ type Env struct {
 	mu     sync.Mutex
 	cache  map[string]*once // keyed by what was looked up
 	probes map[string]*once // keyed by adapter name
+	// filters are each probed adapter's exception filters, by name.
+	filters map[string][]ExceptionFilter
 }
 
 type once struct {
@@ -183,7 +186,7 @@ func (e *Env) output(path string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = e.Environ
+	cmd.Env = append(e.Environ[:len(e.Environ):len(e.Environ)], noTelemetryChild) // dlv version would start it too
 	cmd.SysProcAttr = proctree.DieWithParent(&syscall.SysProcAttr{}, syscall.SIGKILL)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -240,9 +243,16 @@ func (e *Env) Probe(ctx context.Context, a Adapter) (string, error) {
 			return "", err
 		}
 		defer p.kill()
-		if err := p.client.Do(pctx, "initialize", initializeArgs(a, false), nil); err != nil {
+		var caps json.RawMessage
+		if err := p.client.Do(pctx, "initialize", initializeArgs(a, false), &caps); err != nil {
 			return "", err
 		}
+		e.mu.Lock()
+		if e.filters == nil {
+			e.filters = map[string][]ExceptionFilter{}
+		}
+		e.filters[a.Name()] = filtersOf(caps)
+		e.mu.Unlock()
 		return spec.Path, nil
 	})
 }
@@ -257,7 +267,13 @@ func (e *Env) Available(ctx context.Context) []AdapterInfo {
 		wg.Go(func() {
 			p, err := e.Probe(ctx, a)
 			if err == nil {
-				res[i] = AdapterInfo{Name: a.Name(), Types: a.Types(), Path: p}
+				e.mu.Lock()
+				filters := e.filters[a.Name()]
+				e.mu.Unlock()
+				if filters == nil {
+					filters = []ExceptionFilter{}
+				}
+				res[i] = AdapterInfo{Name: a.Name(), Types: a.Types(), Path: p, ExceptionFilters: filters}
 				if d, isDescriber := a.(describer); isDescriber {
 					res[i].Implementation, res[i].Version = d.describe(e)
 				}

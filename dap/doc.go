@@ -38,9 +38,14 @@
 //     (Config.AttachAllow, checked and pinned before any connection), the
 //     path mappings between the bridge's root and the program's side, and
 //     the release of a remote debuggee on detach.
+//   - failure.go makes a failed start carry its reason (what the adapter
+//     printed, and the next step); exception.go gives an exception's stop
+//     its type, message and stack (exceptionInfo) and checks exception
+//     filters against the adapter's.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
-// session_ended, invalid_payload and forbidden (an attach to an address the
-// bridge does not allow).
+// session_ended, invalid_payload (also a request the adapter refused) and
+// forbidden (an attach to an address the bridge does not allow); a failed
+// start or request says what the adapter printed (failure.go).
 package dap

@@ -296,7 +296,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		m.mu.Unlock()
 	}
 	if err != nil {
-		log.Info().Err(err).Msg("debug session failed to start")
+		log.Info().Str("error", logLine(err)).Msg("debug session failed to start")
 		if s.proc != nil {
 			s.Stop(ctx, nil)
 		}

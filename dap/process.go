@@ -82,6 +82,8 @@ type Command struct {
 	// and environ are what a started adapter would get. Path names what it
 	// runs (for debug_adapters); Args are unused.
 	Serve func(conn io.ReadWriteCloser, dir string, environ []string)
+	// Env is added to the adapter process's environment (KEY=VALUE).
+	Env []string
 }
 
 var listenLine = regexp.MustCompile(`listening at:?\s*\[?([0-9a-fA-F.:]+?)\]?:(\d+)`)
@@ -97,7 +99,7 @@ func startAdapter(ctx context.Context, spec Command, dir string, env []string, h
 	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = dir
-	cmd.Env = env
+	cmd.Env = append(env[:len(env):len(env)], spec.Env...)
 	p := &adapterProc{cmd: cmd, stderr: newTailBuffer(8 << 10), exited: make(chan struct{})}
 
 	var stdin io.WriteCloser

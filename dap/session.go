@@ -28,7 +28,8 @@ type Session struct {
 	proc      *adapterProc
 	caps      json.RawMessage
 	out       *outputBuffer
-	entryStop bool // stopOnEntry was asked: the first stop is "entry"
+	said      *saidLog // the adapter's own console/stderr lines (failure.go)
+	entryStop bool     // stopOnEntry was asked: the first stop is "entry"
 	// childSessions: the adapter runs the debuggee in a child session
 	// (session_children.go); set before the adapter starts.
 	childSessions bool
@@ -76,6 +77,7 @@ func newSession(id string, a Adapter, root string) *Session {
 		root:        root,
 		started:     time.Now(),
 		out:         newOutputBuffer(4 << 20),
+		said:        &saidLog{max: failureBytes},
 		initialized: make(chan struct{}),
 		watcherDone: make(chan struct{}),
 		state:       StateInitializing,
@@ -161,6 +163,7 @@ func (s *Session) onEvent(m *Message) {
 		if b.Category != "telemetry" {
 			s.out.write(b.Output)
 		}
+		s.noteSaid(m.AfterSeq, b.Category, b.Output)
 	case "breakpoint":
 		var b struct {
 			Reason     string        `json:"reason"`
@@ -280,6 +283,10 @@ func (s *Session) adapterError(err error) error {
 		s.end("the debug adapter connection closed")
 		return s.endedError()
 	default:
+	}
+	var re *ResponseError
+	if errors.As(err, &re) {
+		return s.requestFailed(re)
 	}
 	return err
 }

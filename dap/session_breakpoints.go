@@ -162,6 +162,9 @@ func (s *Session) SetBreakpoints(ctx context.Context, req SetBreakpointsRequest)
 	if req.Path == "" && req.Functions == nil && req.ExceptionFilters == nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidPayload, "give path with breakpoints, function_breakpoints or exception_filters")
 	}
+	if err := checkFilters("exception_filters", req.ExceptionFilters, s.exceptionFilters()); err != nil {
+		return nil, err
+	}
 	res := &SetBreakpointsResult{Breakpoints: []Breakpoint{}}
 	if req.Path != "" {
 		if res.Breakpoints, err = s.setFileBreakpoints(ctx, c, req.Path, req.Breakpoints); err != nil {

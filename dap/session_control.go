@@ -107,6 +107,7 @@ func (s *Session) controlResult(ctx context.Context, c *Client, withLocation boo
 	s.mu.Lock()
 	res := &ControlResult{SessionID: s.id, State: s.state, Stop: s.stopIfStoppedLocked(), ExitCode: s.exitCode}
 	s.mu.Unlock()
+	res.Stop = s.withException(ctx, c, res.Stop)
 	if withLocation && res.Stop != nil {
 		frames, err := s.frames(ctx, c, res.Stop.ThreadID, 1)
 		if err == nil && len(frames) > 0 {

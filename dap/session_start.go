@@ -5,6 +5,7 @@ package dap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -32,6 +33,11 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		dir = s.root
+	}
+	if w, ok := a.(workDirer); ok {
+		if wd := w.workDir(cfg); wd != "" {
+			dir = wd
+		}
 	}
 	if cs, ok := a.(childSessions); ok && cs.childSessions(spec) {
 		s.childSessions = true
@@ -63,7 +69,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s did not answer initialize: %v; stderr: %s", a.Name(), err, lastLines(proc.stderr.String(), 10))
+		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s", s.withReason(fmt.Sprintf("%s did not answer initialize: %v", a.Name(), err)))
 	}
 	_ = json.Unmarshal(rawCaps, &caps)
 	s.caps = rawCaps
@@ -115,6 +121,9 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 		}
 		res.Breakpoints = append(res.Breakpoints, bps...)
 	}
+	if err := checkFilters("exception_filters", req.ExceptionFilters, s.exceptionFilters()); err != nil {
+		return nil, err
+	}
 	filters := req.ExceptionFilters
 	if filters == nil {
 		for _, f := range caps.Filters {
@@ -159,6 +168,9 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	res.State = s.state
 	res.Stop = s.stopIfStoppedLocked()
 	s.mu.Unlock()
+	if lc, err := s.live(); err == nil {
+		res.Stop = s.withException(ctx, lc, res.Stop)
+	}
 	return res, nil
 }
 
@@ -166,18 +178,25 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 // when the debuggee ended meanwhile (it crashed at start), else
 // invalid_payload with the adapter's message.
 func (s *Session) launchFailed(command string, m *Message) error {
-	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body}
+	re := &ResponseError{Command: command, Message: m.Message, Body: m.Body, Seq: m.RequestSeq}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateEnded {
-		return protocol.Errorf(protocol.CodeSessionEnded, "%s; %v", s.endedMessageLocked(), re)
+		return protocol.Errorf(protocol.CodeSessionEnded, "%s", s.withReason(fmt.Sprintf("%s; %v", s.endedMessageLocked(), re)))
 	}
-	return protocol.Errorf(protocol.CodeInvalidPayload, "%v", re)
+	return protocol.Errorf(protocol.CodeInvalidPayload, "%s", s.withReason(re.Error()))
 }
 
+// endedOrErr is the answer when the adapter's connection ended during the
+// start: the session's end, with what the adapter printed.
 func (s *Session) endedOrErr(err error) error {
-	if e := s.adapterError(err); e != nil {
-		return e
+	e := s.adapterError(err)
+	if e == nil {
+		e = err
 	}
-	return err
+	var pe *protocol.Error
+	if errors.As(e, &pe) {
+		return &protocol.Error{Code: pe.Code, Message: s.withReason(pe.Message)}
+	}
+	return e
 }

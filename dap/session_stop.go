@@ -111,6 +111,9 @@ func (s *Session) endedErrorLocked() error {
 		// A crash says why in its last words.
 		if text, _, _ := s.out.read(0); strings.TrimSpace(text) != "" {
 			msg += "; its output ends with: " + lastLines(strings.TrimSpace(text), 10)
+			if h := nextStep(s.adapter.Name(), text); h != "" {
+				msg += "; next step: " + h
+			}
 		}
 	}
 	return protocol.Errorf(protocol.CodeSessionEnded, "%s", msg)

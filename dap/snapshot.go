@@ -53,6 +53,7 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 	s.mu.Lock()
 	stop := s.stop
 	s.mu.Unlock()
+	stop = s.withException(ctx, c, stop)
 
 	snap := &Snapshot{SessionID: s.id, State: StateStopped, Stop: stop, Frames: []Frame{}, Scopes: []Scope{}, Locals: []Variable{}}
 	thread := req.ThreadID

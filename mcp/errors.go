@@ -22,8 +22,18 @@ func (e *toolError) Error() string {
 	b.WriteString("Error ")
 	b.WriteString(e.Code)
 	if e.Message != "" {
+		// The first line is the error; lines after it are what the
+		// workspace quotes (a debug adapter's output, a compiler's errors),
+		// shown as lines, indented so none can pass for a Next: line.
+		first, rest, _ := strings.Cut(e.Message, "\n")
 		b.WriteString(": ")
-		b.WriteString(line(e.Message, maxMessage))
+		b.WriteString(line(first, maxMessage))
+		if rest = strings.TrimRight(rest, "\n"); rest != "" {
+			for l := range strings.Lines(block(rest, maxQuoted)) {
+				b.WriteString("\n  ")
+				b.WriteString(strings.TrimRight(l, "\n"))
+			}
+		}
 	}
 	if h := e.hint(); h != "" {
 		b.WriteString("\nNext: ")
@@ -41,6 +51,10 @@ func (e *toolError) hint() string {
 
 // maxMessage caps an error message from the workspace in the text.
 const maxMessage = 2000
+
+// maxQuoted caps the lines an error quotes after its first (a failed debug
+// start's adapter output is bounded to 4 KB at the source).
+const maxQuoted = 5000
 
 // failf is a tool error raised by the MCP layer itself.
 func failf(code, hint, format string, args ...any) *toolError {

@@ -204,7 +204,9 @@ func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string) {
 		fmt.Fprintf(b, " in %s at %s", line(f.Name, maxValue), where(f, root))
 	}
 	fmt.Fprintf(b, ", thread %d.\n", s.ThreadID)
-	if s.Stop != nil {
+	if s.Stop != nil && s.Stop.Exception != nil {
+		renderException(b, s.Stop.Exception)
+	} else if s.Stop != nil {
 		for _, t := range []string{s.Stop.Description, s.Stop.Text} {
 			if t != "" && t != reason {
 				fmt.Fprintf(b, "%s\n", line(t, maxMessage))

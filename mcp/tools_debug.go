@@ -28,16 +28,17 @@ type fileBreakpoint struct {
 }
 
 type startArgs struct {
-	Config      map[string]any    `json:"config,omitempty" jsonschema:"a whole launch.json-style configuration (type, request, program, …)"`
-	ConfigName  string            `json:"config_name,omitempty" jsonschema:"name of a configuration in the workspace's .vscode/launch.json (see debug_context)"`
-	Language    string            `json:"language,omitempty" jsonschema:"with program: c, cpp, rust, python, go, javascript or typescript"`
-	Program     string            `json:"program,omitempty" jsonschema:"the program to debug, relative to the workspace root: a built binary (c, cpp, rust), a script (python, javascript), a package directory (go)"`
-	Args        []string          `json:"args,omitempty" jsonschema:"the program's arguments"`
-	Cwd         string            `json:"cwd,omitempty" jsonschema:"the program's working directory; default the workspace root"`
-	Env         map[string]string `json:"env,omitempty" jsonschema:"environment variables for the program"`
-	StopOnEntry bool              `json:"stop_on_entry,omitempty" jsonschema:"stop before the program's first line"`
-	Breakpoints []fileBreakpoint  `json:"breakpoints,omitempty" jsonschema:"breakpoints set before the program runs"`
-	TimeoutS    float64           `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the adapter to start; default 30"`
+	Config           map[string]any    `json:"config,omitempty" jsonschema:"a whole launch.json-style configuration (type, request, program, …)"`
+	ConfigName       string            `json:"config_name,omitempty" jsonschema:"name of a configuration in the workspace's .vscode/launch.json (see debug_context)"`
+	Language         string            `json:"language,omitempty" jsonschema:"with program: c, cpp, rust, python, go, javascript or typescript"`
+	Program          string            `json:"program,omitempty" jsonschema:"the program to debug, relative to the workspace root: a built binary (c, cpp, rust), a script (python, javascript), a package directory (go)"`
+	Args             []string          `json:"args,omitempty" jsonschema:"the program's arguments"`
+	Cwd              string            `json:"cwd,omitempty" jsonschema:"the program's working directory; default the workspace root"`
+	Env              map[string]string `json:"env,omitempty" jsonschema:"environment variables for the program"`
+	StopOnEntry      bool              `json:"stop_on_entry,omitempty" jsonschema:"stop before the program's first line"`
+	Breakpoints      []fileBreakpoint  `json:"breakpoints,omitempty" jsonschema:"breakpoints set before the program runs"`
+	TimeoutS         float64           `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the adapter to start; default 30"`
+	ExceptionFilters []string          `json:"exception_filters,omitempty" jsonschema:"which exceptions stop the program, by the adapter's filter names listed by debug_context (python: raised, uncaught, userUnhandled; javascript: all, uncaught; c/cpp: cpp_throw, cpp_catch; go: unrecovered-panic, runtime-fatal-throw); default the adapter's defaults (python stops on uncaught exceptions, go on panics, c on signals such as a segfault, javascript on none)"`
 }
 
 func (a startArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
@@ -123,7 +124,7 @@ func addDebugTools(s *Server) {
 	add(s, spec{
 		name:  "debug_context",
 		title: "What can be debugged here",
-		description: "List the debug adapters that really run on the workspace's machine, the launch configurations of .vscode/launch.json, and build and test commands inferred from its files. " +
+		description: "List the debug adapters that really run on the workspace's machine (with the exception_filters each takes for debug_start), the launch configurations of .vscode/launch.json, and build and test commands inferred from its files. " +
 			"Call it before debug_start.",
 		routes: []string{protocol.DebugContextEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in contextArgs) (dap.DebugContext, string, error) {
@@ -136,7 +137,9 @@ func addDebugTools(s *Server) {
 		name:  "debug_start",
 		title: "Start debugging",
 		description: "Start a debug session: from a launch configuration (config), its name in launch.json (config_name), or language and program; with breakpoints by line or by the line's text (line_content). " +
-			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it.",
+			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it. " +
+			"With exception_filters the program stops where an exception is raised or uncaught; such a stop shows the exception's type, message and the stack of the throw. " +
+			"A start that fails says why: the error holds what the adapter printed (a compiler's errors, a Python ImportError) and the next step.",
 		routes: []string{protocol.DebugStartEndpoint}, destructive: true,
 	}, startSession)
 	add(s, spec{
@@ -263,6 +266,9 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	}
 	if len(in.Args) > 0 {
 		payload["args"] = in.Args
+	}
+	if in.ExceptionFilters != nil {
+		payload["exception_filters"] = in.ExceptionFilters
 	}
 	return startAndShow(ctx, tc, payload, in.Breakpoints, in.timeout())
 }
@@ -472,6 +478,7 @@ func renderContext(c dap.DebugContext) string {
 	}
 	for _, a := range c.DebugAdapters {
 		fmt.Fprintf(&b, "\n  %s (%s)", line(a.Name, maxValue), line(strings.Join(a.Types, ", "), maxValue))
+		renderFilters(&b, a.ExceptionFilters)
 	}
 	if len(c.LaunchConfigs) > 0 {
 		b.WriteString("\nLaunch configurations (config_name):")

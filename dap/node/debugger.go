@@ -76,6 +76,8 @@ type script struct {
 type pause struct {
 	frames  []*cdpdebugger.CallFrame
 	visible bool // reported to the client with a stopped event
+	// thrown is the value of an exception pause (exception.go), else nil.
+	thrown jsonv2.Value
 }
 
 func newDebugger(s *server) *debugger {
@@ -100,6 +102,8 @@ func (d *debugger) dispatch(ctx context.Context, req *request) (any, error) {
 		return d.setFunctionBreakpoints(ctx, m.Arguments)
 	case *godap.SetExceptionBreakpointsRequest:
 		return nil, d.setExceptionBreakpoints(ctx, m.Arguments.Filters)
+	case *godap.ExceptionInfoRequest:
+		return d.exceptionInfo()
 	case *godap.ThreadsRequest:
 		return godap.ThreadsResponseBody{Threads: []godap.Thread{{Id: threadID, Name: "main"}}}, nil
 	case *godap.StackTraceRequest:
@@ -156,6 +160,7 @@ func capabilities() godap.Capabilities {
 		SupportsLogPoints:                 true,
 		SupportsEvaluateForHovers:         true,
 		SupportsTerminateRequest:          true,
+		SupportsExceptionInfoRequest:      true,
 		ExceptionBreakpointFilters: []godap.ExceptionBreakpointsFilter{
 			{Filter: "all", Label: "All Exceptions", Description: "Pause on every exception thrown, caught or not."},
 			{Filter: "uncaught", Label: "Uncaught Exceptions", Description: "Pause on exceptions nothing catches."},
@@ -369,6 +374,9 @@ func (d *debugger) onPaused(ev *cdpdebugger.EventPaused) {
 		body.Reason, body.HitBreakpointIds = "breakpoint", hit
 	case reason == string(cdpdebugger.PausedReasonException) || reason == string(cdpdebugger.PausedReasonPromiseRejection):
 		body.Reason, body.Description, body.Text = "exception", "Paused on exception", exceptionText(ev.Data)
+		d.mu.Lock()
+		p.thrown = ev.Data
+		d.mu.Unlock()
 	case asked != "":
 		body.Reason = asked
 	case reason == "Break on start":
