@@ -167,7 +167,9 @@ func (c *wireClient) readLoop() {
 
 func (c *wireClient) send(frame string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A bound on the test's own write, not a promise of the broker's: a
+	// 24 MB answer read under -race beside other builds took over 5 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
 		c.t.Fatalf("send %q: %v", frame, err)
