@@ -7,9 +7,16 @@ import (
 	"path/filepath"
 )
 
-// delveAdapter is delve's DAP server (dlv dap), which listens on TCP. It
-// has no quirk the session needs to know of.
+// delveAdapter is delve's DAP server (dlv dap), which listens on TCP.
+//
+// Its quirk: its restart request (delve 1.20) relaunches the program but
+// leaves it halted with no stopped event, so restart relaunches it
+// (restartRelauncher).
 type delveAdapter struct{}
+
+var _ restartRelauncher = delveAdapter{}
+
+func (delveAdapter) relaunchOnRestart() {}
 
 func (delveAdapter) Name() string        { return "delve" }
 func (delveAdapter) Types() []string     { return []string{"go", "delve", "dlv"} }

@@ -86,6 +86,11 @@ type StartRequest struct {
 	// ExceptionFilters replaces the adapter's default exception filters
 	// (debugpy: uncaught) when non-nil.
 	ExceptionFilters []string `json:"exception_filters,omitempty"`
+
+	// CoreFile, with Program, opens a core dump post-mortem (lldb-dap for
+	// C, C++ and Rust, delve for Go): the session is stopped at the crash
+	// and cannot run (session_postmortem.go).
+	CoreFile string `json:"core_file,omitempty"`
 }
 
 // Address is a host and port.
@@ -149,6 +154,9 @@ type StopInfo struct {
 	ThreadID          int    `json:"thread_id"`
 	AllThreadsStopped bool   `json:"all_threads_stopped,omitempty"`
 	HitBreakpointIDs  []int  `json:"hit_breakpoint_ids,omitempty"`
+	// Signal is the signal that killed a post-mortem session's program
+	// (SIGSEGV, SIGABRT, …), read from the core file.
+	Signal string `json:"signal,omitempty"`
 }
 
 // SnapshotRequest is the payload of /api/debug/snapshot.
@@ -314,3 +322,57 @@ func (c LaunchConfig) Name() string { s, _ := c["name"].(string); return s }
 
 // Type is the configuration's "type".
 func (c LaunchConfig) Type() string { s, _ := c["type"].(string); return s }
+
+// Restart and watchpoints (session_restart.go, session_watchpoints.go).
+
+// RestartRequest is the payload of /api/debug/restart.
+type RestartRequest struct {
+	SessionID     string `json:"session_id"`
+	WaitTimeoutMS int    `json:"wait_timeout_ms,omitempty"` // default 10000
+}
+
+// RestartResult is the state after a restart: like continue with wait, the
+// first stop and its location (or the exit), with the session id unchanged.
+// Method is "restart" (the adapter's own restart request) or "relaunch"
+// (the program ended and launched again, the breakpoints sent again).
+type RestartResult struct {
+	ControlResult
+	Method      string       `json:"method"`
+	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
+}
+
+// Watchpoint is a data breakpoint as requested: give exactly one of
+// Expression (an lvalue in the top frame, e.g. counter or p->next) and
+// Address (e.g. 0x7ffd1234, with Size bytes, default 4). Access is write
+// (default), read or readWrite.
+type Watchpoint struct {
+	Expression   string `json:"expression,omitempty"`
+	Address      string `json:"address,omitempty"`
+	Size         int    `json:"size,omitempty"`
+	Access       string `json:"access,omitempty"`
+	Condition    string `json:"condition,omitempty"`
+	HitCondition string `json:"hit_condition,omitempty"`
+}
+
+// WatchpointsRequest is the payload of /api/debug/set-watchpoints: the
+// session's whole new set of watchpoints (empty clears it).
+type WatchpointsRequest struct {
+	SessionID   string       `json:"session_id"`
+	Watchpoints []Watchpoint `json:"watchpoints"`
+}
+
+// WatchpointResult is one watchpoint as the adapter placed it.
+type WatchpointResult struct {
+	ID          int    `json:"id,omitempty"`
+	Verified    bool   `json:"verified"`
+	Expression  string `json:"expression,omitempty"`
+	Address     string `json:"address,omitempty"`
+	Access      string `json:"access"`
+	Description string `json:"description,omitempty"` // the adapter's, e.g. "4 bytes at 0x4010"
+	Message     string `json:"message,omitempty"`
+}
+
+// WatchpointsResult gives the adapter's answer, in request order.
+type WatchpointsResult struct {
+	Watchpoints []WatchpointResult `json:"watchpoints"`
+}

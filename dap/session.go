@@ -32,6 +32,10 @@ type Session struct {
 	// childSessions: the adapter runs the debuggee in a child session
 	// (session_children.go); set before the adapter starts.
 	childSessions bool
+	// core is the core dump of a post-mortem session (session_postmortem.go).
+	core *coreInfo
+	// launch is how the session was started, for restart (session_restart.go).
+	launch *launchSpec
 
 	initialized     chan struct{}
 	initializedOnce sync.Once
@@ -111,6 +115,9 @@ func (s *Session) onEvent(m *Message) {
 		s.mu.Lock()
 		if f, ok := s.adapter.(stopFixer); ok {
 			f.fixStop(st, stopContext{first: s.stops == 0, entry: s.entryStop, pausing: s.pausing})
+		}
+		if s.core != nil {
+			st.Signal = s.core.signal
 		}
 		s.pausing = false
 		if s.state != StateEnded {
