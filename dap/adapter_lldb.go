@@ -130,3 +130,13 @@ func (lldbDAP) confirmPause(ctx context.Context, s *Session, c *Client, thread, 
 	}
 	return nil
 }
+
+// watchName: lldb-dap 19's dataBreakpointInfo evaluates a name it does
+// not find among the frame's variables as a pointer to the watched bytes,
+// so an lvalue is sent as its address.
+func (lldbDAP) watchName(expr string) string { return "&(" + expr + ")" }
+
+// watchAddress: size bytes at addr, as a pointer to them.
+func (lldbDAP) watchAddress(addr string, size int) string {
+	return fmt.Sprintf("(char (*)[%d])%s", size, addr)
+}
