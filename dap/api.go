@@ -154,8 +154,9 @@ type StopInfo struct {
 	ThreadID          int    `json:"thread_id"`
 	AllThreadsStopped bool   `json:"all_threads_stopped,omitempty"`
 	HitBreakpointIDs  []int  `json:"hit_breakpoint_ids,omitempty"`
-	// Signal is the signal that killed a post-mortem session's program
-	// (SIGSEGV, SIGABRT, …), read from the core file.
+	// Signal is the signal a post-mortem session's core was dumped on
+	// (SIGSEGV, SIGABRT, …; SIGSTOP for gcore of a live process), read
+	// from the core file.
 	Signal string `json:"signal,omitempty"`
 }
 

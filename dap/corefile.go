@@ -71,9 +71,15 @@ func parseCoreNotes(data []byte, order binary.ByteOrder, is64 bool, ci *coreInfo
 		data = data[nlen+dlen:]
 		switch typ {
 		case ntPrstatus:
-			// struct elf_prstatus begins with struct elf_siginfo: si_signo.
-			if len(desc) >= 4 && ci.signal == "" {
-				if n := int32(order.Uint32(desc)); n > 0 && n < 65 {
+			// struct elf_prstatus begins with struct elf_siginfo (si_signo
+			// first), then pr_cursig: the kernel fills both, gdb's gcore
+			// only pr_cursig.
+			if len(desc) >= 14 && ci.signal == "" {
+				n := int32(order.Uint32(desc))
+				if n == 0 {
+					n = int32(int16(order.Uint16(desc[12:])))
+				}
+				if n > 0 && n < 65 {
 					ci.signal = unix.SignalName(syscall.Signal(n))
 				}
 			}

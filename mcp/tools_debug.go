@@ -38,6 +38,7 @@ type startArgs struct {
 	StopOnEntry bool              `json:"stop_on_entry,omitempty" jsonschema:"stop before the program's first line"`
 	Breakpoints []fileBreakpoint  `json:"breakpoints,omitempty" jsonschema:"breakpoints set before the program runs"`
 	TimeoutS    float64           `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the adapter to start; default 30"`
+	CoreFile    string            `json:"core_file,omitempty" jsonschema:"a core dump of program to inspect post-mortem (c, cpp, rust with lldb-dap; go with delve): the session opens stopped at the crash, with its stack, locals and signal, and cannot run or step"`
 }
 
 func (a startArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
@@ -120,6 +121,7 @@ type contextArgs struct {
 type noArgs struct{}
 
 func addDebugTools(s *Server) {
+	defer addDebugRestartWatchTools(s)
 	add(s, spec{
 		name:  "debug_context",
 		title: "What can be debugged here",
@@ -136,6 +138,7 @@ func addDebugTools(s *Server) {
 		name:  "debug_start",
 		title: "Start debugging",
 		description: "Start a debug session: from a launch configuration (config), its name in launch.json (config_name), or language and program; with breakpoints by line or by the line's text (line_content). " +
+			"With core_file and program it opens a core dump instead, stopped at the crash. " +
 			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it.",
 		routes: []string{protocol.DebugStartEndpoint}, destructive: true,
 	}, startSession)
@@ -274,6 +277,7 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	}
 	payload := omitEmpty(map[string]any{
 		"config_name": in.ConfigName, "language": in.Language, "program": in.Program, "cwd": in.Cwd, "env": in.Env, "stop_on_entry": in.StopOnEntry,
+		"core_file": in.CoreFile,
 	})
 	if in.Config != nil {
 		payload["config"] = in.Config
@@ -304,6 +308,10 @@ func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartRes
 	}
 	b.WriteString(".\n")
 	renderBreakpoints(&b, out.Breakpoints, flatten(order, files))
+	if in.CoreFile != "" {
+		fmt.Fprintf(&b, "Next: debug_snapshot with session_id %s shows the crash (stack, locals, signal); debug_evaluate reads more. A core cannot run or step.", line(out.SessionID, maxValue))
+		return out, b.String(), nil
+	}
 	fmt.Fprintf(&b, "Next: debug_continue with session_id %s waits for the next stop and shows it.", line(out.SessionID, maxValue))
 	return out, b.String(), nil
 }
