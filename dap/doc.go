@@ -34,8 +34,12 @@
 //   - breakpoint_lines.go resolves breakpoints given by their line's text
 //     (line_content); session_children.go runs the child sessions js-debug
 //     asks for.
+//   - session_restart.go restarts a launched program under the same session
+//     id (the adapter's restart, else a relaunch); session_postmortem.go
+//     and corefile.go open core dumps (core_file); session_watchpoints.go
+//     sets data breakpoints.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
-// session_ended and invalid_payload.
+// session_ended, unsupported and invalid_payload.
 package dap
