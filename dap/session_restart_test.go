@@ -3,6 +3,7 @@
 package dap_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -129,5 +130,75 @@ func TestRestartRefusesUnknownSessions(t *testing.T) {
 	}
 	if _, err := m.Restart(ctx, dap.RestartRequest{}); code(err) != protocol.CodeInvalidPayload {
 		t.Fatalf("restart without session_id: %v, want invalid_payload", err)
+	}
+}
+
+// TestRestartOfAnEndedSessionRunsItAgain: a program that ran to its end
+// is relaunched under the same id and stops at its breakpoint again.
+func TestRestartOfAnEndedSessionRunsItAgain(t *testing.T) {
+	root := cWorkspace(t)
+	m := newManager(t, root)
+	needAdapter(t, m, "lldb-dap")
+	ctx := ctxFor(t, 60*time.Second)
+	start, err := m.Start(ctx, dap.StartRequest{Language: "c", Program: "add_numbers",
+		Breakpoints: []dap.FileBreakpoints{{Path: "add_numbers.c", Breakpoints: []dap.SourceBreakpoint{{Line: 4}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.Session(start.SessionID)
+	wait := dap.ControlRequest{Wait: new(true), WaitTimeoutMS: 10000}
+	if _, err := s.Snapshot(ctx, dap.SnapshotRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Control(ctx, dap.CmdContinue, wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := m.List().Sessions[0]; info.State != dap.StateEnded {
+		t.Fatalf("after two continues: %+v, want ended", info)
+	}
+	res, err := m.Restart(ctx, dap.RestartRequest{SessionID: start.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Method != "relaunch" || res.SessionID != start.SessionID || res.Location == nil || res.Location.Line != 4 {
+		t.Fatalf("restart of the ended session = %+v at %+v, want a relaunch stopped at line 4", res, res.Location)
+	}
+	if _, err := s.Snapshot(ctx, dap.SnapshotRequest{}); code(err) != protocol.CodeSessionEnded {
+		t.Fatalf("the old generation answered %v, want session_ended", err)
+	}
+}
+
+// TestConcurrentRestartsTakeTurns: two restarts of one session at once
+// both answer, one after the other, and leave one session and one
+// adapter (TestMain checks that no process is left).
+func TestConcurrentRestartsTakeTurns(t *testing.T) {
+	root := writeFiles(t, map[string]string{"add.py": pyAdd})
+	m := newManager(t, root)
+	needAdapter(t, m, "debugpy")
+	ctx := ctxFor(t, 60*time.Second)
+	start, err := m.Start(ctx, dap.StartRequest{Language: "python", Program: "add.py",
+		Breakpoints: []dap.FileBreakpoints{{Path: "add.py", Breakpoints: []dap.SourceBreakpoint{{Line: 3}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			res, err := m.Restart(ctx, dap.RestartRequest{SessionID: start.SessionID, WaitTimeoutMS: 20000})
+			if err == nil && (res.Location == nil || res.Location.Line != 3) {
+				err = fmt.Errorf("restart = %+v, want a stop at line 3", res)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.List().Sessions; len(got) != 1 || got[0].State != dap.StateStopped {
+		t.Fatalf("list = %+v, want the one session, stopped", got)
 	}
 }
