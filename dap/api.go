@@ -155,7 +155,7 @@ type StopInfo struct {
 	AllThreadsStopped bool   `json:"all_threads_stopped,omitempty"`
 	HitBreakpointIDs  []int  `json:"hit_breakpoint_ids,omitempty"`
 	// Signal is the signal a post-mortem session's core was dumped on
-	// (SIGSEGV, SIGABRT, …; SIGSTOP for gcore of a live process), read
+	// (SIGSEGV, SIGABRT, …; none for gcore of a running process), read
 	// from the core file.
 	Signal string `json:"signal,omitempty"`
 }
