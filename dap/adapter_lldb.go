@@ -13,8 +13,10 @@ import (
 // serves cppdbg (Microsoft C/C++) and lldb (CodeLLDB) configurations.
 //
 // Its quirks (lldb-dap 19): a stopOnEntry stop and a pause are both
-// reported as exception "signal SIGSTOP" (fixStop), and a pause may be
-// answered without any stopped event (confirmPause).
+// reported as exception "signal SIGSTOP", and a watchpoint's stop as
+// breakpoint "watchpoint N" (fixStop); a pause may be answered without any
+// stopped event (confirmPause); data breakpoints want addresses
+// (watchName).
 type lldbDAP struct{}
 
 var (
@@ -97,6 +99,8 @@ func (lldbDAP) fixStop(st *StopInfo, at stopContext) {
 	case at.pausing && st.Reason == "exception" && sigstop:
 		st.Description = "pause (" + st.Description + ")"
 		st.Reason = "pause"
+	case st.Reason == "breakpoint" && strings.HasPrefix(st.Description, "watchpoint"):
+		st.Reason = "data breakpoint" // DAP's reason for a watchpoint's stop
 	}
 }
 

@@ -41,7 +41,7 @@ func continueToWrite(t *testing.T, s *dap.Session, want string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != dap.StateStopped || res.Location == nil || !strings.HasPrefix(res.Location.Name, "bump") {
+	if res.State != dap.StateStopped || res.Stop.Reason != "data breakpoint" || res.Location == nil || !strings.HasPrefix(res.Location.Name, "bump") {
 		t.Fatalf("continue = %+v at %+v, want a stop in bump", res, res.Location)
 	}
 	t.Logf("stopped by the watchpoint: %+v at %s:%d", *res.Stop, res.Location.Name, res.Location.Line)
