@@ -16,6 +16,7 @@ func mountDebug(r *Router, b *Bridge) {
 	// closing it ends every debug session and its processes.
 	h := newLazy(func() (*dap.Manager, error) { return dap.NewManager(cfg) }, (*dap.Manager).Close, dap.ErrClosed)
 	b.debug = h
+	mountDebugRestartWatch(r, h)
 
 	handleLazy(r, h, protocol.DebugContextEndpoint, func(ctx context.Context, m *dap.Manager, _ *Call, req dap.ContextRequest) (*dap.DebugContext, error) {
 		return m.DebugContext(ctx, req), nil

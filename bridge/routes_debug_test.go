@@ -27,7 +27,7 @@ func TestDebugRoutesAreMountedAndCodedErrorsPassThrough(t *testing.T) {
 	for _, p := range []string{protocol.DebugContextEndpoint, protocol.DebugStartEndpoint, protocol.DebugBreakpointsEndpoint,
 		protocol.DebugContinueEndpoint, protocol.DebugStepOverEndpoint, protocol.DebugStepIntoEndpoint, protocol.DebugStepOutEndpoint,
 		protocol.DebugPauseEndpoint, protocol.DebugSnapshotEndpoint, protocol.DebugEvaluateEndpoint, protocol.DebugListEndpoint,
-		protocol.DebugStopEndpoint, protocol.DebugOutputEndpoint} {
+		protocol.DebugStopEndpoint, protocol.DebugOutputEndpoint, protocol.DebugRestartEndpoint, protocol.DebugWatchpointsEndpoint} {
 		if !slices.Contains(b.Router().Routes(), p) {
 			t.Errorf("route %s is not mounted", p)
 		}
@@ -35,6 +35,9 @@ func TestDebugRoutesAreMountedAndCodedErrorsPassThrough(t *testing.T) {
 	wantSuccess(t, debugCall(t, b, protocol.DebugListEndpoint, nil), `{"sessions":[]}`)
 	wantFailure(t, debugCall(t, b, protocol.DebugSnapshotEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
 	wantFailure(t, debugCall(t, b, protocol.DebugStepOverEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
+	wantFailure(t, debugCall(t, b, protocol.DebugRestartEndpoint, map[string]any{"session_id": "dbg-missing"}), protocol.CodeSessionNotFound)
+	wantFailure(t, debugCall(t, b, protocol.DebugWatchpointsEndpoint, map[string]any{"session_id": "dbg-missing", "watchpoints": []any{}}), protocol.CodeSessionNotFound)
+	wantFailure(t, debugCall(t, b, protocol.DebugWatchpointsEndpoint, map[string]any{"session_id": "dbg-missing", "watchpoint": "x"}), protocol.CodeInvalidPayload)
 	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{}), protocol.CodeInvalidPayload)
 	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{"language": "cobol", "program": "x"}), protocol.CodeDebugAdapterUnavailable)
 	wantFailure(t, debugCall(t, b, protocol.DebugStartEndpoint, map[string]any{"args": "not a list"}), protocol.CodeInvalidPayload)

@@ -19,13 +19,18 @@ import (
 // it builds the program with go build in its own working directory, so a
 // program whose module lies in a subdirectory of the root fails to build
 // ("go.mod file not found") unless delve runs in that module's root
-// (workDir), as the VS Code Go extension runs it.
+// (workDir), as the VS Code Go extension runs it. Its restart request
+// (delve 1.20) relaunches the program but leaves it halted with no stopped
+// event, so restart relaunches it (restartRelauncher).
 type delveAdapter struct{}
 
 var (
-	_ dialer    = delveAdapter{}
-	_ workDirer = delveAdapter{}
+	_ dialer            = delveAdapter{}
+	_ workDirer         = delveAdapter{}
+	_ restartRelauncher = delveAdapter{}
 )
+
+func (delveAdapter) relaunchOnRestart() {}
 
 // DialAddress is the headless server of a remote attach.
 func (delveAdapter) DialAddress(cfg map[string]any) string {

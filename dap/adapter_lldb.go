@@ -14,8 +14,10 @@ import (
 // serves cppdbg (Microsoft C/C++) and lldb (CodeLLDB) configurations.
 //
 // Its quirks (lldb-dap 19): a stopOnEntry stop and a pause are both
-// reported as exception "signal SIGSTOP" (fixStop), and a pause may be
-// answered without any stopped event (confirmPause).
+// reported as exception "signal SIGSTOP", and a watchpoint's stop as
+// breakpoint "watchpoint N" (fixStop); a pause may be answered without any
+// stopped event (confirmPause); data breakpoints want addresses
+// (watchName).
 type lldbDAP struct{}
 
 var (
@@ -105,6 +107,8 @@ func (lldbDAP) fixStop(st *StopInfo, at stopContext) {
 	case at.pausing && st.Reason == "exception" && sigstop:
 		st.Description = "pause (" + st.Description + ")"
 		st.Reason = "pause"
+	case st.Reason == "breakpoint" && strings.HasPrefix(st.Description, "watchpoint"):
+		st.Reason = "data breakpoint" // DAP's reason for a watchpoint's stop
 	}
 }
 
@@ -137,4 +141,14 @@ func (lldbDAP) confirmPause(ctx context.Context, s *Session, c *Client, thread, 
 		}
 	}
 	return nil
+}
+
+// watchName: lldb-dap 19's dataBreakpointInfo evaluates a name it does
+// not find among the frame's variables as a pointer to the watched bytes,
+// so an lvalue is sent as its address.
+func (lldbDAP) watchName(expr string) string { return "&(" + expr + ")" }
+
+// watchAddress: size bytes at addr, as a pointer to them.
+func (lldbDAP) watchAddress(addr string, size int) string {
+	return fmt.Sprintf("(char (*)[%d])%s", size, addr)
 }

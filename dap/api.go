@@ -91,6 +91,10 @@ type StartRequest struct {
 	// the bridge's root are on the debuggee's side: breakpoints go out
 	// mapped, stack frames and breakpoint paths come back as local paths.
 	PathMappings []PathMapping `json:"path_mappings,omitempty"`
+	// CoreFile, with Program, opens a core dump post-mortem (lldb-dap for
+	// C, C++ and Rust, delve for Go): the session is stopped at the crash
+	// and cannot run (session_postmortem.go).
+	CoreFile string `json:"core_file,omitempty"`
 }
 
 // Address is a host and port. An attach connects only to an address the
@@ -158,6 +162,10 @@ type StopInfo struct {
 	// Exception is what was thrown, for a stop on an exception, a panic or
 	// a signal (exception.go).
 	Exception *ExceptionInfo `json:"exception,omitempty"`
+	// Signal is the signal a post-mortem session's core was dumped on
+	// (SIGSEGV, SIGABRT, …; none for gcore of a running process), read
+	// from the core file.
+	Signal string `json:"signal,omitempty"`
 }
 
 // SnapshotRequest is the payload of /api/debug/snapshot.
@@ -350,4 +358,58 @@ type ExceptionFilter struct {
 	Description string `json:"description,omitempty"`
 	// Default filters are the ones used when exception_filters is not given.
 	Default bool `json:"default,omitempty"`
+}
+
+// Restart and watchpoints (session_restart.go, session_watchpoints.go).
+
+// RestartRequest is the payload of /api/debug/restart.
+type RestartRequest struct {
+	SessionID     string `json:"session_id"`
+	WaitTimeoutMS int    `json:"wait_timeout_ms,omitempty"` // default 10000
+}
+
+// RestartResult is the state after a restart: like continue with wait, the
+// first stop and its location (or the exit), with the session id unchanged.
+// Method is "restart" (the adapter's own restart request) or "relaunch"
+// (the program ended and launched again, the breakpoints sent again).
+type RestartResult struct {
+	ControlResult
+	Method      string       `json:"method"`
+	Breakpoints []Breakpoint `json:"breakpoints,omitempty"`
+}
+
+// Watchpoint is a data breakpoint as requested: give exactly one of
+// Expression (an lvalue in the top frame, e.g. counter or p->next) and
+// Address (e.g. 0x7ffd1234, with Size bytes, default 4). Access is write
+// (default), read or readWrite.
+type Watchpoint struct {
+	Expression   string `json:"expression,omitempty"`
+	Address      string `json:"address,omitempty"`
+	Size         int    `json:"size,omitempty"`
+	Access       string `json:"access,omitempty"`
+	Condition    string `json:"condition,omitempty"`
+	HitCondition string `json:"hit_condition,omitempty"`
+}
+
+// WatchpointsRequest is the payload of /api/debug/set-watchpoints: the
+// session's whole new set of watchpoints (empty clears it).
+type WatchpointsRequest struct {
+	SessionID   string       `json:"session_id"`
+	Watchpoints []Watchpoint `json:"watchpoints"`
+}
+
+// WatchpointResult is one watchpoint as the adapter placed it.
+type WatchpointResult struct {
+	ID          int    `json:"id,omitempty"`
+	Verified    bool   `json:"verified"`
+	Expression  string `json:"expression,omitempty"`
+	Address     string `json:"address,omitempty"`
+	Access      string `json:"access"`
+	Description string `json:"description,omitempty"` // the adapter's, e.g. "4 bytes at 0x4010"
+	Message     string `json:"message,omitempty"`
+}
+
+// WatchpointsResult gives the adapter's answer, in request order.
+type WatchpointsResult struct {
+	Watchpoints []WatchpointResult `json:"watchpoints"`
 }

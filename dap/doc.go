@@ -42,10 +42,15 @@
 //     printed, and the next step); exception.go gives an exception's stop
 //     its type, message and stack (exceptionInfo) and checks exception
 //     filters against the adapter's.
+//   - session_restart.go restarts a launched program under the same session
+//     id (the adapter's restart, else a relaunch); session_postmortem.go
+//     and corefile.go open core dumps (core_file); session_watchpoints.go
+//     sets data breakpoints.
 //
 // Failures a caller can act on are *protocol.Error values with the codes
 // debug_adapter_unavailable, session_not_found, session_running,
-// session_ended, invalid_payload (also a request the adapter refused) and
+// session_ended, unsupported (what the session's adapter, or a core file,
+// cannot do), invalid_payload (also a request the adapter refused) and
 // forbidden (an attach to an address the bridge does not allow); a failed
 // start or request says what the adapter printed (failure.go).
 package dap

@@ -2,8 +2,19 @@
 
 package dap
 
+import "encoding/binary"
+
 // XcodeLLDBDAP runs the macOS lldb-dap search over a fake tree: the
 // command line tools' folder, and fake xcode-select and xcrun programs.
 func (e *Env) XcodeLLDBDAP(commandLineTools, xcodeSelect, xcrun string) string {
 	return e.xcodeLLDBDAP(xcodeTools{commandLineTools, xcodeSelect, xcrun})
+}
+
+// CoreNotes parses one PT_NOTE segment of a little-endian 64-bit core as
+// a post-mortem start does, and returns the signal, the mapped files and
+// the process name it found.
+func CoreNotes(data []byte) (signal string, files []string, fname string) {
+	ci := &coreInfo{}
+	parseCoreNotes(data, binary.LittleEndian, true, ci)
+	return ci.signal, ci.files, ci.fname
 }

@@ -245,6 +245,12 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
+	var core *coreInfo
+	if req.CoreFile != "" {
+		if core, err = postMortem(m.root, a, cfg, &req); err != nil {
+			return nil, err
+		}
+	}
 	// Bad breakpoints are answered before anything starts.
 	files := make([]FileBreakpoints, len(req.Breakpoints))
 	for i, fb := range req.Breakpoints {
@@ -284,8 +290,12 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	s.name, _ = cfg["name"].(string)
 	s.request, _ = cfg["request"].(string)
 	s.entryStop, _ = cfg["stopOnEntry"].(bool)
+	s.core, s.launch = core, newLaunchSpec(spec, cfg, req, m.env.Environ)
 	log := m.log.With().Str("session_id", s.id).Str("adapter", a.Name()).Logger()
 	res, err := s.handshake(ctx, spec, cfg, &req, m.env.Environ)
+	if err == nil && core != nil {
+		s.awaitCrashStop(ctx, res)
+	}
 	if err == nil {
 		m.mu.Lock()
 		if m.closed {

@@ -36,6 +36,10 @@ type Session struct {
 	// paths maps breakpoint paths out and frame paths back (attach.go);
 	// set before the adapter starts, read-only after.
 	paths pathMap
+	// core is the core dump of a post-mortem session (session_postmortem.go).
+	core *coreInfo
+	// launch is how the session was started, for restart (session_restart.go).
+	launch *launchSpec
 
 	initialized     chan struct{}
 	initializedOnce sync.Once
@@ -116,6 +120,9 @@ func (s *Session) onEvent(m *Message) {
 		s.mu.Lock()
 		if f, ok := s.adapter.(stopFixer); ok {
 			f.fixStop(st, stopContext{first: s.stops == 0, entry: s.entryStop, pausing: s.pausing})
+		}
+		if s.core != nil {
+			st.Signal = s.core.signal
 		}
 		s.pausing = false
 		if s.state != StateEnded {

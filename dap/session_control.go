@@ -30,6 +30,9 @@ func (s *Session) Control(ctx context.Context, cmd string, req ControlRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if err := s.refusePostMortem(cmd); err != nil {
+		return nil, err
+	}
 	wait := cmd != CmdContinue
 	if req.Wait != nil {
 		wait = *req.Wait

@@ -204,6 +204,9 @@ func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string) {
 		fmt.Fprintf(b, " in %s at %s", line(f.Name, maxValue), where(f, root))
 	}
 	fmt.Fprintf(b, ", thread %d.\n", s.ThreadID)
+	if s.Stop != nil && s.Stop.Signal != "" {
+		fmt.Fprintf(b, "Post-mortem: the core was dumped on %s.\n", line(s.Stop.Signal, maxValue))
+	}
 	if s.Stop != nil && s.Stop.Exception != nil {
 		renderException(b, s.Stop.Exception)
 	} else if s.Stop != nil {

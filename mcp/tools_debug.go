@@ -39,6 +39,7 @@ type startArgs struct {
 	Breakpoints      []fileBreakpoint  `json:"breakpoints,omitempty" jsonschema:"breakpoints set before the program runs"`
 	TimeoutS         float64           `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the adapter to start; default 30"`
 	ExceptionFilters []string          `json:"exception_filters,omitempty" jsonschema:"which exceptions stop the program, by the adapter's filter names listed by debug_context (python: raised, uncaught, userUnhandled; javascript: all, uncaught; c/cpp: cpp_throw, cpp_catch; go: unrecovered-panic, runtime-fatal-throw); default the adapter's defaults (python stops on uncaught exceptions, go on panics, c on signals such as a segfault, javascript on none)"`
+	CoreFile         string            `json:"core_file,omitempty" jsonschema:"a core dump of program to inspect post-mortem (c, cpp, rust with lldb-dap; go with delve): the session opens stopped at the crash, with its stack, locals and signal, and cannot run or step"`
 }
 
 func (a startArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
@@ -121,6 +122,7 @@ type contextArgs struct {
 type noArgs struct{}
 
 func addDebugTools(s *Server) {
+	defer addDebugRestartWatchTools(s)
 	add(s, spec{
 		name:  "debug_context",
 		title: "What can be debugged here",
@@ -137,6 +139,7 @@ func addDebugTools(s *Server) {
 		name:  "debug_start",
 		title: "Start debugging",
 		description: "Start a debug session: from a launch configuration (config), its name in launch.json (config_name), or language and program; with breakpoints by line or by the line's text (line_content). " +
+			"With core_file and program it opens a core dump instead, stopped at the crash. " +
 			"Returns the session_id and where each breakpoint went at once, while the program runs: then call debug_continue, which waits for the first stop and shows it. " +
 			"With exception_filters the program stops where an exception is raised or uncaught; such a stop shows the exception's type, message and the stack of the throw. " +
 			"A start that fails says why: the error holds what the adapter printed (a compiler's errors, a Python ImportError) and the next step.",
@@ -260,6 +263,7 @@ func breakpointsPayload(bps []lineBreakpoint) []lineBreakpoint {
 func startSession(ctx context.Context, tc *toolCall, in startArgs) (dap.StartResult, string, error) {
 	payload := omitEmpty(map[string]any{
 		"config_name": in.ConfigName, "language": in.Language, "program": in.Program, "cwd": in.Cwd, "env": in.Env, "stop_on_entry": in.StopOnEntry,
+		"core_file": in.CoreFile,
 	})
 	if in.Config != nil {
 		payload["config"] = in.Config
@@ -316,6 +320,10 @@ func startAndShow(ctx context.Context, tc *toolCall, payload map[string]any, bps
 	}
 	b.WriteString(".\n")
 	renderBreakpoints(&b, out.Breakpoints, flatten(order, files))
+	if _, core := payload["core_file"]; core {
+		fmt.Fprintf(&b, "Next: debug_snapshot with session_id %s shows the crash (stack, locals, signal); debug_evaluate reads more. A core cannot run or step.", line(out.SessionID, maxValue))
+		return out, b.String(), nil
+	}
 	fmt.Fprintf(&b, "Next: debug_continue with session_id %s waits for the next stop and shows it.", line(out.SessionID, maxValue))
 	return out, b.String(), nil
 }

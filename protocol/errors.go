@@ -42,6 +42,7 @@ const (
 	CodeNoMatch                 = "no_match"         // str-replace: the old text does not occur
 	CodeAmbiguousMatch          = "ambiguous_match"  // str-replace: it occurs another number of times than expected_count
 	CodeNotARepository          = "not_a_repository" // a git route on a directory that is in no git repository
+	CodeUnsupported             = "unsupported"      // the session's adapter (or a post-mortem session) cannot do this; the message names what can
 )
 
 // Error is a coded failure. Route handlers and the broker return it so the

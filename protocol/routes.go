@@ -43,6 +43,10 @@ const (
 	DebugListEndpoint        = "/api/debug/list-sessions"
 	DebugStopEndpoint        = "/api/debug/stop-session"
 	DebugOutputEndpoint      = "/api/debug/output"
+
+	// Restart and watchpoints (docs/debugging.md).
+	DebugRestartEndpoint     = "/api/debug/restart"
+	DebugWatchpointsEndpoint = "/api/debug/set-watchpoints"
 )
 
 // Workspace endpoints: files, search and git on the bridge's own root
