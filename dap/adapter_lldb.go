@@ -5,7 +5,6 @@ package dap
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 )
@@ -56,10 +55,14 @@ func (e *Env) findLLDBDAP() string {
 func (lldbDAP) Arguments(cfg map[string]any) map[string]any {
 	if c, ok := cfg["connect"].(map[string]any); ok && cfg["request"] == "attach" {
 		// A remote attach: to an lldb-server gdbserver (or any gdb
-		// remote stub) at the checked address (attach.go).
+		// remote stub) at the checked address (attach.go). lldb-dap's own
+		// gdb-remote-port connects synchronously; attachCommands
+		// ["gdb-remote …"] raced lldb-dap 19's wait for the stop, which
+		// now and then saw the new process still unloaded ("process
+		// unloaded during launch or attach", 1 attach in 5 here).
 		delete(cfg, "connect")
-		addr := net.JoinHostPort(fmt.Sprint(c["host"]), fmt.Sprint(c["port"]))
-		cfg["attachCommands"] = []any{"gdb-remote " + addr}
+		cfg["gdb-remote-hostname"] = fmt.Sprint(c["host"])
+		cfg["gdb-remote-port"] = c["port"]
 	}
 	// cppdbg spelling → lldb-dap spelling.
 	rename(cfg, "stopAtEntry", "stopOnEntry")
