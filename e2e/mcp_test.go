@@ -28,8 +28,10 @@ func TestMCPToolsListedWithValidSchemasAndUnknownArgumentsRefused(t *testing.T) 
 	w := startMCPWorkspace(t, nil)
 	overMCP(t, w.b, w.ws, w.tok, func(t *testing.T, c *mcpClient) {
 		tl := c.list()
-		if n := len(tl.Tools); n < 20 || n > 30 {
-			t.Errorf("%d tools listed, want about 20: %v", n, tl.names())
+		// Every tool the server declares (mcp/tools_*.go: 30 today), and
+		// no unbounded growth: an agent reads each description.
+		if n := len(tl.Tools); n < 30 || n > 40 {
+			t.Errorf("%d tools listed, want 30 to 40: %v", n, tl.names())
 		}
 		if len(tl.SchemaErrors) > 0 {
 			t.Errorf("schemas that are not valid JSON Schema: %v", tl.SchemaErrors)
