@@ -19,13 +19,14 @@ type pathMapping struct {
 }
 
 type attachArgs struct {
-	Language     string           `json:"language" enum:"python,go,c,cpp,rust,javascript,typescript" jsonschema:"the program's language: python (debugpy), go (delve), c/cpp/rust (lldb), javascript/typescript (node)"`
-	Host         string           `json:"host,omitempty" jsonschema:"where the debug server listens; default 127.0.0.1. The bridge attaches only to addresses its operator allowed (loopback by default)"`
-	Port         int              `json:"port,omitempty" min:"1" max:"65535" jsonschema:"the debug server's port: python -m debugpy --listen PORT, dlv exec|debug|attach --headless --accept-multiclient --listen :PORT, node --inspect=PORT"`
-	Pid          int              `json:"pid,omitempty" min:"1" jsonschema:"instead of port: the id of a process on the workspace's machine to attach to (c, cpp, rust, go, javascript)"`
-	PathMappings []pathMapping    `json:"path_mappings,omitempty" jsonschema:"when the program's sources are elsewhere than in the workspace (a container, another machine, another checkout): breakpoints set on workspace files bind in the program, and stops report workspace paths"`
-	Breakpoints  []fileBreakpoint `json:"breakpoints,omitempty" jsonschema:"breakpoints set as the session attaches, on workspace files"`
-	TimeoutS     float64          `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the attach; default 30"`
+	Language         string           `json:"language" enum:"python,go,c,cpp,rust,javascript,typescript" jsonschema:"the program's language: python (debugpy), go (delve), c/cpp/rust (lldb), javascript/typescript (node)"`
+	Host             string           `json:"host,omitempty" jsonschema:"where the debug server listens; default 127.0.0.1. The bridge attaches only to addresses its operator allowed (loopback by default)"`
+	Port             int              `json:"port,omitempty" min:"1" max:"65535" jsonschema:"the debug server's port: python -m debugpy --listen PORT, dlv exec|debug|attach --headless --accept-multiclient --listen :PORT, node --inspect=PORT"`
+	Pid              int              `json:"pid,omitempty" min:"1" jsonschema:"instead of port: the id of a process on the workspace's machine to attach to (c, cpp, rust, go, javascript)"`
+	PathMappings     []pathMapping    `json:"path_mappings,omitempty" jsonschema:"when the program's sources are elsewhere than in the workspace (a container, another machine, another checkout): breakpoints set on workspace files bind in the program, and stops report workspace paths"`
+	Breakpoints      []fileBreakpoint `json:"breakpoints,omitempty" jsonschema:"breakpoints set as the session attaches, on workspace files"`
+	ExceptionFilters []string         `json:"exception_filters,omitempty" jsonschema:"which exceptions stop the program, by the adapter's filter names listed by debug_context (as debug_start takes them); a stop on one shows the exception's type, message and stack"`
+	TimeoutS         float64          `json:"timeout_s,omitempty" min:"1" max:"600" default:"30" jsonschema:"seconds to wait for the attach; default 30"`
 }
 
 func (a attachArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
@@ -60,6 +61,9 @@ func attachSession(ctx context.Context, tc *toolCall, in attachArgs) (dap.StartR
 	}
 	if len(in.PathMappings) > 0 {
 		payload["path_mappings"] = in.PathMappings
+	}
+	if in.ExceptionFilters != nil {
+		payload["exception_filters"] = in.ExceptionFilters
 	}
 	return startAndShow(ctx, tc, payload, in.Breakpoints, in.timeout())
 }
