@@ -48,6 +48,7 @@ type Receiver struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	spans   []Span
+	reqs    []*coltracepb.ExportTraceServiceRequest
 	batches int
 	changed chan struct{} // closed and replaced when spans arrive (Await)
 }
@@ -109,6 +110,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
+	r.reqs = append(r.reqs, &msg)
 	r.batches++
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -123,6 +125,14 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Requests returns every request received so far, decoded, in arrival
+// order: for a test that compares exports field by field.
+func (r *Receiver) Requests() []*coltracepb.ExportTraceServiceRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*coltracepb.ExportTraceServiceRequest(nil), r.reqs...)
 }
 
 // Named returns the spans received so far called name.
