@@ -143,7 +143,7 @@ func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter, span tra
 	}
 	traceBegun(span, ws, req)
 	a.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
-	holder, ok := a.core.Dispatch(ws, req, w)
+	holder, ok := a.core.Dispatch(ws, req, w, span)
 	return holder, !ok, true
 }
 

@@ -38,6 +38,8 @@ type Span struct {
 	Resource map[string]string
 	// StatusError is set when the span's status is an error.
 	StatusError bool
+	// Events are the names of the span's events, in order.
+	Events []string
 }
 
 // Receiver collects the spans POSTed to it.
@@ -93,6 +95,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		res := attrMap(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
+				var events []string
+				for _, e := range s.GetEvents() {
+					events = append(events, e.GetName())
+				}
 				got = append(got, Span{
 					Name:         s.GetName(),
 					TraceID:      hex.EncodeToString(s.GetTraceId()),
@@ -104,6 +110,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 					Attributes:   attrMap(s.GetAttributes()),
 					Resource:     res,
 					StatusError:  s.GetStatus().GetCode() == 2, // STATUS_CODE_ERROR
+					Events:       events,
 				})
 			}
 		}
