@@ -36,8 +36,8 @@ func (c *conn) deliverSpan(call *protocol.ToolCall, callSpan trace.Span) (trace.
 	if !tracing.On() {
 		return nil, call.Traceparent
 	}
-	if callSpan != nil && callSpan.IsRecording() {
-		callSpan.AddEvent(deliverEvent)
+	if callSpan != nil {
+		callSpan.AddEvent(deliverEvent) // a no-op if it does not record
 		return nil, call.Traceparent
 	}
 	ctx, _ := tracing.Extract(context.Background(), call.Traceparent, "")

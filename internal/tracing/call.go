@@ -30,13 +30,13 @@ func EndCall(span trace.Span, success bool, code string) {
 	if span == nil {
 		return
 	}
-	if span.IsRecording() {
-		if success {
-			span.SetAttributes(Outcome.String("success"))
-		} else {
-			span.SetAttributes(Outcome.String(code))
-			span.SetStatus(codes.Error, code)
-		}
+	// No IsRecording first: it takes the span's lock, and these are no-ops
+	// on a span that does not record.
+	if success {
+		span.SetAttributes(Outcome.String("success"))
+	} else {
+		span.SetAttributes(Outcome.String(code))
+		span.SetStatus(codes.Error, code)
 	}
 	span.End()
 }
