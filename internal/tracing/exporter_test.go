@@ -18,9 +18,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tetherdev/tether/internal/leakcheck"
 	"github.com/tetherdev/tether/internal/otlptest"
 )
 
@@ -250,5 +252,32 @@ func TestLeanExporterLeavesCertificatesToTheOfficialOne(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/etc/ssl/ca.pem")
 	if leanCovers() {
 		t.Fatal("a CA certificate set, and the lean exporter claims it")
+	}
+}
+
+func TestLeanExporterLeavesNoGoroutineOrDescriptorAfterShutdown(t *testing.T) {
+	base := leakcheck.Begin()
+	opts := goleak.IgnoreCurrent()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+	exp, err := newLeanExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := exp.ExportSpans(context.Background(), sampleSpans(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := exp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ExportSpans(context.Background(), sampleSpans(t)); err == nil {
+		t.Error("an export after Shutdown succeeded")
+	}
+	srv.Close()
+	if err := base.Check(leakcheck.Wait, opts); err != nil {
+		t.Fatal(err)
 	}
 }
