@@ -281,3 +281,34 @@ func TestLeanExporterLeavesNoGoroutineOrDescriptorAfterShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkAppendRequest encodes a batch as the broker exports it: 512
+// call spans of one resource and scope, each with the call's attributes
+// and the delivery event.
+func BenchmarkAppendRequest(b *testing.B) {
+	res := resource.NewSchemaless(attribute.String("service.name", "tether-broker"), attribute.String("service.instance.id", "b1"))
+	var stubs tracetest.SpanStubs
+	for i := range 512 {
+		stubs = append(stubs, tracetest.SpanStub{
+			Name: "tether.call",
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, byte(i)}, SpanID: trace.SpanID{2, byte(i)},
+				TraceFlags: trace.FlagsSampled}),
+			Parent:    trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, byte(i)}, SpanID: trace.SpanID{3}, Remote: true}),
+			SpanKind:  trace.SpanKindServer,
+			StartTime: time.Unix(1, 0),
+			EndTime:   time.Unix(2, 0),
+			Attributes: append(CallAttributes("ws-bench", "/api/ping", "4bf92f35-77b3-4da6-a3ce-929d0e0e4736"),
+				attribute.String("http.route", "/api/v1/workspaces/{id}/calls"), Outcome.String("success")),
+			Events:               []sdktrace.Event{{Name: "tether.deliver", Time: time.Unix(1, 5)}},
+			Resource:             res,
+			InstrumentationScope: instrumentation.Scope{Name: "github.com/tetherdev/tether/broker/api"},
+		})
+	}
+	spans := stubs.Snapshots()
+	var buf []byte
+	for b.Loop() {
+		buf = appendRequest(buf[:0], spans)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+	b.ReportMetric(float64(len(buf))/float64(len(spans)), "bytes/span")
+}
