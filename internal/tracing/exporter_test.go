@@ -312,3 +312,33 @@ func BenchmarkAppendRequest(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 	b.ReportMetric(float64(len(buf))/float64(len(spans)), "bytes/span")
 }
+
+func TestLeanExporterSendsTheConfiguredHeadersTimeoutAndCompression(t *testing.T) {
+	type seen struct{ path, ctype, encoding, tenant, auth string }
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding"), r.Header.Get("X-Tenant"), r.Header.Get("Authorization")}
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://unused.invalid")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", srv.URL+"/custom/traces")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=ignored")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-tenant=a%20b, Authorization=Bearer%20t")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1234")
+	exp, err := newLeanExporter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exp.Shutdown(context.Background()) }()
+	if exp.timeout != 1234*time.Millisecond {
+		t.Errorf("timeout %v from OTEL_EXPORTER_OTLP_TIMEOUT=1234; want 1.234s", exp.timeout)
+	}
+	if err := exp.ExportSpans(context.Background(), sampleSpans(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := seen{"/custom/traces", "application/x-protobuf", "gzip", "a b", "Bearer t"}
+	if s := <-got; s != want {
+		t.Fatalf("request %+v; want %+v (the traces-specific variables win)", s, want)
+	}
+}
