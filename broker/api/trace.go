@@ -53,12 +53,14 @@ func (a *API) callSpan(parent context.Context, traceparent, tracestate, route, w
 		}
 		return trace.SpanFromContext(ctx) // records nothing; carries the caller's context
 	}
-	attrs := []attribute.KeyValue{semconv.HTTPRoute(route)}
+	var attrs []attribute.KeyValue
 	if req != nil {
 		if req.CorrelationID == "" {
 			req.CorrelationID = uuid.NewString()
 		}
-		attrs = append(attrs, tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID)...)
+		attrs = tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID, semconv.HTTPRoute(route))
+	} else {
+		attrs = []attribute.KeyValue{semconv.HTTPRoute(route)}
 	}
 	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return span
