@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/broker/api"
 	"github.com/tetherdev/tether/broker/async"
@@ -301,8 +302,9 @@ func (b *Broker) reply(call protocol.ToolCall, waiter caller.Waiter, resp protoc
 // the workspace and may hand it the call (localHolder). Its one answer
 // goes to w: at once (holder nil; the workspace is offline), or from the
 // holder's call table. ok is false when the call must go through the bus:
-// nothing was done then.
-func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter) (holder api.Holder, ok bool) {
+// nothing was done then. span is the API's call span: the delivery is an
+// event on it (deliverSpan).
+func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter, span trace.Span) (holder api.Holder, ok bool) {
 	var c *conn
 	if b.inlineReplies && req.WaitForWorkspaceMS <= 0 {
 		b.mu.Lock()
@@ -316,7 +318,7 @@ func (b *Broker) Dispatch(ws string, req *protocol.ToolCall, w caller.Waiter) (h
 	} else if c = b.localHolder(ws); c == nil {
 		return nil, false
 	}
-	b.callLocal(c, req, w)
+	b.callLocal(c, req, w, span)
 	return c, true
 }
 
@@ -369,10 +371,10 @@ func (b *Broker) localHolderReady(ws string, submit bool) (c *conn, idle <-chan 
 // callLocal delivers a call of this broker's API to c, a connection of this
 // broker; its one answer comes back to w as a value. The call's deadline
 // starts now.
-func (b *Broker) callLocal(c *conn, call *protocol.ToolCall, w caller.Waiter) {
+func (b *Broker) callLocal(c *conn, call *protocol.ToolCall, w caller.Waiter, span trace.Span) {
 	call.DeadlineMS = time.Now().Add(call.TimeoutDuration()).UnixMilli()
 	c.callEvent(b.log.Debug(), call).Msg("call routed to local holder")
-	c.deliver(*call, w, false)
+	c.deliver(*call, w, false, span)
 }
 
 // holderConns lists the connections holding a workspace here now.

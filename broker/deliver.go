@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/broker/eio"
 	"github.com/tetherdev/tether/protocol"
@@ -27,7 +29,7 @@ func (c *conn) onBusMessage(msg []byte) {
 		if c.joining.Load() && c.keepEarly(m.ToolCall) {
 			return
 		}
-		c.deliver(m.ToolCall, nil, false)
+		c.deliver(m.ToolCall, nil, false, nil)
 	case protocol.BusCancel:
 		if !c.calls.cancel(m.CorrelationID, m.Reason) {
 			c.queue.CancelClaiming(m.CorrelationID, m.Reason)
@@ -49,8 +51,10 @@ func (c *conn) onBusMessage(msg []byte) {
 // call.ReplyTo.
 // claimed marks an async call this connection claimed from the store's
 // queue: no other holder has it, so a replaced connection answers it
-// instead of leaving it to the new holder.
-func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed bool) {
+// instead of leaving it to the new holder. callSpan is the span of the
+// call in this process that is delivering it (Dispatch), nil for one from
+// the bus or the store (deliverSpan).
+func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed bool, callSpan trace.Span) {
 	if call.ReplyTo == "" && waiter == nil && !call.Async {
 		c.callEvent(c.b.log.Warn(), &call).Msg("call without reply_to dropped: nobody to answer")
 		return
@@ -76,7 +80,7 @@ func (c *conn) deliver(call protocol.ToolCall, waiter caller.Waiter, claimed boo
 		return
 	}
 
-	span, traceparent := c.deliverSpan(&call)
+	span, traceparent := c.deliverSpan(&call, callSpan)
 	// The payload came out of a validating decoder (the bus message or
 	// the HTTP body): it is copied, not parsed again.
 	sent := protocol.ToolCall{

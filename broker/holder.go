@@ -22,7 +22,7 @@ func (c *conn) CancelCall(cid, reason string) bool { return c.calls.cancel(cid, 
 
 // Deliver implements async.Holder.
 func (c *conn) Deliver(call protocol.ToolCall, w caller.Waiter, claimed bool) {
-	c.deliver(call, w, claimed)
+	c.deliver(call, w, claimed, nil)
 }
 
 // Adopt implements async.Holder.

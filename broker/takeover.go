@@ -315,7 +315,7 @@ func (c *conn) joinStep(taken int64, set func()) {
 		c.event(c.b.log.Debug()).Int("calls", left).Msg("calls published before the takeover left to the previous holder")
 	}
 	for _, call := range calls {
-		c.deliver(call, nil, false)
+		c.deliver(call, nil, false, nil)
 	}
 }
 

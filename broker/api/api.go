@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/audit"
 	"github.com/tetherdev/tether/broker/auth"
@@ -45,8 +46,10 @@ type Core interface {
 	// (holder nil: the workspace is offline on the in-memory bus). The
 	// one answer goes to w. It gives call a correlation id if it has
 	// none. ok is false when the call must go through the bus; nothing
-	// was done then.
-	Dispatch(ws string, call *protocol.ToolCall, w caller.Waiter) (holder Holder, ok bool)
+	// was done then. span is the call's span (nil when it has none): a
+	// holder in this process records the delivery as an event on it, not
+	// as a span of its own (docs/design.md, Tracing).
+	Dispatch(ws string, call *protocol.ToolCall, w caller.Waiter, span trace.Span) (holder Holder, ok bool)
 	// Submit records an async call for ws and starts it: handed to the
 	// connection of this broker that holds ws when there is one (and,
 	// with wait > 0 and no id or key of the caller's, recorded once with

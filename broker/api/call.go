@@ -43,7 +43,7 @@ func (a *API) handleCall(c *gin.Context) {
 	if !ok {
 		return
 	}
-	span := a.callSpan(c.Request.Context(), c.GetHeader("traceparent"), c.GetHeader("tracestate"), routeCallsPath)
+	span := a.callSpan(c.Request.Context(), c.GetHeader("traceparent"), c.GetHeader("tracestate"), routeCallsPath, ws, syncCall(&req, prefer.async))
 	if prefer.async || req.Async {
 		a.submit(c.Request.Context(), w, ws, req, prefer, span)
 		return
@@ -141,9 +141,9 @@ func (a *API) begin(ws string, req *protocol.ToolCall, w caller.Waiter, span tra
 	if req.CorrelationID == "" {
 		req.CorrelationID = uuid.NewString()
 	}
-	traceBegun(span, ws, req)
+	traceBegun(span, req)
 	a.log.Debug().Str("correlation_id", req.CorrelationID).Str("endpoint", req.Endpoint).Str("workspace_id", ws).Float64("timeout", req.Timeout).Msg("call received")
-	holder, ok := a.core.Dispatch(ws, req, w)
+	holder, ok := a.core.Dispatch(ws, req, w, span)
 	return holder, !ok, true
 }
 
@@ -231,7 +231,8 @@ func (a *API) Call(ctx context.Context, req caller.Request) protocol.ToolRespons
 	if err := call.Validate(); err != nil {
 		resp = protocol.FailureFrom(call.CorrelationID, err, protocol.CodeInvalidRequest)
 	} else {
-		resp = a.route(ctx, req.WorkspaceID, call, a.callSpan(ctx, "", "", routeMCPPath))
+		span := a.callSpan(ctx, "", "", routeMCPPath, req.WorkspaceID, &call)
+		resp = a.route(ctx, req.WorkspaceID, call, span)
 	}
 	a.observe(start, resp)
 	a.mcpCalled(ctx, req.WorkspaceID, &call, &resp, start)

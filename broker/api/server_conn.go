@@ -309,7 +309,7 @@ func (c *callConn) serveCall(h *callHead, token string, body []byte) {
 	}
 	var span trace.Span
 	if h.traceparent != nil || tracing.On() {
-		span = a.callSpan(context.Background(), string(h.traceparent), string(h.tracestate), routeCallsPath)
+		span = a.callSpan(context.Background(), string(h.traceparent), string(h.tracestate), routeCallsPath, ws, syncCall(&req, pref.async))
 	}
 	c.span = span
 	if pref.async || req.Async {

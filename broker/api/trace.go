@@ -4,8 +4,11 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/google/uuid"
 
 	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
@@ -29,14 +32,19 @@ const (
 
 // callSpan begins the trace of a call entering by route, continuing
 // traceparent (and tracestate), or when that is empty the span context in
-// parent. It returns nil, having done nothing, when tracing is off and the
+// parent. A synchronous call's span is named at its start: req, the call to
+// ws, gets its correlation id here if it has none, and every attribute is
+// set in one slice (one SetAttributes of the SDK per span is what it costs,
+// BenchmarkTracingCost); an async submit passes req nil and names its span
+// itself, once the store gave the call its id. It returns nil, having done
+// nothing, when tracing is off and the
 // call brings no trace context: the untraced path pays one atomic load and
 // a look at the header. With tracing off a valid traceparent is kept, in a
 // span that records nothing, so that the call passes it on unchanged (a
 // participant that does not trace forwards the context, W3C Trace
 // Context). A malformed traceparent is ignored, logged at debug: a new
 // trace starts.
-func (a *API) callSpan(parent context.Context, traceparent, tracestate, route string) trace.Span {
+func (a *API) callSpan(parent context.Context, traceparent, tracestate, route, ws string, req *protocol.ToolCall) trace.Span {
 	on := tracing.On()
 	ctx := a.extract(parent, traceparent, tracestate, route)
 	if !on {
@@ -45,8 +53,16 @@ func (a *API) callSpan(parent context.Context, traceparent, tracestate, route st
 		}
 		return trace.SpanFromContext(ctx) // records nothing; carries the caller's context
 	}
-	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(semconv.HTTPRoute(route)))
+	var attrs []attribute.KeyValue
+	if req != nil {
+		if req.CorrelationID == "" {
+			req.CorrelationID = uuid.NewString()
+		}
+		attrs = tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID, semconv.HTTPRoute(route))
+	} else {
+		attrs = []attribute.KeyValue{semconv.HTTPRoute(route)}
+	}
+	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return span
 }
 
@@ -68,14 +84,11 @@ func (a *API) extract(parent context.Context, traceparent, tracestate, route str
 	return ctx
 }
 
-// traceBegun names the call req to ws on its span and gives req the
-// traceparent it carries on: the span's. span may be nil.
-func traceBegun(span trace.Span, ws string, req *protocol.ToolCall) {
+// traceBegun gives req the traceparent it carries on: its span's (which
+// callSpan named). span may be nil.
+func traceBegun(span trace.Span, req *protocol.ToolCall) {
 	if span == nil {
 		return
-	}
-	if span.IsRecording() {
-		span.SetAttributes(tracing.CallAttributes(ws, req.Endpoint, req.CorrelationID)...)
 	}
 	req.Traceparent = tracing.Format(span.SpanContext())
 }
@@ -91,4 +104,13 @@ func withSpan(ctx context.Context, span trace.Span) context.Context {
 		return ctx
 	}
 	return trace.ContextWithSpan(ctx, span)
+}
+
+// syncCall is req for callSpan when the call is synchronous (neither the
+// request nor its Prefer header asks for async), else nil.
+func syncCall(req *protocol.ToolCall, preferAsync bool) *protocol.ToolCall {
+	if preferAsync || req.Async {
+		return nil
+	}
+	return req
 }

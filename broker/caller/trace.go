@@ -34,9 +34,10 @@ func publishSpan(ctx context.Context, req *Request, cid string) (trace.Span, str
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, ""
 	}
-	_, span := tracer.Start(ctx, "tether.bus.publish", trace.WithSpanKind(trace.SpanKindProducer))
-	if span.IsRecording() {
-		span.SetAttributes(tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)...)
+	opts := append(make([]trace.SpanStartOption, 0, 2), trace.WithSpanKind(trace.SpanKindProducer))
+	if tracing.On() { // the attributes at the start: one SetAttributes of the SDK, not two
+		opts = append(opts, trace.WithAttributes(tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)...))
 	}
+	_, span := tracer.Start(ctx, "tether.bus.publish", opts...)
 	return span, tracing.Format(span.SpanContext())
 }

@@ -38,6 +38,8 @@ type Span struct {
 	Resource map[string]string
 	// StatusError is set when the span's status is an error.
 	StatusError bool
+	// Events are the names of the span's events, in order.
+	Events []string
 }
 
 // Receiver collects the spans POSTed to it.
@@ -48,6 +50,7 @@ type Receiver struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	spans   []Span
+	reqs    []*coltracepb.ExportTraceServiceRequest
 	batches int
 	changed chan struct{} // closed and replaced when spans arrive (Await)
 }
@@ -92,6 +95,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		res := attrMap(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
+				var events []string
+				for _, e := range s.GetEvents() {
+					events = append(events, e.GetName())
+				}
 				got = append(got, Span{
 					Name:         s.GetName(),
 					TraceID:      hex.EncodeToString(s.GetTraceId()),
@@ -103,12 +110,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 					Attributes:   attrMap(s.GetAttributes()),
 					Resource:     res,
 					StatusError:  s.GetStatus().GetCode() == 2, // STATUS_CODE_ERROR
+					Events:       events,
 				})
 			}
 		}
 	}
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
+	r.reqs = append(r.reqs, &msg)
 	r.batches++
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -123,6 +132,14 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Requests returns every request received so far, decoded, in arrival
+// order: for a test that compares exports field by field.
+func (r *Receiver) Requests() []*coltracepb.ExportTraceServiceRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*coltracepb.ExportTraceServiceRequest(nil), r.reqs...)
 }
 
 // Named returns the spans received so far called name.

@@ -18,9 +18,12 @@ const (
 	Outcome = attribute.Key("tether.outcome")
 )
 
-// CallAttributes are the attributes naming a call, for a span's start.
-func CallAttributes(ws, endpoint, cid string) []attribute.KeyValue {
-	return []attribute.KeyValue{WorkspaceID.String(ws), Endpoint.String(endpoint), CorrelationID.String(cid)}
+// CallAttributes are the attributes naming a call, and more, in one slice
+// for a span's start.
+func CallAttributes(ws, endpoint, cid string, more ...attribute.KeyValue) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, 3+len(more))
+	out = append(out, WorkspaceID.String(ws), Endpoint.String(endpoint), CorrelationID.String(cid))
+	return append(out, more...)
 }
 
 // EndCall ends span, a span of a call, with the call's outcome: success, or
@@ -30,13 +33,13 @@ func EndCall(span trace.Span, success bool, code string) {
 	if span == nil {
 		return
 	}
-	if span.IsRecording() {
-		if success {
-			span.SetAttributes(Outcome.String("success"))
-		} else {
-			span.SetAttributes(Outcome.String(code))
-			span.SetStatus(codes.Error, code)
-		}
+	// No IsRecording first: it takes the span's lock, and these are no-ops
+	// on a span that does not record.
+	if success {
+		span.SetAttributes(Outcome.String("success"))
+	} else {
+		span.SetAttributes(Outcome.String(code))
+		span.SetStatus(codes.Error, code)
 	}
 	span.End()
 }

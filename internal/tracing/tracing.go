@@ -87,9 +87,9 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 	if e := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); e != "" && e != "http/protobuf" {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: tether exports traces over OTLP/HTTP only (http/protobuf)", e)
 	}
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := newExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("setting up the OTLP trace exporter from OTEL_EXPORTER_OTLP_*: %w", err)
+		return nil, err
 	}
 	kv := []attribute.KeyValue{semconv.ServiceName(svc.Name), semconv.ServiceVersion(svc.Version)}
 	if svc.InstanceID != "" {
@@ -114,6 +114,19 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 	on.Store(true)
 	log.Info().Str("service", svc.Name).Msg("tracing on: spans go to the OTLP endpoint in OTEL_EXPORTER_OTLP_*")
 	return t, nil
+}
+
+// newExporter returns the lean exporter, or the official one for a
+// configuration the lean one does not cover (leanCovers).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	if leanCovers() {
+		return newLeanExporter()
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the OTLP trace exporter from OTEL_EXPORTER_OTLP_*: %w", err)
+	}
+	return exp, nil
 }
 
 // Collectors returns the metrics of tracing for /metrics.
