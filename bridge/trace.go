@@ -8,26 +8,20 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/internal/tracing"
 	"github.com/tetherdev/tether/protocol"
 )
 
-// The span of a call on the bridge, and its attributes. The handler runs
-// under it (its ctx carries the span), so the dap, sandbox and terminal
-// packages hang their spans beneath it. Attributes name the call, never
-// its payload or any token.
+// The span of a call on the bridge. The handler runs under it (its ctx
+// carries the span), so the dap, sandbox and terminal packages hang their
+// spans beneath it. Its attributes are a call's at every hop
+// (tracing.CallAttributes, tracing.EndCall) and how it came; never its
+// payload or any token.
 const (
-	callSpanName = "tether.bridge.call"
-
-	attrWorkspace     = attribute.Key("tether.workspace_id")
-	attrEndpoint      = attribute.Key("tether.endpoint")
-	attrCorrelationID = attribute.Key("tether.correlation_id")
-	attrTransport     = attribute.Key("tether.transport")
-	// attrOutcome is "success" or the error code of the response.
-	attrOutcome = attribute.Key("tether.outcome")
+	callSpanName  = "tether.bridge.call"
+	attrTransport = attribute.Key("tether.transport")
 )
 
 const tracerName = "github.com/tetherdev/tether/bridge"
@@ -46,12 +40,7 @@ func (d *dispatcher) startSpan(ctx context.Context, call *protocol.ToolCall, rec
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(received),
-		trace.WithAttributes(
-			attrWorkspace.String(d.wsID),
-			attrEndpoint.String(call.Endpoint),
-			attrCorrelationID.String(call.CorrelationID),
-			attrTransport.String(transport),
-		),
+		trace.WithAttributes(tracing.CallAttributes(d.wsID, call.Endpoint, call.CorrelationID, attrTransport.String(transport))...),
 	}
 	if call.Traceparent != "" {
 		if pctx, ok := tracing.Extract(ctx, call.Traceparent, ""); ok {
@@ -69,14 +58,5 @@ func (d *dispatcher) startSpan(ctx context.Context, call *protocol.ToolCall, rec
 // endSpan records the call's outcome and ends span; a nil span (tracing
 // off) is a no-op.
 func endSpan(span trace.Span, resp protocol.ToolResponse) {
-	if span == nil {
-		return
-	}
-	if resp.Success {
-		span.SetAttributes(attrOutcome.String("success"))
-	} else {
-		span.SetAttributes(attrOutcome.String(resp.Error))
-		span.SetStatus(codes.Error, resp.Error)
-	}
-	span.End()
+	tracing.EndCall(span, resp.Success, resp.Error)
 }
