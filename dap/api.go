@@ -413,3 +413,12 @@ type WatchpointResult struct {
 type WatchpointsResult struct {
 	Watchpoints []WatchpointResult `json:"watchpoints"`
 }
+
+// PathMapping says where the sources under LocalRoot (in the bridge's
+// root) are on the debuggee's side (RemoteRoot), for a program that was
+// built or runs elsewhere: in a container, on another machine, from
+// another checkout.
+type PathMapping struct {
+	LocalRoot  string `json:"local_root"`
+	RemoteRoot string `json:"remote_root"`
+}

@@ -190,15 +190,6 @@ func attachRefused(adapter, addr string, err error) error {
 	return protocol.Errorf(protocol.CodeInvalidPayload, "connect: no debug server answers at %s for %s (%v); start it listening first (debugpy --listen, dlv --headless --accept-multiclient, node --inspect)", addr, adapter, err)
 }
 
-// PathMapping says where the sources under LocalRoot (in the bridge's
-// root) are on the debuggee's side (RemoteRoot), for a program that was
-// built or runs elsewhere: in a container, on another machine, from
-// another checkout.
-type PathMapping struct {
-	LocalRoot  string `json:"local_root"`
-	RemoteRoot string `json:"remote_root"`
-}
-
 // pathMap is a session's validated mappings: absolute local roots inside
 // the workspace, absolute remote roots, both without a trailing separator.
 type pathMap []PathMapping
