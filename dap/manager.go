@@ -272,18 +272,11 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		}
 	}
 
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
+	ctx, done, err := m.beginStart(ctx)
+	if err != nil {
+		return nil, err
 	}
-	m.starting.Add(1) // Close waits for starts in flight
-	m.mu.Unlock()
-	defer m.starting.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopAfter := context.AfterFunc(m.closing, cancel)
-	defer stopAfter()
+	defer done()
 
 	s := newSession(newID(), a, m.root)
 	s.paths = paths
@@ -396,4 +389,24 @@ func (m *Manager) Close() {
 		wg.Go(func() { s.Stop(context.Background(), nil) })
 	}
 	wg.Wait()
+}
+
+// beginStart counts a start (or a relaunch) in flight, which Close waits
+// for, and returns ctx, also ended when the manager closes; done ends both.
+// ErrClosed when the manager is closed already.
+func (m *Manager) beginStart(ctx context.Context) (_ context.Context, done func(), err error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	m.starting.Add(1)
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	stopAfter := context.AfterFunc(m.closing, cancel)
+	return ctx, func() {
+		stopAfter()
+		cancel()
+		m.starting.Done()
+	}, nil
 }

@@ -132,18 +132,11 @@ func (m *Manager) relaunch(ctx context.Context, old *Session, wait time.Duration
 	}
 	old.mu.Unlock()
 
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
+	ctx, done, err := m.beginStart(ctx)
+	if err != nil {
+		return nil, err
 	}
-	m.starting.Add(1) // Close waits for starts in flight
-	m.mu.Unlock()
-	defer m.starting.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopAfter := context.AfterFunc(m.closing, cancel)
-	defer stopAfter()
+	defer done()
 
 	old.Stop(ctx, nil)
 	s := newSession(old.id, old.adapter, m.root)
