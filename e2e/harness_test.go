@@ -321,10 +321,18 @@ type callResult struct {
 
 // call posts one call to the broker's HTTP API.
 func (b *brokerProc) call(ws, tok, body string) callResult {
+	return b.callWith(ws, tok, body, nil)
+}
+
+// callWith posts one call to the broker's HTTP API with extra headers.
+func (b *brokerProc) callWith(ws, tok, body string, header map[string]string) callResult {
 	start := time.Now()
 	req, _ := http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	res, err := b.httpClient().Do(req)
 	if err != nil {

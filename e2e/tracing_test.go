@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -280,29 +279,6 @@ func assertNoSecrets(t *testing.T, spans []otlptest.Span, tok string) {
 			}
 		}
 	}
-}
-
-// callWith posts one call to the broker's HTTP API with extra headers.
-func (b *brokerProc) callWith(ws, tok, body string, header map[string]string) callResult {
-	start := time.Now()
-	req, _ := http.NewRequest(http.MethodPost, b.url+"/api/v1/workspaces/"+ws+"/calls", strings.NewReader(body))
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := b.httpClient().Do(req)
-	if err != nil {
-		return callResult{err: err, elapsed: time.Since(start)}
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	r := callResult{status: res.StatusCode, elapsed: time.Since(start)}
-	if err := json.Unmarshal(raw, &r.resp); err != nil {
-		r.err = fmt.Errorf("response %q: %w", raw, err)
-	}
-	return r
 }
 
 // brokerWithEnv starts `tether broker` named name on this Redis with env
