@@ -43,12 +43,8 @@ func (d *dispatcher) startSpan(ctx context.Context, call *protocol.ToolCall, rec
 		trace.WithAttributes(tracing.CallAttributes(d.wsID, call.Endpoint, call.CorrelationID, attrTransport.String(transport))...),
 	}
 	if call.Traceparent != "" {
-		if pctx, ok := tracing.Extract(ctx, call.Traceparent, ""); ok {
-			ctx = pctx
-		} else {
-			// Not the value: it comes from outside and may be anything.
-			log.Debug().Int("traceparent_len", len(call.Traceparent)).
-				Msg("malformed traceparent ignored; the call starts a new trace")
+		var ok bool
+		if ctx, ok = tracing.Continue(ctx, call.Traceparent, "", log.Debug, "call"); !ok {
 			opts = append(opts, trace.WithNewRoot())
 		}
 	}

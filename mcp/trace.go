@@ -14,7 +14,7 @@ import (
 // HTTP request it came in. The tool's tether calls continue it: the
 // broker's MCP endpoint starts their spans from it (api.API.Call), and
 // tether mcp sends it to the broker as their traceparent header
-// (caller.HTTP). A malformed one is ignored, logged at debug.
+// (caller.HTTP). A malformed one is ignored (tracing.Continue).
 func (s *Server) traceContext(ctx context.Context, req *sdk.CallToolRequest) context.Context {
 	var tp, ts string
 	if req.Params != nil {
@@ -25,15 +25,6 @@ func (s *Server) traceContext(ctx context.Context, req *sdk.CallToolRequest) con
 	if tp == "" && req.Extra != nil && req.Extra.Header != nil {
 		tp, ts = req.Extra.Header.Get("traceparent"), req.Extra.Header.Get("tracestate")
 	}
-	if tp == "" {
-		return ctx
-	}
-	out, ok := tracing.Extract(ctx, tp, ts)
-	if !ok {
-		if len(tp) > 64 {
-			tp = tp[:64] + "..."
-		}
-		s.opts.Logger.Debug().Str("traceparent", tp).Msg("malformed traceparent of a tool call ignored: its calls start a new trace")
-	}
+	out, _ := tracing.Continue(ctx, tp, ts, s.opts.Logger.Debug, "tool call")
 	return out
 }

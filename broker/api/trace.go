@@ -46,7 +46,7 @@ const (
 // trace starts.
 func (a *API) callSpan(parent context.Context, traceparent, tracestate, route, ws string, req *protocol.ToolCall) trace.Span {
 	on := tracing.On()
-	ctx := a.extract(parent, traceparent, tracestate, route)
+	ctx, _ := tracing.Continue(parent, traceparent, tracestate, a.log.Debug, "call")
 	if !on {
 		if !trace.SpanContextFromContext(ctx).IsValid() {
 			return nil
@@ -64,24 +64,6 @@ func (a *API) callSpan(parent context.Context, traceparent, tracestate, route, w
 	}
 	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return span
-}
-
-// extract returns parent carrying the trace context of a request's
-// traceparent (and tracestate) header, or parent itself when there is none
-// or it is malformed: that is logged at debug, and the call starts a new
-// trace.
-func (a *API) extract(parent context.Context, traceparent, tracestate, route string) context.Context {
-	if traceparent == "" {
-		return parent
-	}
-	ctx, ok := tracing.Extract(parent, traceparent, tracestate)
-	if !ok {
-		if len(traceparent) > 64 {
-			traceparent = traceparent[:64] + "..."
-		}
-		a.log.Debug().Str("traceparent", traceparent).Str("route", route).Msg("malformed traceparent ignored: the call starts a new trace")
-	}
-	return ctx
 }
 
 // traceBegun gives req the traceparent it carries on: its span's (which

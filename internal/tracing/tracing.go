@@ -161,6 +161,20 @@ func Extract(ctx context.Context, traceparent, tracestate string) (_ context.Con
 	return out, true
 }
 
+// Continue is Extract for a traceparent that came from outside (a
+// caller's header, an MCP request's _meta, a tool_call): a malformed one is
+// ignored and logged at debug on log, with its length but never its value,
+// which may hold anything; what is started from ctx then begins a new
+// trace. debug gives the caller's debug event (nil when that level is
+// off); what names the thing that starts ("call", "tool call").
+func Continue(ctx context.Context, traceparent, tracestate string, debug func() *zerolog.Event, what string) (_ context.Context, ok bool) {
+	out, ok := Extract(ctx, traceparent, tracestate)
+	if !ok && traceparent != "" {
+		debug().Int("traceparent_len", len(traceparent)).Msgf("malformed traceparent ignored; the %s starts a new trace", what)
+	}
+	return out, ok
+}
+
 // headers carries a traceparent and a tracestate to the propagator without
 // a map: Extract runs on every traced call (BenchmarkExtract).
 type headers struct{ traceparent, tracestate string }
