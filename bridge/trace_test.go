@@ -21,7 +21,7 @@ import (
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/internal/testwait"
-	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/internal/tracing/tracingtest"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -32,21 +32,6 @@ const (
 	callerSpan        = "00f067aa0ba902b7"
 	callerTraceparent = "00-" + callerTrace + "-" + callerSpan + "-01"
 )
-
-// recordSpans installs an in-memory span recorder as the global tracer
-// provider, with tracing on, for the rest of the test. Tests using it must
-// not run in parallel.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	restore := tracing.UseProvider(tp)
-	t.Cleanup(func() {
-		restore()
-		_ = tp.Shutdown(context.Background())
-	})
-	return rec
-}
 
 // ended returns the ended spans named name.
 func ended(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
@@ -114,7 +99,7 @@ func noAttributeHolds(t *testing.T, rec *tracetest.SpanRecorder, secrets ...stri
 // the broker's span, naming the workspace, endpoint, correlation id,
 // transport and outcome, never the payload; the handler's ctx carries it.
 func TestCallSpanContinuesTheToolCallTraceparent(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	f := newFakeBroker(t, protocol.OpenInfo{})
 	handlerSpan := make(chan trace.SpanContext, 1)
 	startBridge(t, bridge.Config{BrokerURL: f.url(), WorkspaceID: "ws-trace"}, func(r *bridge.Router) {
@@ -151,7 +136,7 @@ func TestCallSpanContinuesTheToolCallTraceparent(t *testing.T) {
 // traceparent does not parse is served as usual, under a root span of a
 // new trace, and the bridge says so at debug (without the value).
 func TestMalformedTraceparentStartsANewTraceAndIsLoggedAtDebug(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	logs := newLogSink(t)
 	b := startBridge(t, bridge.Config{WorkspaceID: "ws-trace", Logger: logs.logger()}, nil)
 	// An in-process caller's span must not become the parent either: the
@@ -180,7 +165,7 @@ func TestMalformedTraceparentStartsANewTraceAndIsLoggedAtDebug(t *testing.T) {
 // TestFailedCallSpanCarriesTheErrorCode: the outcome of a failed call is
 // its error code, and the span's status is an error.
 func TestFailedCallSpanCarriesTheErrorCode(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	b := startBridge(t, bridge.Config{WorkspaceID: "ws-trace"}, nil)
 	wantFailure(t, b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "corr-3", Endpoint: "/api/nope", Timeout: 10}),
 		protocol.CodeUnknownRoute)
@@ -194,7 +179,7 @@ func TestFailedCallSpanCarriesTheErrorCode(t *testing.T) {
 // TestHTTPTraceparentHeaderContinuesTheTrace: on the local HTTP listener
 // the caller's Traceparent header is the call's parent.
 func TestHTTPTraceparentHeaderContinuesTheTrace(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	base, client := httpBridge(t, bridge.Config{}, nil)
 	status, resp := post(t, client, base+protocol.PingEndpoint, `{"a":1}`,
 		map[string]string{bridge.HeaderTraceparent: callerTraceparent, bridge.HeaderCorrelationID: "corr-4"})
@@ -212,7 +197,7 @@ func TestHTTPTraceparentHeaderContinuesTheTrace(t *testing.T) {
 // /api/terminal/execute is a terminal.exec span under the call's, with
 // its exit code and where it ran, never the command line or its output.
 func TestTerminalCommandIsASpanWithItsExitCode(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	b := startBridge(t, bridge.Config{WorkspaceID: "ws-trace"}, nil)
 	resp := b.Dispatch(context.Background(), protocol.ToolCall{CorrelationID: "corr-5", Endpoint: protocol.TerminalExecuteEndpoint,
 		Payload: mustJSON(t, map[string]any{"command": "echo secret-output-abc; exit 3", "hidden": true}), Timeout: 20})
@@ -243,7 +228,7 @@ func TestTerminalCommandIsASpanWithItsExitCode(t *testing.T) {
 // dap.<command> client span, child of the call's span, naming the command
 // and adapter and never the launch arguments.
 func TestDebugRequestsAreSpansUnderTheCall(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	root := t.TempDir()
 	src, err := os.ReadFile("../dap/node/testdata/programs/calc.js")
 	if err != nil {

@@ -3,7 +3,6 @@
 package dap_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,25 +12,11 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testwait"
-	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/internal/tracing/tracingtest"
 )
-
-// recordSpans turns tracing on with an in-memory recorder for the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	restore := tracing.UseProvider(tp)
-	t.Cleanup(func() {
-		restore()
-		_ = tp.Shutdown(context.Background())
-	})
-	return rec
-}
 
 func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
@@ -48,7 +33,7 @@ func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 // message, cut short, as its outcome; the request's arguments are in no
 // attribute.
 func TestFailedRequestSpanCarriesTheAdapterMessage(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	root := nodeWorkspace(t, "calc.js")
 	m := newManager(t, root)
 	needAdapter(t, m, "node")
@@ -88,7 +73,7 @@ func TestFailedRequestSpanCarriesTheAdapterMessage(t *testing.T) {
 // js-debug child session, which the session makes after start-session
 // answered and outside any call, are spans under the start call's span.
 func TestChildSessionRequestsHangUnderTheStartCall(t *testing.T) {
-	rec := recordSpans(t)
+	rec := tracingtest.Record(t)
 	root := nodeWorkspace(t, "calc.js")
 	bin := t.TempDir()
 	self, err := os.Executable()

@@ -10,9 +10,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/internal/tracing/tracingtest"
 	"github.com/tetherdev/tether/sandbox"
 )
 
@@ -20,10 +19,7 @@ import (
 // command is a sandbox.exec span under the caller's span, naming the
 // runtime and the exit code, never the command line or its output.
 func TestExecIsASpanWithRuntimeAndExitCode(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	defer tracing.UseProvider(tp)()
+	rec := tracingtest.Record(t)
 
 	e := newEnv(t, nil)
 	ws := e.acquire(editReq(makeOrigin(t, nil), "traced"))

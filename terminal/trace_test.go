@@ -9,10 +9,9 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tetherdev/tether/internal/testwait"
-	"github.com/tetherdev/tether/internal/tracing"
+	"github.com/tetherdev/tether/internal/tracing/tracingtest"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -20,10 +19,7 @@ import (
 // terminal.exec span, under the call that started it, ends when the
 // command exits, not when the call is answered, and records its exit code.
 func TestAsyncCommandSpanLastsUntilTheCommandExits(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	defer tracing.UseProvider(tp)()
+	rec := tracingtest.Record(t)
 
 	m := newManager(t, terminal.Config{})
 	ctx, call := otel.Tracer("test").Start(context.Background(), "call")
