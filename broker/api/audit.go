@@ -65,10 +65,10 @@ func (w auditWriter) Data(code int, contentType string, data []byte) {
 // noted is c as the writer of a request with an audit line (event, for
 // workspace ws or the call cid); c itself when the log is off.
 func (a *API) noted(c *gin.Context, event, ws, cid string, start time.Time) writer {
-	n := a.newNote(event, audit.DoorHTTP, a.cfg.Trust.Client(c.Request), ws, cid, start)
-	if n == nil {
+	if a.cfg.Audit == nil { // before the client address is worked out
 		return c
 	}
+	n := a.newNote(event, audit.DoorHTTP, a.cfg.Trust.Client(c.Request), ws, cid, start)
 	return auditWriter{writer: c, a: a, n: n}
 }
 
