@@ -54,6 +54,11 @@ type Pacer struct {
 	// back to one P: the process was busy and is quiet now.
 	OnQuiet func()
 
+	// cpu is the process's CPU time so far: cpuTime, or a test's own
+	// load (export_test.go), which the pacer's rule is tested against where
+	// a loaded machine would starve real load.
+	cpu func() time.Duration
+
 	mu      sync.Mutex
 	procs   int // what the pacer set last; 0 before Start
 	stop    chan struct{}
@@ -79,6 +84,9 @@ func (p *Pacer) Start() {
 	}
 	if p.DownAfter <= 0 {
 		p.DownAfter = 2 * time.Second
+	}
+	if p.cpu == nil {
+		p.cpu = cpuTime
 	}
 	p.stop, p.stopped = make(chan struct{}), make(chan struct{})
 	runtime.GOMAXPROCS(1)
@@ -118,7 +126,7 @@ func (p *Pacer) run() {
 	defer close(p.stopped)
 	tick := time.NewTicker(p.Interval)
 	defer tick.Stop()
-	lastCPU, lastAt := cpuTime(), time.Now()
+	lastCPU, lastAt := p.cpu(), time.Now()
 	var quietSince time.Time // at the default: since when the load is under Down
 	var quiet func()
 	for {
@@ -127,7 +135,7 @@ func (p *Pacer) run() {
 			return
 		case <-tick.C:
 		}
-		cpu, now := cpuTime(), time.Now()
+		cpu, now := p.cpu(), time.Now()
 		wall := now.Sub(lastAt)
 		if wall <= 0 {
 			continue
@@ -153,7 +161,7 @@ func (p *Pacer) run() {
 		if quiet != nil {
 			quiet()
 			quiet = nil
-			lastCPU, lastAt = cpuTime(), time.Now() // its own CPU is not load
+			lastCPU, lastAt = p.cpu(), time.Now() // its own CPU is not load
 		}
 	}
 }
