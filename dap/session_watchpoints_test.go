@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/debugtest"
 	"github.com/tetherdev/tether/protocol"
 )
 
@@ -30,6 +31,15 @@ func startBump(t *testing.T, m *dap.Manager) *dap.Session {
 		t.Fatalf("first stop: %+v, %v; want main at line 34", snap, err)
 	}
 	return s
+}
+
+// needHardwareWatchpoints skips a test that a watchpoint stops the
+// program on a machine that never delivers the trap (debugtest).
+func needHardwareWatchpoints(t *testing.T) {
+	t.Helper()
+	if ok, why := debugtest.HardwareWatchpoints(); !ok {
+		t.Skip(why)
+	}
 }
 
 // continueToWrite continues and checks the program stops in bump with
@@ -55,6 +65,7 @@ func TestCWatchpointStopsWhenTheVariableIsWritten(t *testing.T) {
 	root := crashWorkspace(t)
 	m := newManager(t, root)
 	needAdapter(t, m, "lldb-dap")
+	needHardwareWatchpoints(t)
 	s := startBump(t, m)
 	ctx := ctxFor(t, 30*time.Second)
 	set, err := s.SetWatchpoints(ctx, dap.WatchpointsRequest{Watchpoints: []dap.Watchpoint{{Expression: "counter"}}})
@@ -79,6 +90,7 @@ func TestCWatchpointByAddress(t *testing.T) {
 	root := crashWorkspace(t)
 	m := newManager(t, root)
 	needAdapter(t, m, "lldb-dap")
+	needHardwareWatchpoints(t)
 	s := startBump(t, m)
 	ctx := ctxFor(t, 30*time.Second)
 	addr, err := s.Evaluate(ctx, dap.EvaluateRequest{Expression: "(unsigned long)&counter"})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/debugtest"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/terminal"
 )
@@ -18,9 +19,10 @@ var dbgCrashC = mustReadFile("../dap/testdata/crash.c")
 // TestMCPDebugWatchpointRestartAndCore drives issue 32's restart,
 // watchpoint and post-mortem tools through the MCP SDK client, reading
 // only what the tools answer: a watchpoint stops where counter is
-// written, debug_restart runs the program again to its breakpoint under
-// the same session id, and a core made by gcore at the crash opens stopped
-// in crash with the signal, refusing to step.
+// written (on a machine that delivers hardware watchpoint traps:
+// debugtest), debug_restart runs the program again to its breakpoint
+// under the same session id, and a core made by gcore at the crash opens
+// stopped in crash with the signal, refusing to step.
 func TestMCPDebugWatchpointRestartAndCore(t *testing.T) {
 	d := startDebugWorkspace(t, map[string]string{"crash.c": dbgCrashC}, nil)
 	overMCP(t, d.b, d.ws, d.tok, func(t *testing.T, c *mcpClient) {
@@ -40,9 +42,13 @@ func TestMCPDebugWatchpointRestartAndCore(t *testing.T) {
 		if !strings.Contains(text, "Watchpoint on counter (write) verified") {
 			t.Fatalf("set watchpoints:\n%s", text)
 		}
-		text = c.ok("debug_continue", map[string]any{"session_id": id, "expressions": []string{"counter"}}, nil)
-		if !strings.Contains(text, "in bump at crash.c:") || !strings.Contains(text, "counter = 1") {
-			t.Fatalf("continue with a watchpoint, want a stop in bump with counter 1:\n%s", text)
+		if ok, why := debugtest.HardwareWatchpoints(); ok {
+			text = c.ok("debug_continue", map[string]any{"session_id": id, "expressions": []string{"counter"}}, nil)
+			if !strings.Contains(text, "in bump at crash.c:") || !strings.Contains(text, "counter = 1") {
+				t.Fatalf("continue with a watchpoint, want a stop in bump with counter 1:\n%s", text)
+			}
+		} else {
+			t.Logf("the watchpoint's stop is not checked: %s", why)
 		}
 		var restarted StopViewJSON
 		text = c.ok("debug_restart", map[string]any{"session_id": id}, &restarted)
