@@ -18,6 +18,7 @@ import (
 
 	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/internal/podmantest"
+	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/sandbox/container"
@@ -144,16 +145,10 @@ func (e *env) containerOf(id string) string {
 	return ""
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually waits for cond with the repository's one wait helper.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, cond, "%s", what)
 }
 
 // wantCode fails unless err carries the protocol code.

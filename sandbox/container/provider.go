@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
 	"github.com/tetherdev/tether/protocol"
@@ -182,7 +183,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.RuntimeSpec) (sandbox
 		return nil, err
 	}
 	if _, err := cli.ImageInspect(ctx, opts.Image); err != nil {
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, protocol.Errorf(protocol.CodeInvalidPayload,
 				"container.image %q: the engine at %s has no such image, and nothing is pulled: build or load it there first", opts.Image, p.host())
 		}
@@ -201,7 +202,7 @@ func (p *Provider) State(ctx context.Context, spec sandbox.RuntimeSpec) (state, 
 		return "", "", err
 	}
 	info, err := cli.ContainerInspect(ctx, spec.Name)
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return sandbox.RuntimeMissing, "", nil
 	}
 	if err != nil {

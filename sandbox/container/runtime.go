@@ -14,8 +14,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
 
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
@@ -152,7 +154,7 @@ func (r *runtime) ensure(ctx context.Context, b *box) (*box, error) {
 	// A container of this name left by a crash, a removal that failed, or
 	// an earlier process of this bridge: removed, so the command starts
 	// clean.
-	if err := r.cli.ContainerRemove(ctx, r.spec.Name, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+	if err := r.cli.ContainerRemove(ctx, r.spec.Name, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, r.p.engineError(fmt.Errorf("removing the old container %s: %w", r.spec.Name, err))
 	}
 	r.setBox(nil)
@@ -265,7 +267,7 @@ func (r *runtime) watch(b *box) {
 			if r.watchCtx.Err() != nil {
 				return // Stop: nobody waits for b any more
 			}
-			if client.IsErrNotFound(err) {
+			if cerrdefs.IsNotFound(err) {
 				why = protocol.Errorf(protocol.CodeRuntimeStopped, "the container %s was removed while the command ran", short(b.id))
 			} else {
 				why = r.p.engineError(fmt.Errorf("waiting on the container: %w", err))
@@ -300,7 +302,7 @@ func (r *runtime) stopReason(id string, code int64) error {
 
 func signalName(code int64) string {
 	if code > 128 && code < 128+65 {
-		return ", killed by " + syscall.Signal(code-128).String()
+		return ", killed by " + unix.SignalName(syscall.Signal(code-128))
 	}
 	return ""
 }
