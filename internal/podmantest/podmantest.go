@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -175,6 +176,31 @@ func (e *Engine) importImage() error {
 	return err
 }
 
+// KillService kills the API service (not the containers, which conmon
+// keeps), as an engine that dies mid-command would; Close still cleans up.
+func (e *Engine) KillService() {
+	_ = syscall.Kill(e.cmd.Process.Pid, syscall.SIGKILL)
+	<-e.done
+}
+
+// Processes are the processes running from this engine's directory (a
+// conmon, the service): after Close, none.
+func (e *Engine) Processes() []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(e.dir)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // Containers lists the names of the engine's containers, running or not.
 func (e *Engine) Containers(ctx context.Context) ([]string, error) {
 	out, err := e.Podman(ctx, "ps", "-a", "--format", "{{.Names}}")
@@ -199,6 +225,11 @@ func (e *Engine) Close() {
 			_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
 			<-e.done
 		}
+	}
+	// conmon outlives a service killed under an attached exec: whatever
+	// still runs from this engine's storage is ended.
+	for _, pid := range e.Processes() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -56,6 +56,14 @@ func TestMain(m *testing.M) {
 		}
 	}
 	engine.Close()
+	if left := engine.Processes(); len(left) > 0 {
+		fmt.Printf("podman processes left behind: %v\n", left)
+		code = 1
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		fmt.Printf("the engine's directory %s (its socket) is left: %v\n", dir, err)
+		code = 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Println("goroutines left behind:", err)
@@ -534,5 +542,50 @@ func TestBadInput(t *testing.T) {
 	})
 	if list := e.svc.List(sandbox.ListRequest{}); len(list.Workspaces) != 0 {
 		t.Fatalf("refused acquires left workspaces: %+v", list.Workspaces)
+	}
+}
+
+// An engine that dies while a command runs: the command is answered, not
+// left waiting, and says the engine is gone.
+func TestEngineDyingMidCommandAnswersTheCommand(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tether-ctr2-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := podmantest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		own.Close()
+		if left := own.Processes(); len(left) > 0 {
+			t.Errorf("processes of the killed engine left: %v", left)
+		}
+	}()
+	e := newEnv(t, func(p *container.Provider) { p.Host, p.Image = own.Host, own.Image })
+	ws := e.acquire(sandbox.ModeEdit, nil)
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Exec(ctx, ws.WorkspaceID, sandbox.ExecRequest{Command: "sleep 300"})
+		errc <- err
+	}()
+	eventually(t, "the sleep runs", func() bool {
+		out, _ := own.Podman(ctx, "ps", "--format", "{{.Names}}")
+		if strings.TrimSpace(out) == "" {
+			return false
+		}
+		ps, _ := own.Podman(ctx, "exec", strings.TrimSpace(out), "ps")
+		return strings.Contains(ps, "sleep 300")
+	})
+	own.KillService()
+	select {
+	case err = <-errc:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the command was not answered within 15s of the engine's death")
+	}
+	pe := wantCode(t, err, protocol.CodeRuntimeUnavailable)
+	if !strings.Contains(pe.Message, own.Host) && !strings.Contains(pe.Message, strings.TrimPrefix(own.Host, "unix://")) {
+		t.Fatalf("%q does not name the engine's socket", pe.Message)
 	}
 }

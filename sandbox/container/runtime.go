@@ -270,7 +270,9 @@ func (r *runtime) watch(b *box) {
 			if cerrdefs.IsNotFound(err) {
 				why = protocol.Errorf(protocol.CodeRuntimeStopped, "the container %s was removed while the command ran", short(b.id))
 			} else {
-				why = r.p.engineError(fmt.Errorf("waiting on the container: %w", err))
+				// The wait is a long request: its end without an answer is
+				// the engine's (a restart, a crash).
+				why = protocol.Errorf(protocol.CodeRuntimeUnavailable, "the container engine at %s stopped answering while the command ran: %v", r.p.host(), err)
 			}
 		}
 		r.mu.Lock()
