@@ -34,9 +34,10 @@ CYCLONEDX_GOMOD_VERSION := v1.10.0
 # installs both without their recommends and keeps their servers stopped);
 # systemd for systemd-analyze, which verifies deploy/systemd's units; podman
 # with runc (crun fails on these machines' cgroups) for make image and its
-# test, ca-certificates for the image's /etc/ssl/certs, file for the release
-# test's static-binary check.
-APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc gdb ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy systemd podman runc ca-certificates file
+# test, busybox-static for the root filesystem the sandbox container tests
+# import as their image (nothing is pulled), ca-certificates for the image's
+# /etc/ssl/certs, file for the release test's static-binary check.
+APT_PACKAGES := redis-server lldb-19 python3-debugpy delve gcc gdb ripgrep bubblewrap python3-redis git python3-socketio python3-websocket python3-requests python3-aiohttp prometheus haproxy systemd podman runc busybox-static ca-certificates file
 
 CLIENTS := e2e/clients
 # The servers bench-peers compares tether with (their npm packages are not

@@ -78,6 +78,10 @@ type Config struct {
 	// caches and worktree workspaces kept in this directory (see package
 	// sandbox). Empty leaves them unmounted.
 	SandboxDir string
+	// SandboxContainer configures the sandbox's container runtime
+	// (package sandbox/container), offered with the others when
+	// SandboxDir is set.
+	SandboxContainer SandboxContainerConfig
 
 	// ReadOnly (tether bridge --read-only) serves only the routes that
 	// neither write a file nor run a program: reading, listing, searching
@@ -155,7 +159,10 @@ type Bridge struct {
 	sbx    *lazy[*sandbox.Service] // nil without Config.SandboxDir
 	// sbxRuntimes are the sandbox Service's runtimes, for capabilities.
 	sbxRuntimes []sandbox.RuntimeProvider
-	debug       *lazy[*dap.Manager]
+	// sbxClose closes what the sandbox's runtimes hold (the container
+	// engine's connections) once the Service is closed.
+	sbxClose func()
+	debug    *lazy[*dap.Manager]
 
 	running atomic.Bool
 
@@ -311,6 +318,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// every command ends the terminal handlers still running, and no
 	// process a command started outlives Run.
 	defer b.term.close()
+	if b.sbxClose != nil {
+		defer b.sbxClose() // after the Service: its containers are removed first
+	}
 	defer b.sbx.close()
 	defer b.debug.close() // no adapter or debuggee outlives Run
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
+	"github.com/tetherdev/tether/sandbox/container"
 )
 
 // sandboxEvictInterval is how often the bridge runs sandbox eviction in
@@ -22,8 +23,11 @@ func mountSandbox(r *Router, b *Bridge) {
 	cfg := sandbox.Config{Root: b.cfg.SandboxDir, Logger: b.log, Evict: sandbox.EvictPolicy{Interval: sandboxEvictInterval}}
 	// The runtimes are made here, not by the Service, so capabilities can
 	// say which run here without opening the Service.
-	cfg.Runtimes = sandbox.DefaultRuntimes(cfg)
+	cc := b.cfg.SandboxContainer
+	ctr := &container.Provider{Host: cc.Host, Image: cc.Image, AllowHostNetwork: cc.AllowHostNetwork, Idle: cc.Idle}
+	cfg.Runtimes = append(sandbox.DefaultRuntimes(cfg), ctr)
 	b.sbxRuntimes = cfg.Runtimes
+	b.sbxClose = func() { _ = ctr.Close() }
 	// Opened on first use, so a bridge that serves no sandbox call takes
 	// no lock on the sandbox directory and starts no eviction loop.
 	// Closing it stops the eviction loop and every sandbox command;
@@ -41,6 +45,10 @@ func mountSandbox(r *Router, b *Bridge) {
 	Handle(r, protocol.SandboxListEndpoint, withLazy(h, func(_ context.Context, s *sandbox.Service, _ *Call, req sandbox.ListRequest) (sandbox.ListResult, error) {
 		return s.List(req), nil
 	}))
+	// The workspace and its runtime's state, asked of the engine.
+	sandboxRoute(r, h, protocol.SandboxWorkspacesEndpoint+"/:workspace_id", func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (sandbox.WorkspaceStatus, error) {
+		return s.WorkspaceStatus(ctx, id)
+	})
 	Handle(r, protocol.SandboxEvictEndpoint, withLazy(h, func(ctx context.Context, s *sandbox.Service, _ *Call, req sandbox.EvictRequest) (sandbox.EvictResult, error) {
 		return s.Evict(ctx, req)
 	}))
@@ -81,4 +89,21 @@ func sandboxRoute[Req, Resp any](r *Router, h *lazy[*sandbox.Service], path stri
 		// correlation_id, endpoint and workspace_id.
 		return fn(s, c.Logger().WithContext(ctx), c.Param("workspace_id"), req)
 	}))
+}
+
+// SandboxContainerConfig configures the sandbox's container runtime; see
+// container.Provider for each field.
+type SandboxContainerConfig struct {
+	// Host is the engine's address (tether bridge --container-host);
+	// default DOCKER_HOST, else unix:///var/run/docker.sock.
+	Host string
+	// Image is the image of a workspace that names none
+	// (--container-image).
+	Image string
+	// AllowHostNetwork lets a workspace ask for network "host"
+	// (--container-allow-host-network).
+	AllowHostNetwork bool
+	// Idle stops a container after this long without commands
+	// (--container-idle); default 10m.
+	Idle time.Duration
 }

@@ -320,15 +320,20 @@ func FuzzWorkspacePayload(f *testing.F) {
 
 // Capabilities list the sandbox's runtimes and whether each runs here,
 // without opening the sandbox (no lock is taken on its directory): on this
-// Linux machine with bubblewrap installed, both do; a bridge without the
-// sandbox routes lists none.
+// Linux machine with bubblewrap installed, both do; the container runtime,
+// pointed at a socket no engine serves, does not, and says which socket; a
+// bridge without the sandbox routes lists none.
 func TestCapabilitiesListTheSandboxRuntimesThatRunHere(t *testing.T) {
 	dir := t.TempDir()
-	b := startBridge(t, bridge.Config{SandboxDir: dir}, nil)
+	sock := filepath.Join(t.TempDir(), "no-engine.sock")
+	b := startBridge(t, bridge.Config{SandboxDir: dir, SandboxContainer: bridge.SandboxContainerConfig{Host: "unix://" + sock}}, nil)
 	caps := workspaceOK[protocol.CapabilitiesResult](t, b, protocol.WorkspaceCapabilitiesEndpoint, `{}`)
 	want := []protocol.RuntimeStatus{{Name: "subprocess", Available: true}, {Name: "bwrap", Available: true}}
-	if !slices.Equal(caps.SandboxRuntimes, want) {
-		t.Fatalf("sandbox runtimes: %+v, want %+v", caps.SandboxRuntimes, want)
+	if len(caps.SandboxRuntimes) != 3 || !slices.Equal(caps.SandboxRuntimes[:2], want) {
+		t.Fatalf("sandbox runtimes: %+v, want %+v and container", caps.SandboxRuntimes, want)
+	}
+	if c := caps.SandboxRuntimes[2]; c.Name != "container" || c.Available || !strings.Contains(c.Reason, sock) {
+		t.Fatalf("container runtime: %+v, want unavailable naming %s", c, sock)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("capabilities opened the sandbox: %v in its directory", entries)

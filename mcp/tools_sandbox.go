@@ -17,8 +17,19 @@ type acquireArgs struct {
 	Key     string `json:"key,omitempty" jsonschema:"for edit and task: the conversation or task id that names the workspace and its branch (letters, digits, '_', '.', '-'); the same key gets the same workspace back"`
 	UserID  string `json:"user_id,omitempty" default:"agent" jsonschema:"who the workspace belongs to; default agent"`
 	Project string `json:"project_id,omitempty" default:"default" jsonschema:"project the workspace belongs to; default default"`
-	Runtime string `json:"runtime,omitempty" enum:"subprocess,bwrap" jsonschema:"how commands run: subprocess on the host, or bwrap isolated (read-only system, private /tmp)"`
-	Network string `json:"network,omitempty" enum:"none,host" jsonschema:"network for commands: none, or host"`
+	Runtime string `json:"runtime,omitempty" enum:"subprocess,bwrap,container" jsonschema:"how commands run: subprocess on the host, bwrap isolated (read-only system, private /tmp), or container in an image of the project's toolchain with CPU, memory and process limits (the workspace at /workspace)"`
+	Network string `json:"network,omitempty" enum:"none,host" jsonschema:"network for commands: none, or host; default none for bwrap and container"`
+	// Container is the container runtime's options.
+	Container *containerArgs `json:"container,omitempty" jsonschema:"options of runtime container"`
+}
+
+type containerArgs struct {
+	Image  string            `json:"image,omitempty" jsonschema:"image the commands run in, present on the engine (nothing is pulled); default the bridge's"`
+	CPUs   float64           `json:"cpus,omitempty" min:"0" jsonschema:"CPU limit in CPUs, e.g. 1.5; 0 none"`
+	Memory string            `json:"memory,omitempty" jsonschema:"memory limit: bytes or a number with k, m or g, e.g. 512m; at least 6m"`
+	Pids   int64             `json:"pids,omitempty" min:"0" jsonschema:"limit of processes and threads alive at once; at least 16, 0 none"`
+	Env    map[string]string `json:"env,omitempty" jsonschema:"environment of every command"`
+	User   string            `json:"user,omitempty" jsonschema:"numeric uid:gid the commands run as; default the worktree owner's"`
 }
 
 func (a acquireArgs) timeout() time.Duration { return acquireWait }
@@ -54,6 +65,9 @@ type sandboxArgs struct {
 func acquire(ctx context.Context, tc *toolCall, in acquireArgs) (sandbox.AcquireResult, string, error) {
 	var out sandbox.AcquireResult
 	req := sandbox.AcquireRequest{Repo: in.Repo, BaseRef: in.BaseRef, Mode: in.Mode, UserID: in.UserID, ProjectID: in.Project, Runtime: in.Runtime, Network: in.Network}
+	if c := in.Container; c != nil {
+		req.Container = &sandbox.ContainerOptions{Image: c.Image, CPUs: c.CPUs, Memory: c.Memory, Pids: c.Pids, Env: c.Env, User: c.User}
+	}
 	switch in.Mode {
 	case sandbox.ModeEdit:
 		req.ConversationID = in.Key
@@ -79,6 +93,9 @@ func acquire(ctx context.Context, tc *toolCall, in acquireArgs) (sandbox.Acquire
 		fmt.Fprintf(&b, ", branch %s", line(out.Branch, maxValue))
 	}
 	fmt.Fprintf(&b, ") from %s at %s; runtime %s, network %s.", line(out.BaseRef, maxValue), line(shortHash(out.BaseCommit), maxValue), line(out.Runtime, maxValue), line(out.Network, maxValue))
+	if out.Container != nil && out.Container.Image != "" {
+		fmt.Fprintf(&b, " Image %s; the workspace is /workspace inside.", line(out.Container.Image, maxValue))
+	}
 	if out.Artifact != "" {
 		fmt.Fprintf(&b, "\nAn earlier worktree of this key was evicted with changes; they were saved as %s.", line(out.Artifact, maxValue))
 	}

@@ -39,6 +39,7 @@ const (
 	CodeInvalidPath             = "invalid_path"
 	CodeInvalidRef              = "invalid_ref"
 	CodeRuntimeUnavailable      = "runtime_unavailable"
+	CodeRuntimeStopped          = "runtime_stopped"  // the sandbox's container exited or was killed while the command ran; the message has its exit status and last log lines
 	CodeNoMatch                 = "no_match"         // str-replace: the old text does not occur
 	CodeAmbiguousMatch          = "ambiguous_match"  // str-replace: it occurs another number of times than expected_count
 	CodeNotARepository          = "not_a_repository" // a git route on a directory that is in no git repository

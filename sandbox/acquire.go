@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/tetherdev/tether/protocol"
 )
@@ -41,7 +42,7 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 		return AcquireResult{}, err
 	}
 	id, branch := req.key(repo)
-	kind, network, err := s.runtimeChoice(req.Runtime, req.Network)
+	kind, network, err := s.runtimeChoice(req.Runtime, req.Network, req.Container)
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -49,7 +50,8 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 	// wait for a long command running in the workspace.
 	if rec, ok := s.store.Workspace(id); ok && rec.State == StateActive && s.worktreePresent(&rec) &&
 		(req.Pinned == nil || *req.Pinned == rec.Pinned) &&
-		(req.Runtime == "" || kind == rec.Runtime) && (req.Network == "" || network == rec.Network) {
+		(req.Runtime == "" || kind == rec.Runtime) && (req.Network == "" || network == rec.Network) &&
+		(req.Container == nil || reflect.DeepEqual(req.Container, rec.Container)) {
 		if err := s.maybeFetch(ctx, repo, req.AuthToken, false); err != nil {
 			return AcquireResult{}, err
 		}
@@ -77,6 +79,12 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 		}
 		if (req.Runtime != "" && kind != rec.Runtime) || (req.Network != "" && network != rec.Network) {
 			rec.Runtime, rec.Network, changed = kind, network, true
+			if kind != RuntimeContainer {
+				rec.Container = nil
+			}
+		}
+		if req.Container != nil && !reflect.DeepEqual(req.Container, rec.Container) {
+			rec.Container, changed = req.Container, true
 		}
 		caps, err := s.ensureRuntime(ctx, &rec)
 		if err != nil {
@@ -95,15 +103,15 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 
 	// A new worktree (or one that is gone: evicted, or removed behind our
 	// back). The runtime is checked first so a refusal leaves no trace.
-	if err := s.checkRuntime(ctx, kind, network); err != nil {
-		return AcquireResult{}, err
-	}
 	next := Record{
 		ID: id, Mode: req.Mode, UserID: req.UserID, ProjectID: req.ProjectID,
 		ConversationID: req.ConversationID, TaskID: req.TaskID,
-		Repo: repo, Branch: branch, Runtime: kind, Network: network,
+		Repo: repo, Branch: branch, Runtime: kind, Network: network, Container: req.Container,
 		State: StateActive, CreatedAt: now, LastUsed: now,
 		Dir: filepath.Join(s.root, "worktrees", repo.Host, filepath.FromSlash(repo.Owner), repo.Name, id),
+	}
+	if err := s.checkRuntime(ctx, kind, s.spec(&next)); err != nil {
+		return AcquireResult{}, err
 	}
 	if ok {
 		next.Artifact, next.Pinned = rec.Artifact, rec.Pinned
@@ -126,7 +134,7 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 func result(rec *Record, caps Capabilities, created bool) AcquireResult {
 	return AcquireResult{
 		WorkspaceID: rec.ID, Mode: rec.Mode, Branch: rec.Branch, BaseRef: rec.BaseRef, BaseCommit: rec.BaseCommit,
-		Runtime: rec.Runtime, Network: rec.Network, Capabilities: caps, Created: created, Path: rec.Dir, Artifact: rec.Artifact,
+		Runtime: rec.Runtime, Network: rec.Network, Container: rec.Container, Capabilities: caps, Created: created, Path: rec.Dir, Artifact: rec.Artifact,
 	}
 }
 

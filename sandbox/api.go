@@ -16,25 +16,55 @@ type AcquireRequest struct {
 	// AuthToken is used for this acquire's clone or fetch only; it is
 	// never stored.
 	AuthToken string `json:"auth_token,omitempty"`
-	// Runtime is "subprocess" or "bwrap"; default Config.DefaultRuntime.
+	// Runtime is "subprocess", "bwrap" or "container" (where the bridge
+	// offers it); default Config.DefaultRuntime.
 	Runtime string `json:"runtime,omitempty"`
-	// Network is "none" or "host"; default "none" for bwrap, "host" for
-	// subprocess.
+	// Network is "none" or "host"; default "none" for bwrap and
+	// container, "host" for subprocess.
 	Network string `json:"network,omitempty"`
+	// Container configures the container runtime; any other runtime
+	// refuses it. Given on a re-acquire, it replaces the workspace's
+	// options (and its container, at the next command).
+	Container *ContainerOptions `json:"container,omitempty"`
 	// Pinned keeps the workspace from eviction.
 	Pinned *bool `json:"pinned,omitempty"`
 }
 
+// ContainerOptions configure a workspace's container (runtime
+// "container"). Zero values mean the bridge's defaults: its image, no CPU,
+// memory or process limit, the worktree owner's uid:gid.
+type ContainerOptions struct {
+	// Image is the image commands run in. It must be on the engine
+	// already: nothing is pulled.
+	Image string `json:"image,omitempty"`
+	// CPUs bounds the CPU time, in CPUs (1.5 is one and a half); at most
+	// the machine's CPU count.
+	CPUs float64 `json:"cpus,omitempty"`
+	// Memory bounds the container's memory: bytes, or a number with the
+	// suffix k, m or g (powers of 1024): "512m". At least 6m.
+	Memory string `json:"memory,omitempty"`
+	// Pids bounds the processes and threads alive at once; at least 16.
+	Pids int64 `json:"pids,omitempty"`
+	// Env is set in every command's environment (a command's own env
+	// wins). Nothing of tether's environment reaches the container.
+	Env map[string]string `json:"env,omitempty"`
+	// User is "uid:gid", numeric; default the worktree owner's, so files
+	// written inside belong to the host user who owns the worktree.
+	User string `json:"user,omitempty"`
+}
+
 // AcquireResult answers acquire.
 type AcquireResult struct {
-	WorkspaceID  string       `json:"workspace_id"`
-	Mode         string       `json:"mode"`
-	Branch       string       `json:"branch"`
-	BaseRef      string       `json:"base_ref"`
-	BaseCommit   string       `json:"base_commit"`
-	Runtime      string       `json:"runtime"`
-	Network      string       `json:"network"`
-	Capabilities Capabilities `json:"capabilities"`
+	WorkspaceID string `json:"workspace_id"`
+	Mode        string `json:"mode"`
+	Branch      string `json:"branch"`
+	BaseRef     string `json:"base_ref"`
+	BaseCommit  string `json:"base_commit"`
+	Runtime     string `json:"runtime"`
+	Network     string `json:"network"`
+	// Container is the workspace's container options (runtime container).
+	Container    *ContainerOptions `json:"container,omitempty"`
+	Capabilities Capabilities      `json:"capabilities"`
 	// Created: this call made the worktree; false when it already existed.
 	Created bool `json:"created"`
 	// Path is the worktree on the machine serving the sandbox.
@@ -273,6 +303,42 @@ type Capabilities struct {
 	Isolated bool `json:"isolated"`
 	// Network: commands can open network connections.
 	Network bool `json:"network"`
+}
+
+// Runtime states of WorkspaceStatus, asked of the runtime each time
+// (for a container, of the engine), never remembered.
+const (
+	// RuntimeRunning: commands run at once (a container is up).
+	RuntimeRunning = "running"
+	// RuntimeStopped: the runtime is there but not running (a container
+	// that exited, was stopped while idle, or crashed); the next command
+	// starts it.
+	RuntimeStopped = "stopped"
+	// RuntimeMissing: there is no runtime (released, evicted, never
+	// used, or a container removed behind tether's back); the next
+	// command creates one.
+	RuntimeMissing = "missing"
+)
+
+// WorkspaceStatus answers GET SandboxWorkspacesEndpoint/{workspace_id}:
+// the workspace's record and its runtime's state.
+type WorkspaceStatus struct {
+	WorkspaceID string `json:"workspace_id"`
+	Mode        string `json:"mode"`
+	Branch      string `json:"branch,omitempty"`
+	BaseRef     string `json:"base_ref"`
+	BaseCommit  string `json:"base_commit"`
+	Runtime     string `json:"runtime"`
+	Network     string `json:"network"`
+	// Container is the workspace's container options (runtime container).
+	Container *ContainerOptions `json:"container,omitempty"`
+	// RuntimeState is RuntimeRunning, RuntimeStopped or RuntimeMissing.
+	RuntimeState string `json:"runtime_state"`
+	// RuntimeDetail says more where the runtime can: a container's id
+	// and exit status.
+	RuntimeDetail string `json:"runtime_detail,omitempty"`
+	Path          string `json:"path"`
+	Pinned        bool   `json:"pinned"`
 }
 
 // SearchHit is one matching line, with its context lines when asked.

@@ -153,11 +153,11 @@ func (g *LocalGit) diff(ctx context.Context, dir, gitDir string, req DiffRequest
 		args = append(args, "--cached")
 	}
 	c := g.treeCmd(dir, gitDir, append(args, ref, "--", spec)...)
-	c.out = &cappedBuffer{cap: maxDiff}
+	c.out = NewCappedBuffer(maxDiff)
 	if _, err := g.run(ctx, c); err != nil {
 		return GitDiff{}, fmt.Errorf("git diff: %w", err)
 	}
-	d := GitDiff{Diff: c.out.String(), Untracked: []string{}, Truncated: c.out.truncated}
+	d := GitDiff{Diff: c.out.String(), Untracked: []string{}, Truncated: c.out.Truncated()}
 	if out, err := g.inTree(ctx, dir, gitDir, "--no-optional-locks", "ls-files", "--others", "--exclude-standard", "-z", "--", spec); err == nil {
 		for _, p := range strings.Split(string(out), "\x00") {
 			if p != "" {

@@ -60,7 +60,7 @@ type gitCmd struct {
 	args   []string
 	stdin  []byte
 	// out, if set, receives stdout (capped) instead of run's result.
-	out *cappedBuffer
+	out *CappedBuffer
 }
 
 func (g *LocalGit) bin() string {

@@ -60,6 +60,15 @@ type RuntimeSpec struct {
 	// ReadOnly are directories an isolated runtime shows read-only even
 	// inside Hide (the repo cache the worktree's git reads).
 	ReadOnly []string
+	// Name is unique to the workspace and the sandbox root, for a runtime
+	// that names what it creates (the container runtime's container).
+	Name string
+	// Analysis: the workspace is an analysis one, whose worktree a runtime
+	// that can shows read-only.
+	Analysis bool
+	// Container are the container runtime's options; other runtimes
+	// never get any (the Service refuses them).
+	Container ContainerOptions
 }
 
 // Network modes of RuntimeSpec and acquire requests.
@@ -70,7 +79,8 @@ const (
 
 // RuntimeProvider starts runtimes of one kind.
 type RuntimeProvider interface {
-	// Name is the kind, as requests name it: "subprocess", "bwrap".
+	// Name is the kind, as requests name it: "subprocess", "bwrap",
+	// "container".
 	Name() string
 	// Start prepares a runtime for spec. It answers runtime_unavailable
 	// when this kind cannot give what spec asks for here.
@@ -78,11 +88,23 @@ type RuntimeProvider interface {
 }
 
 // Runtime runs commands against one workspace. Stop ends the commands
-// still running; the workspace is untouched.
+// still running (and removes whatever the runtime created, a container);
+// the workspace is untouched.
 type Runtime interface {
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	Capabilities() Capabilities
 	Stop()
+}
+
+// RuntimeStater is a RuntimeProvider that can say what state a
+// workspace's runtime is in by asking what runs it (the container
+// runtime asks the engine), whether or not this process started it. The
+// Service asks it for WorkspaceStatus; for other providers the state is
+// whether the Service holds a live runtime.
+type RuntimeStater interface {
+	// State returns RuntimeRunning, RuntimeStopped or RuntimeMissing, and
+	// a detail line.
+	State(ctx context.Context, spec RuntimeSpec) (state, detail string, err error)
 }
 
 // Store keeps the metadata of workspaces and repo caches across
@@ -111,25 +133,27 @@ type Locker interface {
 
 // Record is what the store keeps of a workspace.
 type Record struct {
-	ID             string    `json:"id"`
-	Mode           string    `json:"mode"`
-	UserID         string    `json:"user_id"`
-	ProjectID      string    `json:"project_id"`
-	ConversationID string    `json:"conversation_id,omitempty"`
-	TaskID         string    `json:"task_id,omitempty"`
-	Repo           Repo      `json:"repo"`
-	BaseRef        string    `json:"base_ref"`
-	BaseCommit     string    `json:"base_commit"`
-	Branch         string    `json:"branch,omitempty"`
-	Dir            string    `json:"dir"`
-	GitDir         string    `json:"git_dir"`
-	Runtime        string    `json:"runtime"`
-	Network        string    `json:"network"`
-	Pinned         bool      `json:"pinned,omitempty"`
-	State          string    `json:"state"`
-	Artifact       string    `json:"artifact,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	LastUsed       time.Time `json:"last_used"`
+	ID             string `json:"id"`
+	Mode           string `json:"mode"`
+	UserID         string `json:"user_id"`
+	ProjectID      string `json:"project_id"`
+	ConversationID string `json:"conversation_id,omitempty"`
+	TaskID         string `json:"task_id,omitempty"`
+	Repo           Repo   `json:"repo"`
+	BaseRef        string `json:"base_ref"`
+	BaseCommit     string `json:"base_commit"`
+	Branch         string `json:"branch,omitempty"`
+	Dir            string `json:"dir"`
+	GitDir         string `json:"git_dir"`
+	Runtime        string `json:"runtime"`
+	Network        string `json:"network"`
+	// Container are the options of runtime container.
+	Container *ContainerOptions `json:"container,omitempty"`
+	Pinned    bool              `json:"pinned,omitempty"`
+	State     string            `json:"state"`
+	Artifact  string            `json:"artifact,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	LastUsed  time.Time         `json:"last_used"`
 }
 
 // Workspace states.

@@ -36,6 +36,29 @@ type ExecRequest struct {
 	dir string
 }
 
+// Dir is the absolute directory the command runs in: Cwd resolved inside
+// the worktree by the Service, which checked it is a directory there.
+func (r *ExecRequest) Dir() string { return r.dir }
+
+// Limit is how long the command may run: Timeout, or DefaultExecTimeout,
+// at most MaxExecTimeout. The call's own deadline may end it sooner.
+func (r *ExecRequest) Limit() time.Duration {
+	if r.Timeout > 0 {
+		return min(time.Duration(r.Timeout*float64(time.Second)), MaxExecTimeout)
+	}
+	return DefaultExecTimeout
+}
+
+// StoppedAfter is the Error of a result whose command was stopped (its
+// timeout, or its call's end) after d.
+func StoppedAfter(d time.Duration) string {
+	return fmt.Sprintf("the command was stopped after %s", d.Round(time.Millisecond))
+}
+
+// ValidEnvName reports whether k may name an environment variable of a
+// command.
+func ValidEnvName(k string) bool { return envKeyRe.MatchString(k) }
+
 // ExecResult has the shape of a terminal result: {success, command,
 // output, error, exit_code, duration_ms, timed_out, truncated}.
 type ExecResult struct {
@@ -48,6 +71,9 @@ type ExecResult struct {
 	DurationMS int64  `json:"duration_ms"`
 	TimedOut   bool   `json:"timed_out"`
 	Truncated  bool   `json:"truncated"`
+	// OOMKilled: the kernel killed the command (or part of it) because its
+	// container reached its memory limit (runtime container).
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // Defaults of command execution.
@@ -96,18 +122,11 @@ type procRunner struct {
 var errRuntimeStopped = errors.New("the runtime was stopped")
 
 func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []string, req ExecRequest) (ExecResult, error) {
-	timeout := DefaultExecTimeout
-	if req.Timeout > 0 {
-		timeout = min(time.Duration(req.Timeout*float64(time.Second)), MaxExecTimeout)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, req.Limit())
 	defer cancel()
 
 	cap := p.outputCap
-	if cap <= 0 {
-		cap = DefaultOutputCap
-	}
-	out := &cappedBuffer{cap: cap}
+	out := NewCappedBuffer(cap)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdout, cmd.Stderr = out, out
@@ -155,7 +174,7 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 	res := ExecResult{
 		Command:    req.Command,
 		Output:     out.String(),
-		Truncated:  out.truncated,
+		Truncated:  out.Truncated(),
 		DurationMS: time.Since(start).Milliseconds(),
 		ExitCode:   cmd.ProcessState.ExitCode(),
 	}
@@ -164,7 +183,7 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 	case ctx.Err() != nil:
 		res.TimedOut = true
 		res.ExitCode = -1
-		res.Error = fmt.Sprintf("the command was stopped after %s", time.Since(start).Round(time.Millisecond))
+		res.Error = StoppedAfter(time.Since(start))
 	case err == nil:
 		res.Success = true
 	case errors.As(err, &exitErr):
@@ -184,15 +203,35 @@ func (p *procRunner) stop() {
 	}
 }
 
-// cappedBuffer keeps the first cap bytes written and counts the rest.
-type cappedBuffer struct {
+// CappedBuffer keeps the first cap bytes written to it and notes that
+// more came: a command's output. It is safe for concurrent writes (a
+// command's stdout and stderr).
+type CappedBuffer struct {
 	mu        sync.Mutex
 	buf       []byte
 	cap       int
 	truncated bool
 }
 
-func (b *cappedBuffer) Write(p []byte) (int, error) {
+// NewCappedBuffer returns a CappedBuffer of cap bytes; cap <= 0 means
+// DefaultOutputCap.
+func NewCappedBuffer(cap int) *CappedBuffer {
+	if cap <= 0 {
+		cap = DefaultOutputCap
+	}
+	return &CappedBuffer{cap: cap}
+}
+
+// Truncated reports whether more was written than kept.
+func (b *CappedBuffer) Truncated() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.truncated
+}
+
+// Write keeps what fits and never fails, so a command never blocks on a
+// full buffer.
+func (b *CappedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	room := b.cap - len(b.buf)
@@ -207,7 +246,8 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *cappedBuffer) String() string {
+// String is the kept output, invalid UTF-8 replaced.
+func (b *CappedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return strings.ToValidUTF8(string(b.buf), "\uFFFD")

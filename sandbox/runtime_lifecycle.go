@@ -4,7 +4,10 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tetherdev/tether/internal/tracing"
@@ -16,16 +19,28 @@ import (
 // record asks for another kind, stopped by Release, Destroy and Close.
 // The runtimes themselves are in runtime*.go.
 
-func (s *Service) runtimeChoice(kind, network string) (string, string, error) {
+// RuntimeContainer names the container runtime (package
+// sandbox/container), the one kind that takes ContainerOptions.
+const RuntimeContainer = "container"
+
+func (s *Service) runtimeChoice(kind, network string, opts *ContainerOptions) (string, string, error) {
 	if kind == "" {
 		kind = s.cfg.DefaultRuntime
 	}
 	if _, ok := s.runtimes[kind]; !ok {
-		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "runtime %q: use subprocess or bwrap", kind)
+		names := make([]string, 0, len(s.runtimes))
+		for n := range s.runtimes {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "runtime %q: use %s", kind, strings.Join(names, ", "))
+	}
+	if opts != nil && kind != RuntimeContainer {
+		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "container: options of runtime container, and the runtime is %q", kind)
 	}
 	if network == "" {
 		network = NetworkHost
-		if kind == "bwrap" {
+		if kind == "bwrap" || kind == RuntimeContainer {
 			network = NetworkNone
 		}
 	}
@@ -33,16 +48,30 @@ func (s *Service) runtimeChoice(kind, network string) (string, string, error) {
 }
 
 func (s *Service) spec(rec *Record) RuntimeSpec {
-	return RuntimeSpec{
+	spec := RuntimeSpec{
 		Dir: rec.Dir, Network: rec.Network,
 		Hide:     []string{s.root},
 		ReadOnly: []string{s.cache.Dir(rec.Repo)},
+		Name:     "tether-" + s.scope + "-" + rec.ID,
+		Analysis: rec.Mode == ModeAnalysis,
 	}
+	if rec.Container != nil {
+		spec.Container = *rec.Container
+	}
+	return spec
 }
 
-// checkRuntime answers runtime_unavailable when kind cannot give network.
-func (s *Service) checkRuntime(ctx context.Context, kind, network string) error {
-	rt, err := s.runtimes[kind].Start(ctx, RuntimeSpec{Dir: s.root, Network: network})
+// runtimeKey says what a live runtime was started for: when the record
+// asks for something else, the runtime is replaced.
+func runtimeKey(rec *Record) string {
+	opts, _ := json.Marshal(rec.Container)
+	return rec.Runtime + "\x00" + rec.Network + "\x00" + string(opts)
+}
+
+// checkRuntime answers what starting the runtime of spec would (unavailable,
+// refused options) without keeping it.
+func (s *Service) checkRuntime(ctx context.Context, kind string, spec RuntimeSpec) error {
+	rt, err := s.runtimes[kind].Start(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -63,8 +92,9 @@ func (s *Service) ensureRuntime(ctx context.Context, rec *Record) (Capabilities,
 func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
+	key := runtimeKey(rec)
 	l, ok := s.live[rec.ID]
-	if ok && l.kind == rec.Runtime && l.net == rec.Network {
+	if ok && l.key == key {
 		l.used = now
 		s.live[rec.ID] = l
 		s.mu.Unlock()
@@ -86,7 +116,7 @@ func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
 	if old, ok := s.live[rec.ID]; ok && old.rt != l.rt {
 		old.rt.Stop()
 	}
-	s.live[rec.ID] = liveRuntime{rt: rt, kind: rec.Runtime, net: rec.Network, used: now}
+	s.live[rec.ID] = liveRuntime{rt: rt, key: key, used: now}
 	s.mu.Unlock()
 	return rt, nil
 }
@@ -156,4 +186,28 @@ func (s *Service) stopRuntime(id string) bool {
 		l.rt.Stop()
 	}
 	return ok
+}
+
+// WorkspaceStatus returns the workspace's record and its runtime's state,
+// asked each time of what runs it (see RuntimeStater).
+func (s *Service) WorkspaceStatus(ctx context.Context, id string) (WorkspaceStatus, error) {
+	rec, err := s.workspace(id)
+	if err != nil {
+		return WorkspaceStatus{}, err
+	}
+	st := WorkspaceStatus{
+		WorkspaceID: rec.ID, Mode: rec.Mode, Branch: rec.Branch, BaseRef: rec.BaseRef, BaseCommit: rec.BaseCommit,
+		Runtime: rec.Runtime, Network: rec.Network, Container: rec.Container, Path: rec.Dir, Pinned: rec.Pinned,
+		RuntimeState: RuntimeMissing,
+	}
+	if rs, ok := s.runtimes[rec.Runtime].(RuntimeStater); ok {
+		st.RuntimeState, st.RuntimeDetail, err = rs.State(ctx, s.spec(rec))
+		return st, err
+	}
+	s.mu.Lock()
+	if _, live := s.live[id]; live {
+		st.RuntimeState = RuntimeRunning
+	}
+	s.mu.Unlock()
+	return st, nil
 }

@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -52,7 +54,9 @@ type Config struct {
 	OutputCap int
 
 	// Ports. Nil means the local adapters: LocalGit, JSONStore in
-	// Root/store.json, Locks, and the runtimes subprocess and bwrap.
+	// Root/store.json, Locks, and the runtimes subprocess and bwrap (the
+	// container runtime, package sandbox/container, is added by whoever
+	// wires the Service, as the bridge does).
 	Cache     RepoCache
 	Worktrees Worktrees
 	Changes   Changes
@@ -77,6 +81,7 @@ type Service struct {
 	search    searcher
 	git       *LocalGit
 	lockFile  *os.File
+	scope     string // names this root's runtimes apart from another root's (RuntimeSpec.Name)
 	stop      context.CancelFunc
 	loopDone  chan struct{}
 	closeOnce sync.Once
@@ -87,8 +92,7 @@ type Service struct {
 
 type liveRuntime struct {
 	rt   Runtime
-	kind string
-	net  string
+	key  string // runtimeKey of the record it was started for
 	used time.Time
 }
 
@@ -127,7 +131,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.ReadCap = DefaultReadCap
 	}
 	cfg.Evict.setDefaults()
-	s := &Service{cfg: cfg, log: cfg.Logger, root: root, lockFile: lf, live: map[string]liveRuntime{}, search: newSearcher(cfg.RgBin)}
+	sum := sha256.Sum256([]byte(root))
+	s := &Service{cfg: cfg, log: cfg.Logger, root: root, lockFile: lf, live: map[string]liveRuntime{}, search: newSearcher(cfg.RgBin),
+		scope: hex.EncodeToString(sum[:4])}
 	lg := &LocalGit{Root: root, Bin: cfg.GitBin}
 	s.git = lg
 	s.cache, s.trees, s.changes = cfg.Cache, cfg.Worktrees, cfg.Changes

@@ -5,9 +5,12 @@ package sandbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/tetherdev/tether/protocol"
@@ -277,5 +280,79 @@ func (r *AcquireRequest) check() (Repo, error) {
 	default:
 		return Repo{}, protocol.Errorf(protocol.CodeInvalidPayload, "network %q: use none or host", r.Network)
 	}
+	if r.Container != nil {
+		if err := r.Container.Check(); err != nil {
+			return Repo{}, err
+		}
+	}
 	return repo, nil
+}
+
+// Bounds of ContainerOptions.
+const (
+	minContainerMemory = 6 << 20 // the engines' own minimum
+	maxContainerMemory = 1 << 40
+	minContainerPids   = 16 // fewer cannot run a shell and a pipeline
+	maxContainerPids   = 1 << 22
+)
+
+var (
+	userRe   = regexp.MustCompile(`^[0-9]{1,10}:[0-9]{1,10}$`)
+	memoryRe = regexp.MustCompile(`^([0-9]{1,13})([kKmMgG]?)[bB]?$`)
+)
+
+// Check refuses options out of range, naming the field
+// (container.memory, …), with invalid_payload. Whether the image exists is
+// the engine's to say, when the runtime starts.
+func (o *ContainerOptions) Check() error {
+	bad := func(field, format string, args ...any) error {
+		return protocol.Errorf(protocol.CodeInvalidPayload, "container.%s %s", field, fmt.Sprintf(format, args...))
+	}
+	if o.Image != "" && (len(o.Image) > 255 || strings.HasPrefix(o.Image, "-") || hasControl(o.Image) || strings.ContainsAny(o.Image, " \\")) {
+		return bad("image", "%q: not an image reference", o.Image)
+	}
+	if n := float64(runtime.NumCPU()); o.CPUs < 0 || o.CPUs > n || (o.CPUs > 0 && o.CPUs < 0.01) {
+		return bad("cpus", "%v: use 0.01 to %v (this machine's CPUs), or 0 for no limit", o.CPUs, n)
+	}
+	if o.Memory != "" {
+		if _, err := o.MemoryBytes(); err != nil {
+			return err
+		}
+	}
+	if o.Pids != 0 && (o.Pids < minContainerPids || o.Pids > maxContainerPids) {
+		return bad("pids", "%d: use %d to %d, or 0 for no limit", o.Pids, minContainerPids, maxContainerPids)
+	}
+	for k, v := range o.Env {
+		if !envKeyRe.MatchString(k) || strings.IndexByte(v, 0) >= 0 {
+			return bad("env", "%q: bad name or value", k)
+		}
+	}
+	if o.User != "" && !userRe.MatchString(o.User) {
+		return bad("user", "%q: use a numeric uid:gid such as 1000:1000", o.User)
+	}
+	return nil
+}
+
+// MemoryBytes is Memory in bytes; 0 when empty.
+func (o *ContainerOptions) MemoryBytes() (int64, error) {
+	if o.Memory == "" {
+		return 0, nil
+	}
+	m := memoryRe.FindStringSubmatch(o.Memory)
+	if m == nil {
+		return 0, protocol.Errorf(protocol.CodeInvalidPayload, "container.memory %q: use bytes or a number with k, m or g, such as 512m", o.Memory)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	switch strings.ToLower(m[2]) {
+	case "k":
+		n <<= 10
+	case "m":
+		n <<= 20
+	case "g":
+		n <<= 30
+	}
+	if n < minContainerMemory || n > maxContainerMemory {
+		return 0, protocol.Errorf(protocol.CodeInvalidPayload, "container.memory %q: use 6m to 1024g", o.Memory)
+	}
+	return n, nil
 }

@@ -33,6 +33,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
 	attachAllow := fs.String("debug-attach-allow", "", "comma-separated CIDR prefixes or addresses a debug session may attach to over the network (default loopback: 127.0.0.0/8,::1)")
 	disable := fs.String("disable", "", "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
+	var ctr containerFlags
+	ctr.register(fs)
 	var cf caFlags
 	cf.register(fs)
 	var af auditFlags
@@ -76,19 +78,20 @@ func runBridge(args []string, stderr io.Writer) error {
 	}
 	defer closeAudit() // after Run returned: its last calls' lines are written
 	b, err := bridge.New(bridge.Config{
-		HTTPClient:  &http.Client{Transport: tlsDialer.Transport()},
-		BrokerURL:   *brokerURL,
-		WorkspaceID: *workspace,
-		Token:       *token,
-		Root:        *root,
-		HTTPAddr:    *httpAddr,
-		MaxInFlight: *maxInFlight,
-		Terminal:    terminal.Config{OutputCap: *outputCap},
-		SandboxDir:  *sandboxDir,
-		ReadOnly:    *readOnly,
-		Disable:     splitList(*disable),
-		Logger:      log,
-		Audit:       auditLog,
+		HTTPClient:       &http.Client{Transport: tlsDialer.Transport()},
+		BrokerURL:        *brokerURL,
+		WorkspaceID:      *workspace,
+		Token:            *token,
+		Root:             *root,
+		HTTPAddr:         *httpAddr,
+		MaxInFlight:      *maxInFlight,
+		Terminal:         terminal.Config{OutputCap: *outputCap},
+		SandboxDir:       *sandboxDir,
+		SandboxContainer: ctr.config(),
+		ReadOnly:         *readOnly,
+		Disable:          splitList(*disable),
+		Logger:           log,
+		Audit:            auditLog,
 
 		DebugAttachAllow: allow,
 	})

@@ -38,6 +38,8 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	bf.register(fs, "127.0.0.1:8377")
 	root := fs.String("root", ".", "directory the bridge serves")
 	sandboxDir := fs.String("sandbox-dir", defaultSandboxDir(), "repo caches and workspaces of /api/sandbox/… (\"\" disables)")
+	var ctr containerFlags
+	ctr.register(fs)
 	workspace := fs.String("workspace", "", "workspace id (default: the directory's name)")
 	bridgeHTTP := fs.String("http", "127.0.0.1:0", "serve the bridge's routes and tether attach over HTTP on this address (\"\" disables)")
 	mkLog := logFlags(fs, stderr)
@@ -111,7 +113,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("listening for the bridge's HTTP: %w", err)
 		}
 	}
-	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPListener: httpLn, SandboxDir: *sandboxDir, Logger: log})
+	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPListener: httpLn, SandboxDir: *sandboxDir, SandboxContainer: ctr.config(), Logger: log})
 	if err != nil {
 		if httpLn != nil {
 			httpLn.Close()
