@@ -3,6 +3,8 @@ package terminal
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/tetherdev/tether/protocol"
 )
 
 // Execution modes of ExecRequest.Mode.
@@ -110,42 +112,18 @@ func (r ExecResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain)
 }
 
-// OutputRequest is the payload of /api/terminal/sessions/{id}/output.
-type OutputRequest struct {
-	Offset int64 `json:"offset,omitempty"`
-}
-
-// OutputResult is a chunk of an async session's output.
-type OutputResult struct {
-	Output string `json:"output"`
-	// Offset is where Output starts in the session's byte stream. It is
-	// past the requested offset when the ring no longer held those bytes.
-	Offset int64 `json:"offset"`
-	// NextOffset is the offset to ask for next.
-	NextOffset int64 `json:"next_offset"`
-	// Missed is Offset minus the requested offset: bytes lost to the ring.
-	Missed int64 `json:"missed"`
-	// More is set when bytes past NextOffset are already available (the
-	// chunk was capped); poll again at once.
-	More    bool `json:"more"`
-	Running bool `json:"running"`
-	// ExitCode is null while the session runs.
-	ExitCode *int `json:"exit_code"`
-	TimedOut bool `json:"timed_out"`
-}
-
-// InputRequest is the payload of /api/terminal/sessions/{id}/input.
-type InputRequest struct {
-	Data string `json:"data"`
-	// EOF closes the command's input after Data.
-	EOF bool `json:"eof,omitempty"`
-}
-
-// SignalRequest is the payload of /api/terminal/sessions/{id}/signal.
-type SignalRequest struct {
-	// Signal is a name such as "SIGINT", "TERM" or "kill".
-	Signal string `json:"signal"`
-}
+// The session requests and the output chunk are protocol's, shared with
+// the sandbox's exec sessions so an agent learns one model.
+type (
+	// OutputRequest is the payload of /api/terminal/sessions/{id}/output.
+	OutputRequest = protocol.SessionOutputRequest
+	// OutputResult is a chunk of an async session's output.
+	OutputResult = protocol.SessionOutput
+	// InputRequest is the payload of /api/terminal/sessions/{id}/input.
+	InputRequest = protocol.SessionInputRequest
+	// SignalRequest is the payload of /api/terminal/sessions/{id}/signal.
+	SignalRequest = protocol.SessionSignalRequest
+)
 
 // SessionInfo describes one async session in Sessions.
 type SessionInfo struct {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 )
 
 // runner is what a session runs on: a hidden process or the visible shell.
@@ -212,21 +211,16 @@ func (s *session) info() SessionInfo {
 }
 
 // read returns up to limit bytes of an async session's output from
-// offset. It never splits a UTF-8 sequence at the end of a chunk while
-// more bytes follow, since JSON would turn the halves into U+FFFD.
+// offset (ring.Chunk's rules).
 func (s *session) read(offset int64, limit int) (OutputResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rg := s.out.(*ring)
-	if offset < 0 || offset > rg.Total() {
-		return OutputResult{}, fmt.Errorf("offset %d is outside the %d bytes produced", offset, rg.Total())
+	p, start, err := rg.Chunk(offset, limit, s.ended.IsZero())
+	if err != nil {
+		return OutputResult{}, err
 	}
-	p, start := rg.ReadAt(offset, limit)
 	end := start + int64(len(p))
-	if end < rg.Total() || s.ended.IsZero() {
-		p = trimPartialRune(p)
-		end = start + int64(len(p))
-	}
 	r := OutputResult{
 		Output:     string(p),
 		Offset:     start,
@@ -241,21 +235,4 @@ func (s *session) read(offset int64, limit int) (OutputResult, error) {
 		r.ExitCode = &code
 	}
 	return r, nil
-}
-
-// trimPartialRune drops an incomplete UTF-8 sequence from the end of p.
-func trimPartialRune(p []byte) []byte {
-	for i := 1; i <= utf8.UTFMax && i <= len(p); i++ {
-		b := p[len(p)-i]
-		if b < utf8.RuneSelf {
-			return p
-		}
-		if utf8.RuneStart(b) {
-			if !utf8.FullRune(p[len(p)-i:]) {
-				return p[:len(p)-i]
-			}
-			return p
-		}
-	}
-	return p
 }

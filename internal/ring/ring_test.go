@@ -1,6 +1,4 @@
-//go:build !windows
-
-package terminal
+package ring
 
 import (
 	"bytes"
@@ -12,7 +10,7 @@ import (
 // size, until it is full (the e2e session loop: every async session held a
 // megabyte from its start, and a hundred ended ones are kept).
 func TestRingGrowsWithItsOutput(t *testing.T) {
-	r := newRing(1 << 20)
+	r := New(1 << 20)
 	_, _ = r.Write([]byte("done\n"))
 	if c := cap(r.buf); c > 64 {
 		t.Fatalf("a ring of 1 MB holding 5 bytes has a %d byte buffer", c)
@@ -28,7 +26,7 @@ func TestRingGrowsWithItsOutput(t *testing.T) {
 func TestRingKeepsTheLastSizeBytesAtTheirOffsets(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{1, 7, 64, 1000} {
-		r := newRing(size)
+		r := New(size)
 		var all []byte
 		for range 200 {
 			p := make([]byte, rng.IntN(3*size/2+2))
