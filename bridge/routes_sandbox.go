@@ -69,6 +69,13 @@ func mountSandbox(r *Router, b *Bridge) {
 	sandboxRoute(r, h, op(protocol.WorkspaceGitDiffEndpoint), (*sandbox.Service).GitDiff)
 	sandboxRoute(r, h, op(protocol.WorkspaceGitStatusEndpoint), (*sandbox.Service).GitStatus)
 	sandboxRoute(r, h, ws+protocol.SandboxExecOp, (*sandbox.Service).Exec)
+	// Async exec sessions, the terminal's routes under the workspace.
+	sandboxRoute(r, h, ws+protocol.SandboxSessionsOp, (*sandbox.Service).Sessions)
+	sess := ws + protocol.SandboxSessionsOp + "/:session_id/"
+	sessionRoute(r, h, sess+protocol.SessionOutputOp, (*sandbox.Service).SessionOutput)
+	sessionRoute(r, h, sess+protocol.SessionInputOp, (*sandbox.Service).SessionInput)
+	sessionRoute(r, h, sess+protocol.SessionSignalOp, (*sandbox.Service).SessionSignal)
+	sessionRoute(r, h, sess+protocol.SessionEndOp, (*sandbox.Service).SessionEnd)
 	sandboxRoute(r, h, ws+protocol.SandboxGitCommitOp, (*sandbox.Service).GitCommit)
 	sandboxRoute(r, h, ws+protocol.SandboxGitPushOp, (*sandbox.Service).GitPush)
 	sandboxRoute(r, h, ws+protocol.SandboxReleaseOp, func(s *sandbox.Service, ctx context.Context, id string, _ struct{}) (protocol.OKResult, error) {
@@ -88,6 +95,14 @@ func sandboxRoute[Req, Resp any](r *Router, h *lazy[*sandbox.Service], path stri
 		// The call's logger rides in ctx, so sandbox events carry its
 		// correlation_id, endpoint and workspace_id.
 		return fn(s, c.Logger().WithContext(ctx), c.Param("workspace_id"), req)
+	}))
+}
+
+// sessionRoute mounts a route of one session of a workspace: fn gets the
+// workspace and session ids from the path.
+func sessionRoute[Req, Resp any](r *Router, h *lazy[*sandbox.Service], path string, fn func(*sandbox.Service, context.Context, string, string, Req) (Resp, error)) {
+	Handle(r, path, withLazy(h, func(ctx context.Context, s *sandbox.Service, c *Call, req Req) (Resp, error) {
+		return fn(s, c.Logger().WithContext(ctx), c.Param("workspace_id"), c.Param("session_id"), req)
 	}))
 }
 

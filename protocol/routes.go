@@ -19,12 +19,17 @@ const (
 	TerminalSessionsEndpoint = "/api/terminal/sessions"
 )
 
-// Operations on one async terminal session, the last element of its
-// route: TerminalSessionsEndpoint/{session_id}/{op}.
+// Operations on one async session, the last element of its route:
+// TerminalSessionsEndpoint/{session_id}/{op}, and for a sandbox
+// workspace's sessions SandboxWorkspacesEndpoint/{workspace_id}/
+// SandboxSessionsOp/{session_id}/{op}.
 const (
 	SessionOutputOp = "output"
 	SessionInputOp  = "input"
 	SessionSignalOp = "signal"
+	// SessionEndOp kills the session's process tree and answers its end
+	// (sandbox sessions).
+	SessionEndOp = "end"
 )
 
 // Debug endpoints. Every /api/debug route but list-sessions takes
@@ -90,7 +95,11 @@ const (
 // workspace file, search and git operation is served there under the name
 // it has after WorkspacePrefix (see WorkspaceOp).
 const (
-	SandboxExecOp      = "exec"
+	SandboxExecOp = "exec"
+	// SandboxSessionsOp lists the workspace's async exec sessions; each
+	// session's routes follow it: sessions/{session_id}/output, …/input,
+	// …/signal and …/end (the Session*Op).
+	SandboxSessionsOp  = "sessions"
 	SandboxGitCommitOp = "git/commit"
 	SandboxGitPushOp   = "git/push"
 	SandboxReleaseOp   = "release"

@@ -4,6 +4,8 @@ package sandbox
 // (package mcp decodes them). Pure Go, built on every platform, while the
 // package's workings are Unix-only.
 
+import "time"
+
 // AcquireRequest is the payload of /api/sandbox/workspaces.
 type AcquireRequest struct {
 	Repo           string `json:"repo"`
@@ -349,3 +351,41 @@ type SearchHit struct {
 	Before []string `json:"before,omitempty"`
 	After  []string `json:"after,omitempty"`
 }
+
+// Session states, in SessionInfo.Status and an async ExecResult.
+const (
+	SessionRunning = "running"
+	SessionExited  = "exited"
+)
+
+// SessionInfo describes one async exec session of a workspace.
+type SessionInfo struct {
+	SessionID string `json:"session_id"`
+	Command   string `json:"command"`
+	// Cwd is the directory the command started in, relative to the
+	// worktree.
+	Cwd       string     `json:"cwd"`
+	Status    string     `json:"status"`
+	ExitCode  *int       `json:"exit_code"`
+	TimedOut  bool       `json:"timed_out"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// EndedBy and Error: see protocol.SessionOutput.
+	EndedBy string `json:"ended_by,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// OutputBytes counts every byte the session has written.
+	OutputBytes int64 `json:"output_bytes"`
+}
+
+// SessionsResult answers …/{workspace_id}/sessions: the workspace's async
+// sessions, running and recently ended, oldest first.
+type SessionsResult struct {
+	WorkspaceID string        `json:"workspace_id"`
+	Sessions    []SessionInfo `json:"sessions"`
+}
+
+// Modes of ExecRequest.Mode, the terminal's.
+const (
+	ExecSync  = "sync"
+	ExecAsync = "async"
+)

@@ -153,7 +153,8 @@ func (s *Service) Evict(ctx context.Context, req EvictRequest) (EvictResult, err
 	s.mu.Lock()
 	var idle []string
 	for id, l := range s.live {
-		if now.Sub(l.used) >= p.RuntimeIdle {
+		// A runtime with a running async session is in use.
+		if now.Sub(l.used) >= p.RuntimeIdle && s.sessions.running(id) == 0 {
 			idle = append(idle, id)
 		}
 	}

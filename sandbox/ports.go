@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"context"
+	"io"
+	"syscall"
 	"time"
 )
 
@@ -88,12 +90,34 @@ type RuntimeProvider interface {
 }
 
 // Runtime runs commands against one workspace. Stop ends the commands
-// still running (and removes whatever the runtime created, a container);
-// the workspace is untouched.
+// still running, started ones too (and removes whatever the runtime
+// created, a container); the workspace is untouched.
 type Runtime interface {
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	// Start starts a command whose stdout and stderr go to out (which
+	// must take concurrent writes) until its Process's Wait returns: the
+	// async sessions. ctx bounds the start only; req's Timeout and Stdin
+	// are the caller's to apply.
+	Start(ctx context.Context, req ExecRequest, out io.Writer) (Process, error)
 	Capabilities() Capabilities
 	Stop()
+}
+
+// Process is a command a Runtime started. Wait must be called, once: it
+// frees what the command held. Input and Signal may be called
+// concurrently with each other and with Wait.
+type Process interface {
+	// Input writes p to the command's stdin, then closes it when eof. It
+	// waits while the command does not read, until ctx ends.
+	Input(ctx context.Context, p []byte, eof bool) error
+	// Signal delivers sig to the command's whole process tree. It answers
+	// ErrProcessDone once the command has ended.
+	Signal(sig syscall.Signal) error
+	// Wait returns when the command has ended and its output is written:
+	// its exit status (128+n when signal n ended it), or an error when
+	// something else ended it (runtime_stopped: the runtime was stopped,
+	// or its container died).
+	Wait() (int, error)
 }
 
 // RuntimeStater is a RuntimeProvider that can say what state a

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,8 +30,13 @@ type ExecRequest struct {
 	// Timeout is in seconds; default DefaultExecTimeout, at most
 	// MaxExecTimeout, and never past the call's deadline.
 	Timeout float64 `json:"timeout,omitempty"`
-	// Stdin is the command's whole input; default none.
+	// Stdin is the command's whole input; default none. An async
+	// command without it reads what the session's input route sends.
 	Stdin string `json:"stdin,omitempty"`
+	// Mode is "sync" (the default: the answer is the command's result)
+	// or "async" (the answer is a session_id at once; see Service.Start).
+	// An async command has no timeout unless Timeout is given.
+	Mode string `json:"mode,omitempty"`
 
 	// dir is Cwd resolved inside the worktree, set by Service.
 	dir string
@@ -74,6 +80,33 @@ type ExecResult struct {
 	// OOMKilled: the kernel killed the command (or part of it) because its
 	// container reached its memory limit (runtime container).
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// SessionID and Status answer an async exec, which then encodes as
+	// {success, command, session_id, status, cwd} (the terminal's async
+	// shape), so it carries no exit_code a client could take for an exit.
+	SessionID string `json:"session_id,omitempty"`
+	Status    string `json:"status,omitempty"`
+	// Cwd is the directory, relative to the worktree, an async command
+	// started in.
+	Cwd string `json:"cwd,omitempty"`
+}
+
+type asyncExecJSON struct {
+	Success   bool   `json:"success"`
+	Command   string `json:"command"`
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+	Cwd       string `json:"cwd"`
+}
+
+// MarshalJSON writes the sync or the async shape.
+func (r ExecResult) MarshalJSON() ([]byte, error) {
+	if r.SessionID != "" {
+		return json.Marshal(asyncExecJSON{Success: r.Success, Command: r.Command, SessionID: r.SessionID, Status: r.Status, Cwd: r.Cwd})
+	}
+	type syncShape ExecResult // without the method, so Marshal does not recurse
+	plain := syncShape(r)
+	plain.Status, plain.Cwd = "", ""
+	return json.Marshal(plain)
 }
 
 // Defaults of command execution.

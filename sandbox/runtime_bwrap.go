@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"io"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -89,6 +90,23 @@ func (r *bwrapRuntime) Exec(ctx context.Context, req ExecRequest) (ExecResult, e
 	if err != nil {
 		return ExecResult{}, err
 	}
+	return r.run(ctx, r.argv(req), r.spec.Dir, env, req)
+}
+
+// Start implements Runtime. A signal reaches bwrap, outside the sandbox's
+// PID namespace: KILL, TERM, INT and HUP end it, and with it (its
+// --die-with-parent) everything inside; a signal the command would catch
+// is not passed on.
+func (r *bwrapRuntime) Start(_ context.Context, req ExecRequest, out io.Writer) (Process, error) {
+	env, err := commandEnv("/tmp", req.Env)
+	if err != nil {
+		return nil, err
+	}
+	return r.start(r.argv(req), r.spec.Dir, env, out)
+}
+
+// argv is the bwrap command line that runs req.
+func (r *bwrapRuntime) argv(req ExecRequest) []string {
 	argv := []string{r.bin,
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
@@ -106,8 +124,7 @@ func (r *bwrapRuntime) Exec(ctx context.Context, req ExecRequest) (ExecResult, e
 	if r.spec.Network == NetworkNone {
 		argv = append(argv, "--unshare-net")
 	}
-	argv = append(argv, "--chdir", req.dir, "--", "/bin/sh", "-c", req.Command)
-	return r.run(ctx, argv, r.spec.Dir, env, req)
+	return append(argv, "--chdir", req.dir, "--", "/bin/sh", "-c", req.Command)
 }
 
 func (r *bwrapRuntime) Stop() { r.stop() }

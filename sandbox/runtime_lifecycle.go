@@ -127,9 +127,18 @@ const tracerName = "github.com/tetherdev/tether/sandbox"
 // Exec runs a command in the workspace's runtime, starting the runtime
 // if it was released. When tracing is on, the command is a "sandbox.exec"
 // span under the call's (runtime, exit code, duration; not the command).
+//
+// With Mode "async" the command starts as a session (sessions.go) and
+// the answer is its session_id.
 func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if req.Command == "" {
 		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "command is required")
+	}
+	if req.Mode != "" && req.Mode != ExecSync && req.Mode != ExecAsync {
+		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "mode %q: use %q or %q", req.Mode, ExecSync, ExecAsync)
+	}
+	if req.Timeout < 0 {
+		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "timeout %v: must not be negative", req.Timeout)
 	}
 	var res ExecResult
 	err := s.withWorkspace(ctx, id, writing, func(rec *Record) error {
@@ -150,6 +159,10 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 		if err != nil {
 			return err
 		}
+		if req.Mode == ExecAsync {
+			res, err = s.startSession(ctx, rec, rt, req, rel)
+			return err
+		}
 		start := time.Now()
 		span := tracing.StartExec(ctx, tracerName, "sandbox.exec", start,
 			tracing.AttrExecRuntime.String(rec.Runtime))
@@ -167,7 +180,8 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	return res, err
 }
 
-// Release stops the workspace's runtime; the workspace stays as it is.
+// Release stops the workspace's runtime, and so its async sessions; the
+// workspace stays as it is.
 func (s *Service) Release(ctx context.Context, id string) error {
 	if _, err := s.workspace(id); err != nil {
 		return err
@@ -185,6 +199,7 @@ func (s *Service) stopRuntime(id string) bool {
 	if ok {
 		l.rt.Stop()
 	}
+	s.awaitSessions(id)
 	return ok
 }
 

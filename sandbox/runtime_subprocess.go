@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"os"
 
 	"github.com/tetherdev/tether/protocol"
@@ -51,6 +52,14 @@ func (r *subprocessRuntime) Exec(ctx context.Context, req ExecRequest) (ExecResu
 		return ExecResult{}, err
 	}
 	return r.run(ctx, []string{"/bin/sh", "-c", req.Command}, req.dir, env, req)
+}
+
+func (r *subprocessRuntime) Start(_ context.Context, req ExecRequest, out io.Writer) (Process, error) {
+	env, err := commandEnv(r.home, req.Env)
+	if err != nil {
+		return nil, err
+	}
+	return r.start([]string{"/bin/sh", "-c", req.Command}, req.dir, env, out)
 }
 
 func (r *subprocessRuntime) Stop() { r.stop() }

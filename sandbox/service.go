@@ -50,8 +50,18 @@ type Config struct {
 	// GitBin, BwrapBin and RgBin name the binaries; default from PATH.
 	// RgBin "-" forces the Go search.
 	GitBin, BwrapBin, RgBin string
-	// OutputCap bounds a command's output; default DefaultOutputCap.
+	// OutputCap bounds a command's output, and a chunk of an async
+	// session's; default DefaultOutputCap.
 	OutputCap int
+	// MaxSessions bounds a workspace's async sessions running at once;
+	// default DefaultMaxSessions.
+	MaxSessions int
+	// SessionRing is how many of its most recent output bytes an async
+	// session keeps; default DefaultSessionRing.
+	SessionRing int
+	// SessionKeep is how long an ended session stays readable; default
+	// DefaultSessionKeep.
+	SessionKeep time.Duration
 
 	// Ports. Nil means the local adapters: LocalGit, JSONStore in
 	// Root/store.json, Locks, and the runtimes subprocess and bwrap (the
@@ -67,7 +77,7 @@ type Config struct {
 
 // Service is the sandbox application service. All methods are safe for
 // concurrent use. Close it to stop the eviction loop and every running
-// command.
+// command, async sessions included.
 type Service struct {
 	cfg       Config
 	log       zerolog.Logger
@@ -88,6 +98,8 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]liveRuntime // by workspace id
+
+	sessions sessionTable
 }
 
 type liveRuntime struct {
@@ -129,6 +141,18 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ReadCap <= 0 {
 		cfg.ReadCap = DefaultReadCap
+	}
+	if cfg.OutputCap <= 0 {
+		cfg.OutputCap = DefaultOutputCap
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionRing <= 0 {
+		cfg.SessionRing = DefaultSessionRing
+	}
+	if cfg.SessionKeep <= 0 {
+		cfg.SessionKeep = DefaultSessionKeep
 	}
 	cfg.Evict.setDefaults()
 	sum := sha256.Sum256([]byte(root))
@@ -193,6 +217,8 @@ func (s *Service) Close() error {
 			delete(s.live, id)
 		}
 		s.mu.Unlock()
+		// Every session ended with its runtime; its waiter records that.
+		s.sessions.wg.Wait()
 		err = s.store.Flush()
 		s.lockFile.Close() // releases the flock
 	})

@@ -36,11 +36,12 @@ trap 'exit $s' TERM
 kill -TERM -- -$$ 2>/dev/null || kill -TERM -$$ 2>/dev/null
 exit $s`
 
-// killer kills the group noted in $1 (the wrapper's file); it exits 3
-// when the file is not there yet. (busybox's kill takes no "--".)
-const killer = `p=$(cat "$1" 2>/dev/null) && [ -n "$p" ] || exit 3
-{ kill -KILL -- -"$p" 2>/dev/null || kill -KILL -"$p"; } && echo killed
-rm -f "$1"`
+// signaller sends signal $2 ("KILL", "INT") to the group noted in $1
+// (the wrapper's file); it exits 3 when the file is not there (yet, or
+// any more). (busybox's kill takes no "--".)
+const signaller = `p=$(cat "$1" 2>/dev/null) && [ -n "$p" ] || exit 3
+{ kill -"$2" -- -"$p" 2>/dev/null || kill -"$2" -"$p"; } && echo signalled
+[ "$2" != KILL ] || rm -f "$1"`
 
 // Exec implements sandbox.Runtime: the command runs in the workspace's
 // container (created or started if need be) and is answered exactly once:
@@ -51,16 +52,9 @@ func (r *runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, req.Limit())
 	defer cancel()
-	workdir, err := r.workdir(req.Dir())
+	workdir, env, err := r.prepare(req)
 	if err != nil {
 		return sandbox.ExecResult{}, err
-	}
-	env := make([]string, 0, len(req.Env))
-	for k, v := range req.Env {
-		if !sandbox.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
-			return sandbox.ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
-		}
-		env = append(env, k+"="+v)
 	}
 	b, err := r.acquire(ctx)
 	if err != nil {
@@ -71,9 +65,7 @@ func (r *runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	defer r.release()
 
-	var tag [8]byte
-	_, _ = rand.Read(tag[:])
-	pidFile := "/tmp/.tether-exec-" + hex.EncodeToString(tag[:]) + ".pid"
+	pidFile := newPidFile()
 	created, err := r.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
 		User: b.user, Env: env, WorkingDir: workdir,
 		Cmd:          []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
@@ -164,6 +156,29 @@ func (r *runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		res.Error = fmt.Sprintf("exit status %d%s", code, signalName(int64(code)))
 	}
 	return res, nil
+}
+
+// prepare maps req's directory into the container and checks its env.
+func (r *runtime) prepare(req sandbox.ExecRequest) (workdir string, env []string, err error) {
+	workdir, err = r.workdir(req.Dir())
+	if err != nil {
+		return "", nil, err
+	}
+	env = make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		if !sandbox.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
+			return "", nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
+		}
+		env = append(env, k+"="+v)
+	}
+	return workdir, env, nil
+}
+
+// newPidFile names the file a command's wrapper notes its group in.
+func newPidFile() string {
+	var tag [8]byte
+	_, _ = rand.Read(tag[:])
+	return "/tmp/.tether-exec-" + hex.EncodeToString(tag[:]) + ".pid"
 }
 
 // stoppedResult answers a command stopped by its timeout or its call's end.
@@ -271,24 +286,35 @@ func (r *runtime) whyWait(b *box, serr error) error {
 
 // kill ends the command's process group from a second exec, retrying
 // while the command is starting (its group not noted yet) and running.
-// The killer's word comes on its output: a detached exec's status is
-// slow to ask podman for.
 func (r *runtime) kill(b *box, pidFile, execID string) {
+	_ = r.signal(b, pidFile, execID, "KILL")
+}
+
+// signal sends sig to the command's process group from a second exec,
+// retrying while the command is starting (its group not noted yet). The
+// signaller's word comes on its output: a detached exec's status is slow
+// to ask podman for. It answers sandbox.ErrProcessDone when the command
+// has ended.
+func (r *runtime) signal(b *box, pidFile, execID, sig string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for delay := 5 * time.Millisecond; ctx.Err() == nil; delay = min(2*delay, 200*time.Millisecond) {
-		out, err := r.run(ctx, b, killer, pidFile)
-		if err != nil || strings.Contains(out, "killed") {
-			return // killed, or the container is gone and the command with it
+		out, err := r.run(ctx, b, signaller, pidFile, sig)
+		if err != nil {
+			return sandbox.ErrProcessDone // the container is gone, and the command with it
+		}
+		if strings.Contains(out, "signalled") {
+			return nil
 		}
 		if info, err := r.cli.ContainerExecInspect(ctx, execID); err != nil || !info.Running {
-			return
+			return sandbox.ErrProcessDone
 		}
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
 		}
 	}
+	return fmt.Errorf("the command's process group was not noted in time to signal it")
 }
 
 // run runs a script of tether's own in b's container and returns its

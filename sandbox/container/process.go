@@ -1,0 +1,158 @@
+//go:build !windows
+
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/sandbox"
+)
+
+// Start implements sandbox.Runtime: the command runs in the workspace's
+// container under the same wrapper as Exec's, with its stdin attached
+// (the exec's hijacked connection). Its process group takes signals from
+// a second exec, as a cancel's KILL does. The container counts the
+// command as running (no idle stop) until Wait returns; a container that
+// dies ends it with runtime_stopped and the container's exit status.
+func (r *runtime) Start(ctx context.Context, req sandbox.ExecRequest, out io.Writer) (sandbox.Process, error) {
+	workdir, env, err := r.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pidFile := newPidFile()
+	created, err := r.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
+		User: b.user, Env: env, WorkingDir: workdir,
+		Cmd:         []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err == nil {
+		var att types.HijackedResponse
+		// The stream outlives the call that starts it.
+		att, err = r.cli.ContainerExecAttach(context.WithoutCancel(ctx), created.ID, container.ExecAttachOptions{})
+		if err == nil {
+			p := &process{r: r, b: b, execID: created.ID, pidFile: pidFile, att: att, copied: make(chan struct{})}
+			go func() {
+				defer close(p.copied)
+				_, _ = stdcopy.StdCopy(out, out, att.Reader)
+			}()
+			return p, nil
+		}
+	}
+	defer r.release()
+	if stopped, serr := r.containerStopped(b); serr != nil || stopped {
+		return nil, r.whyWait(b, serr)
+	}
+	return nil, r.p.engineError(fmt.Errorf("starting the exec: %w", err))
+}
+
+// process is a command started in the container.
+type process struct {
+	r       *runtime
+	b       *box
+	execID  string
+	pidFile string
+	att     types.HijackedResponse
+	copied  chan struct{} // closed when the output stream ended
+
+	inMu   sync.Mutex // one input at a time
+	closed bool       // stdin closed
+}
+
+func (p *process) ended() bool {
+	select {
+	case <-p.copied:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *process) Input(ctx context.Context, data []byte, eof bool) error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.ended() || p.closed {
+		return sandbox.ErrProcessDone
+	}
+	stop := context.AfterFunc(ctx, func() { _ = p.att.Conn.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := p.att.Conn.Write(data); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the command did not read its input in time: %w", ctx.Err())
+		}
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) || p.ended() {
+			return sandbox.ErrProcessDone
+		}
+		return fmt.Errorf("writing the command's input: %w", err)
+	}
+	if eof {
+		p.closed = true
+		if err := p.att.CloseWrite(); err != nil && !p.ended() {
+			return fmt.Errorf("closing the command's input: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *process) Signal(sig syscall.Signal) error {
+	if p.ended() {
+		return sandbox.ErrProcessDone
+	}
+	name := unix.SignalName(sig)
+	if len(name) > 3 {
+		name = name[3:] // busybox's kill takes "INT", not "SIGINT"
+	}
+	return p.r.signal(p.b, p.pidFile, p.execID, name)
+}
+
+// Wait waits for the stream's end, or the container's, and answers the
+// command's exit status, or why the container stopped under it.
+func (p *process) Wait() (int, error) {
+	defer p.r.release()
+	select {
+	case <-p.copied:
+	case <-p.b.dead:
+		p.att.Close()
+		<-p.copied
+		return -1, p.r.why(p.b)
+	case <-p.r.watchCtx.Done(): // Stop: the container is being removed
+		p.att.Close()
+		<-p.copied
+		return -1, errReleased
+	}
+	p.att.Close()
+	code, err := p.r.exitCode(context.Background(), p.execID)
+	if err == nil && code != 0 {
+		// A wrapper ended by a signal did not end what the command left
+		// in its group (background jobs ignore INT): the session's end
+		// does, as on the host.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = p.r.run(ctx, p.b, signaller, p.pidFile, "KILL")
+		cancel()
+	}
+	if err != nil || code > 128 {
+		// A stream that ended because the container did: its stop.
+		if stopped, serr := p.r.containerStopped(p.b); serr != nil || stopped {
+			return -1, p.r.whyWait(p.b, serr)
+		}
+	}
+	if err != nil {
+		return -1, p.r.p.engineError(err)
+	}
+	return code, nil
+}

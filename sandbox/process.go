@@ -1,0 +1,150 @@
+//go:build !windows
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
+	"github.com/tetherdev/tether/protocol"
+)
+
+// ErrProcessDone answers Process.Signal and Process.Input once the
+// command has ended.
+var ErrProcessDone = errors.New("the command has ended")
+
+// errStoppedUnder ends a started command whose runtime was stopped
+// (release, eviction, a runtime replaced, Close).
+var errStoppedUnder = protocol.Errorf(protocol.CodeRuntimeStopped, "the workspace's runtime was stopped (released, evicted or closed) while the command ran")
+
+// start starts argv in its own process group, as run does, with a pipe
+// for stdin: a host Process (subprocess and bwrap).
+func (p *procRunner) start(argv []string, dir string, env []string, out io.Writer) (Process, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("making the command's stdin: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, out, out
+	cmd.WaitDelay = 2 * time.Second
+
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		inR.Close()
+		inW.Close()
+		return nil, errRuntimeStopped
+	}
+	err = proctree.Start(cmd)
+	if err != nil {
+		p.mu.Unlock()
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("starting the command: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	if p.running == nil {
+		p.running = make(map[int]struct{})
+	}
+	p.running[pgid] = struct{}{}
+	p.mu.Unlock()
+	inR.Close() // the child has its own copy
+	return &hostProcess{p: p, cmd: cmd, pgid: pgid, stdin: inW, done: make(chan struct{})}, nil
+}
+
+// hostProcess is a command started on the host, the leader of its own
+// process group.
+type hostProcess struct {
+	p     *procRunner
+	cmd   *exec.Cmd
+	pgid  int
+	stdin *os.File
+	done  chan struct{} // closed when Wait has reaped the command
+}
+
+func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
+	select {
+	case <-h.done:
+		return ErrProcessDone
+	default:
+	}
+	// A write to a command that does not read waits, until ctx ends.
+	stop := context.AfterFunc(ctx, func() { _ = h.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := h.stdin.Write(data); err != nil {
+		return inputError(ctx, err)
+	}
+	if eof {
+		if err := h.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return inputError(ctx, err)
+		}
+	}
+	return nil
+}
+
+// inputError is the answer to a failed write to a command's stdin.
+func inputError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed):
+		return ErrProcessDone
+	case ctx.Err() != nil:
+		return fmt.Errorf("the command did not read its input in time: %w", ctx.Err())
+	}
+	return fmt.Errorf("writing the command's input: %w", err)
+}
+
+func (h *hostProcess) Signal(sig syscall.Signal) error {
+	select {
+	case <-h.done:
+		return ErrProcessDone
+	default:
+	}
+	if err := syscall.Kill(-h.pgid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return ErrProcessDone
+		}
+		return fmt.Errorf("signalling the command: %w", err)
+	}
+	return nil
+}
+
+func (h *hostProcess) Wait() (int, error) {
+	err := h.cmd.Wait()
+	close(h.done)
+	// Whatever the command left running in its group goes with it.
+	_ = syscall.Kill(-h.pgid, syscall.SIGKILL)
+	proctree.Forget(h.pgid)
+	h.stdin.Close()
+	h.p.mu.Lock()
+	delete(h.p.running, h.pgid)
+	stopped := h.p.stopped
+	h.p.mu.Unlock()
+	if stopped {
+		return -1, errStoppedUnder
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) && h.cmd.ProcessState == nil {
+		return -1, fmt.Errorf("waiting for the command: %w", err)
+	}
+	return ExitStatus(h.cmd.ProcessState), nil
+}
+
+// ExitStatus reports a wait status the way a shell does: the exit code,
+// or 128+n for a process ended by signal n.
+func ExitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
