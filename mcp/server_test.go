@@ -284,9 +284,10 @@ func TestToolsListedFollowTheBridgesPolicy(t *testing.T) {
 		"no sandbox dir": {bridge.Config{},
 			[]string{"file_write", "terminal_run", "debug_start", "git_diff"},
 			[]string{"sandbox_acquire", "sandbox_release", "git_commit", "git_push"}},
+		// The session tools serve a sandbox's async sessions too.
 		"files and terminal off, sandboxes on": {bridge.Config{Disable: []string{"files", "terminal", "git"}},
-			[]string{"file_read", "file_write", "terminal_run", "git_diff", "git_commit", "debug_start"},
-			[]string{"terminal_output", "terminal_input", "terminal_signal"}},
+			[]string{"file_read", "file_write", "terminal_run", "git_diff", "git_commit", "debug_start", "terminal_output", "terminal_input", "terminal_signal"},
+			nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := c.cfg

@@ -35,17 +35,20 @@ func seconds(s float64) time.Duration {
 type outputArgs struct {
 	SessionID string `json:"session_id" jsonschema:"the session_id terminal_run returned for an async command"`
 	Offset    int64  `json:"offset,omitempty" min:"0" jsonschema:"byte offset to read from: 0 at first, then the next_offset of the previous read"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"the sandbox workspace the session runs in, when terminal_run had sandbox_id"`
 }
 
 type inputArgs struct {
 	SessionID string `json:"session_id" jsonschema:"the session_id terminal_run returned for an async command"`
 	Data      string `json:"data" jsonschema:"text to write to the command's standard input; include the newline a prompt waits for"`
 	EOF       bool   `json:"eof,omitempty" jsonschema:"close the command's input after data"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"the sandbox workspace the session runs in, when terminal_run had sandbox_id"`
 }
 
 type signalArgs struct {
 	SessionID string `json:"session_id" jsonschema:"the session_id terminal_run returned for an async command"`
 	Signal    string `json:"signal" jsonschema:"signal name: SIGINT (like Ctrl-C), SIGTERM, SIGKILL, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"the sandbox workspace the session runs in, when terminal_run had sandbox_id"`
 }
 
 // syncSlack is how much longer than a sync command's own timeout its
@@ -67,20 +70,20 @@ func addTerminalTools(s *Server) {
 		title: "Read an async command's output",
 		description: "Read what an async command (terminal_run with async) wrote from a byte offset on, and whether it still runs or its exit code. " +
 			"Start at offset 0 and pass the next_offset of each read to the next one.",
-		routes: []string{sessionPattern(protocol.SessionOutputOp)}, readOnly: true, idempotent: true,
+		routes: sessionPatterns(protocol.SessionOutputOp), readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in outputArgs) (terminal.OutputResult, string, error) {
 		var out terminal.OutputResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionOutputOp), terminal.OutputRequest{Offset: in.Offset}, quickCall, &out)
+		err := tc.call(ctx, sessionRoute(in.SandboxID, in.SessionID, protocol.SessionOutputOp), terminal.OutputRequest{Offset: in.Offset}, quickCall, &out)
 		return out, renderOutput(in.SessionID, in.Offset, out), err
 	})
 	add(s, spec{
 		name:        "terminal_input",
 		title:       "Type into an async command",
 		description: "Write text to the standard input of an async command (terminal_run with async), for a prompt or a REPL; eof closes its input. Returns the bytes written.",
-		routes:      []string{sessionPattern(protocol.SessionInputOp)}, destructive: true,
+		routes:      sessionPatterns(protocol.SessionInputOp), destructive: true,
 	}, func(ctx context.Context, tc *toolCall, in inputArgs) (protocol.InputResult, string, error) {
 		var out protocol.InputResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionInputOp), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
+		err := tc.call(ctx, sessionRoute(in.SandboxID, in.SessionID, protocol.SessionInputOp), terminal.InputRequest{Data: in.Data, EOF: in.EOF}, quickCall, &out)
 		text := fmt.Sprintf("Wrote %d bytes to session %s", out.Bytes, line(in.SessionID, maxValue))
 		if out.EOF {
 			text += " and closed its input"
@@ -91,33 +94,48 @@ func addTerminalTools(s *Server) {
 		name:        "terminal_signal",
 		title:       "Signal an async command",
 		description: "Send a signal to an async command (terminal_run with async) and its children: SIGINT to interrupt it like Ctrl-C, SIGTERM or SIGKILL to end it.",
-		routes:      []string{sessionPattern(protocol.SessionSignalOp)}, destructive: true,
+		routes:      sessionPatterns(protocol.SessionSignalOp), destructive: true,
 	}, func(ctx context.Context, tc *toolCall, in signalArgs) (protocol.SignalResult, string, error) {
 		var out protocol.SignalResult
-		err := tc.call(ctx, sessionRoute(in.SessionID, protocol.SessionSignalOp), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
+		err := tc.call(ctx, sessionRoute(in.SandboxID, in.SessionID, protocol.SessionSignalOp), terminal.SignalRequest{Signal: in.Signal}, quickCall, &out)
 		return out, fmt.Sprintf("Sent %s to session %s. Next: terminal_output to see how it ended.", line(out.Signal, maxValue), line(in.SessionID, maxValue)), err
 	})
 }
 
-func sessionRoute(id, op string) string {
+// sessionRoute is the route of op on an async session: the terminal's,
+// or with sandboxID that sandbox workspace's.
+func sessionRoute(sandboxID, id, op string) string {
+	if sandboxID != "" {
+		return sandboxRoute(sandboxID, protocol.SandboxSessionsOp+"/"+url.PathEscape(id)+"/"+op)
+	}
 	return protocol.TerminalSessionsEndpoint + "/" + url.PathEscape(id) + "/" + op
 }
 
-// sessionPattern is the route pattern of sessionRoute, as capabilities
-// lists it.
-func sessionPattern(op string) string { return protocol.TerminalSessionsEndpoint + "/:id/" + op }
+// sessionPatterns are the route patterns of sessionRoute, as
+// capabilities lists them: the terminal's and the sandbox's.
+func sessionPatterns(op string) []string {
+	return []string{protocol.TerminalSessionsEndpoint + "/:id/" + op,
+		sandboxPattern(protocol.SandboxSessionsOp + "/:session_id/" + op)}
+}
 
 func runCommand(ctx context.Context, tc *toolCall, in runArgs) (terminal.ExecResult, string, error) {
 	var out terminal.ExecResult
 	timeout := in.timeout()
 	tc.wait("running " + line(in.Command, 80))
 	if in.SandboxID != "" {
-		if in.Async {
-			return out, "", failf(protocol.CodeInvalidRequest, "leave out async: sandbox commands run to the end, bounded by timeout_s.", "async commands run on the bridge's root only, not in a sandbox")
-		}
 		payload := map[string]any{"command": in.Command, "cwd": in.Cwd, "env": in.Env, "stdin": in.Stdin, "timeout": timeout.Seconds()}
-		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxExecOp), omitEmpty(payload), timeout+syncSlack, &out)
-		return out, renderExec(out), err
+		callTimeout := timeout + syncSlack
+		if in.Async {
+			// As on the root: an async command runs until it ends or is
+			// signalled, not for timeout_s.
+			payload["mode"], payload["timeout"], callTimeout = terminal.ModeAsync, nil, quickCall
+		}
+		err := tc.call(ctx, sandboxRoute(in.SandboxID, protocol.SandboxExecOp), omitEmpty(payload), callTimeout, &out)
+		text := renderExec(out)
+		if out.SessionID != "" {
+			text += fmt.Sprintf(" Pass sandbox_id %s with it to terminal_output, terminal_input and terminal_signal.", line(in.SandboxID, maxValue))
+		}
+		return out, text, err
 	}
 	req := terminal.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env}
 	if in.Stdin != "" {
@@ -229,6 +247,8 @@ func renderOutput(id string, from int64, r terminal.OutputResult) string {
 	switch {
 	case r.Running:
 		fmt.Fprintf(&b, "Session %s is running.", line(id, maxValue))
+	case r.EndedBy != "":
+		fmt.Fprintf(&b, "Session %s was ended (%s): %s", line(id, maxValue), line(r.EndedBy, maxValue), line(r.Error, maxMessage))
 	case r.ExitCode != nil && r.TimedOut:
 		fmt.Fprintf(&b, "Session %s timed out and was stopped (exit code %d).", line(id, maxValue), *r.ExitCode)
 	case r.ExitCode != nil:

@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker/caller"
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/gittest"
 	"github.com/tetherdev/tether/internal/testwait"
 	"github.com/tetherdev/tether/protocol"
+	"github.com/tetherdev/tether/sandbox"
 	"github.com/tetherdev/tether/terminal"
 )
 
@@ -78,12 +81,46 @@ func TestTerminalAsyncSessionInputOutputSignal(t *testing.T) {
 	fails(t, cs, "terminal_output", map[string]any{"session_id": "no-such"}, protocol.CodeSessionNotFound)
 }
 
-func TestSandboxCommandCannotBeAsync(t *testing.T) {
-	br := newInprocBridge(t, nil)
+// An async command in a sandbox is the terminal's model: the same tools,
+// given the sandbox_id, on the sandbox's session routes.
+func TestSandboxAsyncSessionInputOutputSignal(t *testing.T) {
+	br := newInprocBridgeWith(t, nil, bridge.Config{SandboxDir: t.TempDir()})
 	cs := client(t, br, nil)
-	fails(t, cs, "terminal_run", map[string]any{"command": "true", "async": true, "sandbox_id": "ws-1"}, protocol.CodeInvalidRequest)
-	if n := len(br.endpoints()); n != 0 {
-		t.Fatalf("%d calls", n)
+	src := gittest.Repo(t, map[string]string{"README.md": "# demo\n"})
+	var acq sandbox.AcquireResult
+	ok(t, cs, "sandbox_acquire", map[string]any{"repo": src, "mode": "edit", "key": "async"}, &acq)
+	sb := acq.WorkspaceID
+	var started terminal.ExecResult
+	txt := ok(t, cs, "terminal_run", map[string]any{"command": "cat", "async": true, "sandbox_id": sb}, &started)
+	if started.SessionID == "" || !strings.Contains(txt, "sandbox_id "+sb) {
+		t.Fatalf("async start %+v, text %q", started, txt)
+	}
+	id := started.SessionID
+	ok(t, cs, "terminal_input", map[string]any{"session_id": id, "sandbox_id": sb, "data": "one\n"}, nil)
+	var out terminal.OutputResult
+	testwait.Until(t, 10*time.Second, func() bool {
+		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "sandbox_id": sb}, &out)
+		return strings.Contains(out.Output, "one")
+	}, "the echo")
+	if !out.Running || !strings.Contains(txt, "is running") {
+		t.Fatalf("session ended: %q", txt)
+	}
+	ok(t, cs, "terminal_signal", map[string]any{"session_id": id, "sandbox_id": sb, "signal": "TERM"}, nil)
+	testwait.Until(t, 10*time.Second, func() bool {
+		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "sandbox_id": sb, "offset": out.NextOffset}, &out)
+		return !out.Running
+	}, "the session to end")
+	if !strings.Contains(txt, "exited with code 143") {
+		t.Errorf("final text %q", txt)
+	}
+	// The terminal's sessions are not the sandbox's.
+	fails(t, cs, "terminal_output", map[string]any{"session_id": id}, protocol.CodeSessionNotFound)
+	// A session ended by its runtime says so.
+	ok(t, cs, "terminal_run", map[string]any{"command": "sleep 60", "async": true, "sandbox_id": sb}, &started)
+	ok(t, cs, "sandbox_release", map[string]any{"sandbox_id": sb}, nil)
+	txt = ok(t, cs, "terminal_output", map[string]any{"session_id": started.SessionID, "sandbox_id": sb}, &out)
+	if out.EndedBy != protocol.CodeRuntimeStopped || !strings.Contains(txt, "was ended (runtime_stopped)") {
+		t.Errorf("after release: %+v, text %q", out, txt)
 	}
 }
 
