@@ -105,6 +105,9 @@ func TestSandboxAsyncSessionInputOutputSignal(t *testing.T) {
 	if !out.Running || !strings.Contains(txt, "is running") {
 		t.Fatalf("session ended: %q", txt)
 	}
+	if want := "/api/sandbox/workspaces/" + sb + "/sessions/" + id + "/output"; !slices.Contains(br.endpoints(), want) {
+		t.Fatalf("calls %q, want %s", br.endpoints(), want)
+	}
 	ok(t, cs, "terminal_signal", map[string]any{"session_id": id, "sandbox_id": sb, "signal": "TERM"}, nil)
 	testwait.Until(t, 10*time.Second, func() bool {
 		txt = ok(t, cs, "terminal_output", map[string]any{"session_id": id, "sandbox_id": sb, "offset": out.NextOffset}, &out)
