@@ -16,10 +16,13 @@
 //     edit (user, project, conversation_id) on agent/edits-{conversation_id},
 //     task (user, project, task_id) on agent/task-{task_id}. Its files,
 //     uncommitted edits included, survive runtime and process restarts.
-//   - A runtime runs commands in a workspace: subprocess (on the host) or
+//   - A runtime runs commands in a workspace: subprocess (on the host),
 //     bwrap (read-only root, the worktree read-write, private /tmp, no
-//     network unless asked). Stopping or replacing it leaves the workspace
-//     as it is.
+//     network unless asked) or container (package sandbox/container).
+//     Commands run to their end (Exec) or as async sessions (sessions.go:
+//     Runtime.Start, output read by offset, stdin, signals), which end
+//     with their runtime. Stopping or replacing it leaves the workspace as
+//     it is.
 //
 // # Ports and adapters
 //
