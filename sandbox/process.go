@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/protocol"
 )
@@ -26,7 +28,10 @@ var errStoppedUnder = protocol.Errorf(protocol.CodeRuntimeStopped, "the workspac
 
 // start starts argv in its own process group, as run does, with a pipe
 // for stdin: a host Process (subprocess and bwrap).
-func (p *procRunner) start(argv []string, dir string, env []string, out io.Writer) (Process, error) {
+func (p *procRunner) start(argv []string, dir string, env []string, out io.Writer, tty bool) (Process, error) {
+	if tty {
+		return p.startPTY(argv, dir, env, out)
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("making the command's stdin: %w", err)
@@ -60,14 +65,63 @@ func (p *procRunner) start(argv []string, dir string, env []string, out io.Write
 	return &hostProcess{p: p, cmd: cmd, pgid: pgid, stdin: inW, done: make(chan struct{})}, nil
 }
 
+// ptySize is a tty session's terminal.
+var ptySize = pty.Winsize{Rows: 24, Cols: 80}
+
+// startPTY starts argv as the leader of a session of its own whose
+// controlling terminal is a new pty; out gets what the pty shows.
+func (p *procRunner) startPTY(argv []string, dir string, env []string, out io.Writer) (Process, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening a pty: %w", err)
+	}
+	_ = pty.Setsize(ptmx, &ptySize)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, append(env, "TERM=xterm")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		ptmx.Close()
+		tty.Close()
+		return nil, errRuntimeStopped
+	}
+	err = proctree.Start(cmd)
+	tty.Close() // the child has its own copy
+	if err != nil {
+		p.mu.Unlock()
+		ptmx.Close()
+		return nil, fmt.Errorf("starting the command: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	if p.running == nil {
+		p.running = make(map[int]struct{})
+	}
+	p.running[pgid] = struct{}{}
+	p.mu.Unlock()
+	h := &hostProcess{p: p, cmd: cmd, pgid: pgid, stdin: ptmx, pty: true, done: make(chan struct{}), copied: make(chan struct{})}
+	go func() {
+		defer close(h.copied)
+		// Ends with EIO once no process holds the terminal any more.
+		_, _ = io.Copy(out, ptmx)
+	}()
+	return h, nil
+}
+
 // hostProcess is a command started on the host, the leader of its own
 // process group.
 type hostProcess struct {
 	p     *procRunner
 	cmd   *exec.Cmd
 	pgid  int
-	stdin *os.File
+	stdin *os.File      // a pipe, or the pty's master
 	done  chan struct{} // closed when Wait has reaped the command
+	// pty: stdin is the master of the command's terminal, whose output
+	// copied (closed at its end) reads.
+	pty    bool
+	copied chan struct{}
 }
 
 func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
@@ -81,6 +135,14 @@ func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
 	defer stop()
 	if _, err := h.stdin.Write(data); err != nil {
 		return inputError(ctx, err)
+	}
+	if eof && h.pty {
+		// A terminal has no end of input but the one its line
+		// discipline makes of Ctrl-D.
+		if _, err := h.stdin.Write([]byte{4}); err != nil {
+			return inputError(ctx, err)
+		}
+		return nil
 	}
 	if eof {
 		if err := h.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
@@ -122,6 +184,19 @@ func (h *hostProcess) Wait() (int, error) {
 	// Whatever the command left running in its group goes with it.
 	_ = syscall.Kill(-h.pgid, syscall.SIGKILL)
 	proctree.Forget(h.pgid)
+	if h.pty {
+		// The terminal's last output, unless something outside the group
+		// still holds it (then it is cut).
+		select {
+		case <-h.copied:
+		case <-time.After(2 * time.Second):
+			h.stdin.Close()
+			select {
+			case <-h.copied:
+			case <-time.After(time.Second):
+			}
+		}
+	}
 	h.stdin.Close()
 	h.p.mu.Lock()
 	delete(h.p.running, h.pgid)

@@ -37,6 +37,13 @@ type ExecRequest struct {
 	// or "async" (the answer is a session_id at once; see Service.Start).
 	// An async command has no timeout unless Timeout is given.
 	Mode string `json:"mode,omitempty"`
+	// TTY runs an async command on a terminal (a pty on the host, the
+	// engine's tty in a container; 24 rows of 80 columns) instead of
+	// pipes: programs see a terminal, prompt and edit lines, and the
+	// output is what a terminal would show (input echoed, CRLF line
+	// ends, stdout and stderr as one). Input with eof sends the terminal's
+	// end-of-file (Ctrl-D). Only with mode async.
+	TTY bool `json:"tty,omitempty"`
 
 	// dir is Cwd resolved inside the worktree, set by Service.
 	dir string

@@ -102,7 +102,7 @@ func (r *bwrapRuntime) Start(_ context.Context, req ExecRequest, out io.Writer) 
 	if err != nil {
 		return nil, err
 	}
-	return r.start(r.argv(req), r.spec.Dir, env, out)
+	return r.start(r.argv(req), r.spec.Dir, env, out, req.TTY)
 }
 
 // argv is the bwrap command line that runs req.

@@ -137,6 +137,9 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	if req.Mode != "" && req.Mode != ExecSync && req.Mode != ExecAsync {
 		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "mode %q: use %q or %q", req.Mode, ExecSync, ExecAsync)
 	}
+	if req.TTY && req.Mode != ExecAsync {
+		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "tty: only with mode %q (an interactive command is a session)", ExecAsync)
+	}
 	if req.Timeout < 0 {
 		return ExecResult{}, protocol.Errorf(protocol.CodeInvalidPayload, "timeout %v: must not be negative", req.Timeout)
 	}

@@ -59,7 +59,7 @@ func (r *subprocessRuntime) Start(_ context.Context, req ExecRequest, out io.Wri
 	if err != nil {
 		return nil, err
 	}
-	return r.start([]string{"/bin/sh", "-c", req.Command}, req.dir, env, out)
+	return r.start([]string{"/bin/sh", "-c", req.Command}, req.dir, env, out, req.TTY)
 }
 
 func (r *subprocessRuntime) Stop() { r.stop() }

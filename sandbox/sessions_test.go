@@ -274,3 +274,34 @@ func TestSessionBadInputNamesTheField(t *testing.T) {
 	wantCode(t, err, protocol.CodeSessionNotFound)
 	must[sandbox.SessionInfo](t)(e.svc.SessionEnd(ctx, id, sid, struct{}{}))
 }
+
+// A tty session runs on a terminal: the program sees one, its input is
+// echoed, and Ctrl-D (eof) ends cat.
+func TestTTYSessionRunsOnATerminal(t *testing.T) {
+	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
+		ctx := context.Background()
+		res := must[sandbox.ExecResult](t)(e.svc.Exec(ctx, id, sandbox.ExecRequest{Mode: sandbox.ExecAsync, TTY: true,
+			Command: "test -t 0 && test -t 1 && echo on-a-tty; stty size; cat"}))
+		sid := res.SessionID
+		head := awaitOutput(t, e, id, sid, 0, "on-a-tty\r\n24 80\r\n")
+		if _, err := e.svc.SessionInput(ctx, id, sid, protocol.SessionInputRequest{Data: "hi\n", EOF: true}); err != nil {
+			t.Fatal(err)
+		}
+		end := awaitEnd(t, e, id, sid, head.NextOffset)
+		// The terminal echoes the line, cat writes it back, Ctrl-D ends it.
+		if !strings.HasPrefix(end.Output, "hi\r\nhi\r\n") || *end.ExitCode != 0 {
+			t.Fatalf("after the input: %+v", end)
+		}
+	})
+}
+
+func TestTTYIsOnlyForAsync(t *testing.T) {
+	origin := makeOrigin(t, nil)
+	e := newEnv(t, nil)
+	id := e.acquire(editReq(origin, "tty")).WorkspaceID
+	_, err := e.svc.Exec(context.Background(), id, sandbox.ExecRequest{Command: "true", TTY: true})
+	wantCode(t, err, protocol.CodeInvalidPayload)
+	if !strings.Contains(err.Error(), "tty") {
+		t.Fatalf("sync tty: %v", err)
+	}
+}

@@ -40,15 +40,20 @@ func (r *runtime) Start(ctx context.Context, req sandbox.ExecRequest, out io.Wri
 		User: b.user, Env: env, WorkingDir: workdir,
 		Cmd:         []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Tty: req.TTY, ConsoleSize: &consoleSize,
 	})
 	if err == nil {
 		var att types.HijackedResponse
 		// The stream outlives the call that starts it.
-		att, err = r.cli.ContainerExecAttach(context.WithoutCancel(ctx), created.ID, container.ExecAttachOptions{})
+		att, err = r.cli.ContainerExecAttach(context.WithoutCancel(ctx), created.ID, container.ExecAttachOptions{Tty: req.TTY, ConsoleSize: &consoleSize})
 		if err == nil {
-			p := &process{r: r, b: b, execID: created.ID, pidFile: pidFile, att: att, copied: make(chan struct{})}
+			p := &process{r: r, b: b, execID: created.ID, pidFile: pidFile, att: att, tty: req.TTY, copied: make(chan struct{})}
 			go func() {
 				defer close(p.copied)
+				if req.TTY {
+					_, _ = io.Copy(out, att.Reader) // a terminal's stream is not multiplexed
+					return
+				}
 				_, _ = stdcopy.StdCopy(out, out, att.Reader)
 			}()
 			return p, nil
@@ -61,6 +66,9 @@ func (r *runtime) Start(ctx context.Context, req sandbox.ExecRequest, out io.Wri
 	return nil, r.p.engineError(fmt.Errorf("starting the exec: %w", err))
 }
 
+// consoleSize is a tty exec's terminal: rows, columns (the host's pty's).
+var consoleSize = [2]uint{24, 80}
+
 // process is a command started in the container.
 type process struct {
 	r       *runtime
@@ -69,6 +77,7 @@ type process struct {
 	pidFile string
 	att     types.HijackedResponse
 	copied  chan struct{} // closed when the output stream ended
+	tty     bool          // the exec has a terminal: eof is Ctrl-D
 
 	inMu   sync.Mutex // one input at a time
 	closed bool       // stdin closed
@@ -99,6 +108,12 @@ func (p *process) Input(ctx context.Context, data []byte, eof bool) error {
 			return sandbox.ErrProcessDone
 		}
 		return fmt.Errorf("writing the command's input: %w", err)
+	}
+	if eof && p.tty {
+		if _, err := p.att.Conn.Write([]byte{4}); err != nil && !p.ended() {
+			return fmt.Errorf("writing the command's input: %w", err)
+		}
+		return nil
 	}
 	if eof {
 		p.closed = true

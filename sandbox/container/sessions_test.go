@@ -150,3 +150,39 @@ func TestKilledContainerEndsItsSessionsWithRuntimeStopped(t *testing.T) {
 		t.Fatalf("after the kill: %+v", end)
 	}
 }
+
+// A tty session runs on the engine's terminal: the program sees one, its
+// input is echoed, Ctrl-D (eof) ends cat, and a signal reaches its group.
+func TestTTYSessionInTheContainer(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.acquire(sandbox.ModeEdit, nil).WorkspaceID
+	ctx := context.Background()
+	res, err := e.svc.Exec(ctx, id, sandbox.ExecRequest{Mode: sandbox.ExecAsync, TTY: true,
+		Command: "test -t 0 && test -t 1 && echo on-a-tty; cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := res.SessionID
+	head := e.awaitOutput(id, sid, 0, "on-a-tty\r\n")
+	if _, err := e.svc.SessionInput(ctx, id, sid, protocol.SessionInputRequest{Data: "hi\n", EOF: true}); err != nil {
+		t.Fatal(err)
+	}
+	end := e.awaitEnd(id, sid, head.NextOffset)
+	if !strings.HasPrefix(end.Output, "hi\r\nhi\r\n") || end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Fatalf("after the input: %+v", end)
+	}
+	res, err = e.svc.Exec(ctx, id, sandbox.ExecRequest{Mode: sandbox.ExecAsync, TTY: true, Command: "echo started; sleep 341"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitOutput(id, res.SessionID, 0, "started\r\n")
+	if _, err := e.svc.SessionSignal(ctx, id, res.SessionID, protocol.SessionSignalRequest{Signal: "TERM"}); err != nil {
+		t.Fatal(err)
+	}
+	if end := e.awaitEnd(id, res.SessionID, 0); end.ExitCode == nil || *end.ExitCode != 128+15 {
+		t.Fatalf("a TERMed tty session: %+v", end)
+	}
+	if ps := e.ps(id); strings.Contains(ps, "sleep 341") {
+		t.Fatalf("the sleep survived:\n%s", ps)
+	}
+}
