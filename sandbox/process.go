@@ -209,17 +209,5 @@ func (h *hostProcess) Wait() (int, error) {
 	if err != nil && !errors.As(err, &exitErr) && h.cmd.ProcessState == nil {
 		return -1, fmt.Errorf("waiting for the command: %w", err)
 	}
-	return ExitStatus(h.cmd.ProcessState), nil
-}
-
-// ExitStatus reports a wait status the way a shell does: the exit code,
-// or 128+n for a process ended by signal n.
-func ExitStatus(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
+	return proctree.ExitStatus(h.cmd.ProcessState), nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/tetherdev/tether/internal/proctree"
 )
 
 // Every command runs as the leader of its own session (hidden processes)
@@ -60,16 +62,7 @@ func waitSessionEmpty(ctx context.Context, id int, d time.Duration) bool {
 	}
 }
 
-// exitStatus reports a wait status the way a shell does: the exit code,
-// or 128+signal for a process killed by a signal.
-func exitStatus(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
+// exitStatus is proctree.ExitStatus: 128+n for signal n.
+func exitStatus(ps *os.ProcessState) int { return proctree.ExitStatus(ps) }
 
 var errGone = errors.New("process has exited")
