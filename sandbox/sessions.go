@@ -79,9 +79,9 @@ func (e *execSession) endedBefore(t time.Time) bool {
 	return !e.ended.IsZero() && e.ended.Before(t)
 }
 
-func (e *execSession) finish(code int, err error) {
+func (e *execSession) finish(now time.Time, code int, err error) {
 	e.mu.Lock()
-	e.ended, e.exitCode = time.Now(), code
+	e.ended, e.exitCode = now, code
 	if err != nil {
 		e.endedBy, e.errMsg = protocol.CodeInternalError, err.Error()
 		if pe, ok := errors.AsType[*protocol.Error](err); ok {
@@ -176,7 +176,7 @@ func (t *sessionTable) prune(now time.Time, keep time.Duration) {
 func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req ExecRequest, rel string) (ExecResult, error) {
 	t := &s.sessions
 	t.mu.Lock()
-	t.prune(time.Now(), s.cfg.SessionKeep)
+	t.prune(s.cfg.Now(), s.cfg.SessionKeep)
 	n := 0
 	for _, e := range t.byID {
 		if e.workspace == rec.ID && !e.isDone() {
@@ -190,7 +190,7 @@ func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req
 	var tag [8]byte
 	_, _ = rand.Read(tag[:])
 	e := &execSession{id: "sx-" + hex.EncodeToString(tag[:]), workspace: rec.ID, command: req.Command, cwd: rel,
-		started: time.Now(), done: make(chan struct{}), out: ring.New(s.cfg.SessionRing)}
+		started: s.cfg.Now(), done: make(chan struct{}), out: ring.New(s.cfg.SessionRing)}
 	proc, err := rt.Start(ctx, req, e)
 	if err != nil {
 		return ExecResult{}, err
@@ -235,7 +235,7 @@ func (s *Service) waitSession(e *execSession, req ExecRequest) {
 	}
 	code, err := e.proc.Wait()
 	cancel()
-	e.finish(code, err)
+	e.finish(s.cfg.Now(), code, err)
 	feeding.Wait()
 	s.mu.Lock()
 	if l, ok := s.live[e.workspace]; ok {
@@ -253,6 +253,7 @@ func (s *Service) session(ws, id string) (*execSession, error) {
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.prune(s.cfg.Now(), s.cfg.SessionKeep)
 	if e, ok := t.byID[id]; ok && e.workspace == ws {
 		return e, nil
 	}
@@ -344,7 +345,7 @@ func (s *Service) Sessions(_ context.Context, ws string, _ struct{}) (SessionsRe
 	}
 	t := &s.sessions
 	t.mu.Lock()
-	t.prune(time.Now(), s.cfg.SessionKeep)
+	t.prune(s.cfg.Now(), s.cfg.SessionKeep)
 	var es []*execSession
 	for _, id := range t.order {
 		if e := t.byID[id]; e.workspace == ws {

@@ -305,3 +305,42 @@ func TestTTYIsOnlyForAsync(t *testing.T) {
 		t.Fatalf("sync tty: %v", err)
 	}
 }
+
+// A running session keeps its runtime from idle eviction; evicting the
+// workspace ends it; an ended session is forgotten after SessionKeep.
+func TestSessionsFollowEvictionAndAreForgottenAfterKeep(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	origin := makeOrigin(t, nil)
+	e := newEnv(t, func(c *sandbox.Config) { c.Now = clock.Now; c.SessionKeep = time.Minute })
+	ctx := context.Background()
+	id := e.acquire(editReq(origin, "evict")).WorkspaceID
+	done := startAsync(t, e, id, "echo done")
+	awaitEnd(t, e, id, done, 0)
+	sid := startAsync(t, e, id, "sleep 1732.05")
+
+	clock.Advance(sandbox.DefaultRuntimeIdle + time.Minute)
+	res := must[sandbox.EvictResult](t)(e.svc.Evict(ctx, sandbox.EvictRequest{}))
+	if len(res.Actions) != 0 {
+		t.Fatalf("evicted a runtime with a running session: %+v", res.Actions)
+	}
+	if out := output(t, e, id, sid, 0); !out.Running {
+		t.Fatalf("the session ended: %+v", out)
+	}
+	// The ended one is past its keep: forgotten.
+	_, err := e.svc.SessionOutput(ctx, id, done, protocol.SessionOutputRequest{})
+	wantCode(t, err, protocol.CodeSessionNotFound)
+
+	clock.Advance(60 * 24 * time.Hour)
+	res = must[sandbox.EvictResult](t)(e.svc.Evict(ctx, sandbox.EvictRequest{}))
+	if len(res.Actions) == 0 {
+		t.Fatal("nothing evicted")
+	}
+	_, err = e.svc.SessionOutput(ctx, id, sid, protocol.SessionOutputRequest{})
+	wantCode(t, err, protocol.CodeWorkspaceNotFound)
+	if left := procsWith("1732.05"); len(left) != 0 {
+		t.Fatalf("the session outlived its workspace's eviction: %v", left)
+	}
+	if list := must[sandbox.ListResult](t)(e.svc.List(sandbox.ListRequest{}), nil); len(list.Workspaces) != 1 || list.Workspaces[0].Running {
+		t.Fatalf("after eviction: %+v", list)
+	}
+}
