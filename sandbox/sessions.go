@@ -177,14 +177,10 @@ func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req
 	t := &s.sessions
 	t.mu.Lock()
 	t.prune(s.cfg.Now(), s.cfg.SessionKeep)
-	n := 0
-	for _, e := range t.byID {
-		if e.workspace == rec.ID && !e.isDone() {
-			n++
-		}
-	}
 	t.mu.Unlock()
-	if n >= s.cfg.MaxSessions {
+	// The workspace lock keeps another start from passing this check
+	// meanwhile.
+	if n := t.running(rec.ID); n >= s.cfg.MaxSessions {
 		return ExecResult{}, protocol.Errorf(protocol.CodeOverloaded, "workspace %s has %d async sessions running, the most allowed; end one (signal KILL) first", rec.ID, n)
 	}
 	var tag [8]byte

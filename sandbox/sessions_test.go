@@ -223,6 +223,19 @@ func TestSessionEndKillsAndAnswersTheEnd(t *testing.T) {
 	})
 }
 
+func TestSessionTimeoutKillsItsTree(t *testing.T) {
+	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
+		res := must[sandbox.ExecResult](t)(e.svc.Exec(context.Background(), id, sandbox.ExecRequest{Command: "sleep 1234.5 & sleep 1234.5", Mode: sandbox.ExecAsync, Timeout: 0.3}))
+		end := awaitEnd(t, e, id, res.SessionID, 0)
+		if !end.TimedOut || *end.ExitCode != 128+9 {
+			t.Fatalf("a timed out session: %+v", end)
+		}
+		if left := procsWith("1234.5"); len(left) != 0 {
+			t.Fatalf("the sleeps outlived the timeout: %v", left)
+		}
+	})
+}
+
 func TestSessionsAreBoundedPerWorkspace(t *testing.T) {
 	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
 		ctx := context.Background()
