@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
@@ -22,7 +21,7 @@ import (
 // this broker continues from it), viaBus hands it to the bus caller in the
 // context, end ends it with the outcome.
 
-var tracer = otel.Tracer("github.com/tetherdev/tether/broker/api")
+var tracer = tracing.Tracer("github.com/tetherdev/tether/broker/api")
 
 // HTTP routes named on the call spans (http.route).
 const (

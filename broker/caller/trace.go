@@ -3,7 +3,6 @@ package caller
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,7 +17,7 @@ import (
 // span in ctx is passed on unchanged: a participant that does not trace
 // forwards the caller's context.
 
-var tracer = otel.Tracer("github.com/tetherdev/tether/broker/caller")
+var tracer = tracing.Tracer("github.com/tetherdev/tether/broker/caller")
 
 // injectTrace sets the trace context headers of the span in ctx on h.
 func injectTrace(ctx context.Context, h propagation.HeaderCarrier) {

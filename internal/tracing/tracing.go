@@ -34,6 +34,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // on is true once Setup has installed a real tracer provider.
@@ -102,11 +104,20 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("reading OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
+	sampler, err := samplerFromEnv()
+	if err != nil {
+		log.Warn().Err(err).Msg("tracing")
+	}
+	proc := newProcessor(exp, t.dropped)
 	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(newProcessor(exp, t.dropped)),
+		sdktrace.WithSampler(sampler),
+		sdktrace.WithSpanProcessor(proc),
 	)
 	otel.SetTracerProvider(t.provider)
+	if _, ok := exp.(*leanExporter); ok && !spanLimitsSet() && tuning.On(tuning.LeanSpans) {
+		lean.Store(&leanTracing{sampler: sampler, resource: res, batcher: proc, provider: t.provider})
+	}
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Debug().Err(err).Msg("tracing")
@@ -143,6 +154,7 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	on.Store(false)
+	lean.Store(nil)
 	return t.provider.Shutdown(ctx)
 }
 
@@ -153,6 +165,14 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 func Extract(ctx context.Context, traceparent, tracestate string) (_ context.Context, ok bool) {
 	if traceparent == "" {
 		return ctx, false
+	}
+	if tracestate == "" && ownParse() {
+		if sc, ok, handled := parseTraceparent(traceparent); handled {
+			if !ok {
+				return ctx, false
+			}
+			return trace.ContextWithRemoteSpanContext(ctx, sc), true
+		}
 	}
 	out := propagation.TraceContext{}.Extract(ctx, &headers{traceparent, tracestate})
 	if !trace.SpanContextFromContext(out).IsRemote() {
