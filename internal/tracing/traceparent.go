@@ -13,7 +13,9 @@ import (
 // rules as propagation.TraceContext applies them: exactly
 // "00-" 32 lowercase hex digits "-" 16 lowercase hex digits "-" 2 of them,
 // a trace ID and a span ID not all zeros, no flag but sampled and random
-// (0x03). It returns the remote span context, or ok false when s is not
+// (0x03); and as the propagator, it takes one "-" after the flags, which
+// W3C's version 00 does not have, so that it changes nothing Extract
+// took. It returns the remote span context, or ok false when s is not
 // valid. handled is false when s does not begin with "00": another
 // version, which the propagator parses. FuzzParseTraceparent holds it to
 // the propagator's result on every input.
@@ -26,7 +28,7 @@ func parseTraceparent(s string) (sc trace.SpanContext, ok, handled bool) {
 	if len(s) < 2 || s[0] != '0' || s[1] != '0' {
 		return trace.SpanContext{}, false, false
 	}
-	if len(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+	if (len(s) != 55 && (len(s) != 56 || s[55] != '-')) || s[2] != '-' || s[35] != '-' || s[52] != '-' {
 		return trace.SpanContext{}, false, true
 	}
 	var cfg trace.SpanContextConfig
