@@ -90,7 +90,7 @@ type leanSpan struct {
 	start, end time.Time
 	ended      bool
 	attrs      []attribute.KeyValue
-	attrBuf    [6]attribute.KeyValue
+	attrBuf    [5]attribute.KeyValue // a call span's four at its start and its outcome
 	dropAttrs  int
 	events     []sdktrace.Event
 	eventBuf   [1]sdktrace.Event
