@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -18,6 +19,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tetherdev/tether/internal/otlptest"
 )
 
 // capturingExporter keeps what the batcher exports to it.
@@ -283,4 +286,49 @@ func (l leanOnly) Start(ctx context.Context, name string, opts ...trace.SpanStar
 	cfg := trace.NewSpanStartConfig(opts...)
 	s := l.lt.start(ctx, &l.scope, name, &cfg)
 	return trace.ContextWithSpan(ctx, s), s
+}
+
+func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
+	// TETHER_TUNING=no-leanspans is not here: it is read once per process
+	// (CI runs the e2e suite with every piece off).
+	for _, c := range []struct {
+		name, limit string
+		lean        bool
+	}{
+		{"lean", "", true},
+		{"a span limit set: the SDK's spans", "64", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rcv := otlptest.Start(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+			t.Setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", c.limit)
+			tr, err := Setup(context.Background(), Service{Name: "tether-broker", InstanceID: "b1", Version: "v9"}, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, _ := Extract(context.Background(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
+			_, s := Tracer("github.com/tetherdev/tether/broker/api").Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer))
+			if _, isLean := s.(*leanSpan); isLean != c.lean {
+				t.Errorf("a %T; want lean %v", s, c.lean)
+			}
+			s.End()
+			if err := tr.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			reqs := rcv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d exports; want 1", len(reqs))
+			}
+			rs := reqs[0].ResourceSpans[0]
+			res := map[string]string{}
+			for _, kv := range rs.Resource.Attributes {
+				res[kv.Key] = kv.Value.GetStringValue()
+			}
+			sp := rs.ScopeSpans[0]
+			if res["service.name"] != "tether-broker" || res["service.instance.id"] != "b1" || res["service.version"] != "v9" ||
+				sp.Scope.GetName() != "github.com/tetherdev/tether/broker/api" || len(sp.Spans) != 1 || sp.Spans[0].Name != "tether.call" {
+				t.Fatalf("exported %s", prototext.Format(reqs[0]))
+			}
+		})
+	}
 }
