@@ -40,7 +40,7 @@ func (c *conn) deliverSpan(call *protocol.ToolCall, callSpan trace.Span) (trace.
 		return nil, call.Traceparent
 	}
 	ctx, _ := tracing.Extract(context.Background(), call.Traceparent, "")
-	_, span := tracer.Start(ctx, "tether.deliver", trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(tracing.CallAttributes(c.WorkspaceID(), call.Endpoint, call.CorrelationID)...))
+	span := tracer.Begin(ctx, "tether.deliver", trace.SpanKindConsumer,
+		tracing.CallAttributes(c.WorkspaceID(), call.Endpoint, call.CorrelationID)...)
 	return span, tracing.Format(span.SpanContext())
 }

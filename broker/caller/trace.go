@@ -3,6 +3,7 @@ package caller
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -33,10 +34,10 @@ func publishSpan(ctx context.Context, req *Request, cid string) (trace.Span, str
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, ""
 	}
-	opts := append(make([]trace.SpanStartOption, 0, 2), trace.WithSpanKind(trace.SpanKindProducer))
-	if tracing.On() { // the attributes at the start: one SetAttributes of the SDK, not two
-		opts = append(opts, trace.WithAttributes(tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)...))
+	var attrs []attribute.KeyValue
+	if tracing.On() { // the attributes at the start: one SetAttributes, not two
+		attrs = tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)
 	}
-	_, span := tracer.Start(ctx, "tether.bus.publish", opts...)
+	span := tracer.Begin(ctx, "tether.bus.publish", trace.SpanKindProducer, attrs...)
 	return span, tracing.Format(span.SpanContext())
 }

@@ -56,7 +56,7 @@ func twoTracers(t *testing.T, sampler sdktrace.Sampler) (sdk trace.Tracer, mem *
 
 // leanStart starts a span of lt as Tracer's tracer of the same scope does.
 func leanStart(lt *leanTracing, ctx context.Context, name string, opts ...trace.SpanStartOption) trace.Span {
-	tr := &tracer{scope: Tracer("github.com/tetherdev/tether/broker/api").(*tracer).scope}
+	tr := &tracer{scope: Tracer("github.com/tetherdev/tether/broker/api").scope}
 	cfg := trace.NewSpanStartConfig(opts...)
 	return lt.start(ctx, &tr.scope, name, &cfg)
 }
@@ -268,7 +268,7 @@ func BenchmarkLeanSpan(b *testing.B) {
 		p.exp = &capturingExporter{}
 		defer func() { _ = p.Shutdown(context.Background()) }()
 		lt := &leanTracing{sampler: sdktrace.AlwaysSample(), resource: resource.Empty(), batcher: p}
-		tr := &tracer{scope: Tracer("x").(*tracer).scope}
+		tr := &tracer{scope: Tracer("x").scope}
 		run(b, leanOnly{tr, lt}, func() {
 			_ = p.ForceFlush(context.Background())
 			p.exp.(*capturingExporter).spans = nil
@@ -330,5 +330,44 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 				t.Fatalf("exported %s", prototext.Format(reqs[0]))
 			}
 		})
+	}
+}
+
+func TestBeginStartsTheSpanStartDoesWithThatKindAndThoseAttributes(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	restore := UseProvider(tp)
+	defer restore()
+	_, _, lt, capture := twoTracers(t, sdktrace.AlwaysSample())
+	ctx, _ := Extract(context.Background(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
+	attrs := CallAttributes("ws1", "ping", "cid-1")
+	tr := Tracer("github.com/tetherdev/tether/broker")
+	for _, withLean := range []bool{false, true} {
+		if withLean {
+			lean.Store(lt)
+		}
+		begun := tr.Begin(ctx, "s", trace.SpanKindConsumer, attrs...)
+		_, started := tr.Start(ctx, "s", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+		begun.End()
+		started.End()
+	}
+	if err := lt.batcher.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var sdkSpans []spanData
+	for _, s := range mem.GetSpans().Snapshots() {
+		sdkSpans = append(sdkSpans, s)
+	}
+	for what, pair := range map[string][]spanData{"the SDK's": sdkSpans, "lean": capture.spans} {
+		if len(pair) != 2 {
+			t.Fatalf("%s: %d spans; want 2", what, len(pair))
+		}
+		b, s := pair[0], pair[1]
+		if b.Name() != s.Name() || b.SpanKind() != s.SpanKind() || !b.Parent().Equal(s.Parent()) ||
+			fmt.Sprint(b.Attributes()) != fmt.Sprint(s.Attributes()) || b.SpanContext().TraceID() != s.SpanContext().TraceID() ||
+			b.SpanContext().TraceFlags() != s.SpanContext().TraceFlags() || b.InstrumentationScope() != s.InstrumentationScope() {
+			t.Errorf("%s: Begin's span %s %v %v, Start's %s %v %v", what, b.Name(), b.SpanKind(), b.Attributes(), s.Name(), s.SpanKind(), s.Attributes())
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -42,18 +43,23 @@ var lean atomic.Pointer[leanTracing]
 // global provider's spans, as otel.Tracer(scope) gives them (a test's
 // UseProvider, tracing off). Spans of either kind are children of either
 // kind's in a context.
-func Tracer(scope string) trace.Tracer {
-	return &tracer{scope: instrumentation.Scope{Name: scope}, sdk: otel.Tracer(scope)}
+func Tracer(scope string) *HotTracer {
+	return &HotTracer{scope: instrumentation.Scope{Name: scope}, sdk: otel.Tracer(scope)}
 }
 
-type tracer struct {
+// HotTracer is a trace.Tracer whose spans are leanSpans while leanTracing
+// is installed (Tracer). Its methods may be called concurrently.
+type HotTracer struct {
 	embedded.Tracer
 	scope instrumentation.Scope // as the SDK's tracer of otel.Tracer(scope) has it
 	sdk   trace.Tracer
 }
 
+// tracer is HotTracer in this package's code.
+type tracer = HotTracer
+
 // Start implements trace.Tracer.
-func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func (t *HotTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	lt := lean.Load()
 	if lt == nil {
 		return t.sdk.Start(ctx, name, opts...)
@@ -63,11 +69,32 @@ func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	return trace.ContextWithSpan(ctx, s), s
 }
 
+// Begin is Start for a span of kind with attrs, beneath the span context
+// in ctx, without the options and the returned context, which the
+// broker's call path does not use: with lean spans, the options' config
+// and the context were ~1% of a traced broker's CPU (perf under
+// BenchmarkTracingCost). attrs is not kept.
+func (t *HotTracer) Begin(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
+	lt := lean.Load()
+	if lt == nil {
+		_, s := t.sdk.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+		return s
+	}
+	var cfg trace.SpanConfig
+	return lt.begin(ctx, &t.scope, name, kind, attrs, &cfg)
+}
+
 // start starts a span as the SDK's tracer starts one: the parent is the
 // span context in ctx (none with WithNewRoot), the trace ID the parent's
 // or a new one, the span ID always new, and the sampler decides whether
 // it records and is sampled, and its trace state.
 func (lt *leanTracing) start(ctx context.Context, scope *instrumentation.Scope, name string, cfg *trace.SpanConfig) *leanSpan {
+	return lt.begin(ctx, scope, name, cfg.SpanKind(), cfg.Attributes(), cfg)
+}
+
+// begin is start with the kind and the attributes apart from cfg, which
+// gives the rest (Begin passes a zero one).
+func (lt *leanTracing) begin(ctx context.Context, scope *instrumentation.Scope, name string, kind trace.SpanKind, attrs []attribute.KeyValue, cfg *trace.SpanConfig) *leanSpan {
 	var psc trace.SpanContext
 	if cfg.NewRoot() {
 		ctx = trace.ContextWithSpanContext(ctx, psc)
@@ -82,8 +109,8 @@ func (lt *leanTracing) start(ctx context.Context, scope *instrumentation.Scope, 
 		ParentContext: ctx,
 		TraceID:       tid,
 		Name:          name,
-		Kind:          cfg.SpanKind(),
-		Attributes:    cfg.Attributes(),
+		Kind:          kind,
+		Attributes:    attrs,
 		Links:         cfg.Links(),
 	})
 	flags := psc.TraceFlags() &^ trace.FlagsSampled
@@ -97,7 +124,7 @@ func (lt *leanTracing) start(ctx context.Context, scope *instrumentation.Scope, 
 		sc: trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, TraceState: sr.Tracestate,
 		}),
-		kind:      trace.ValidateSpanKind(cfg.SpanKind()),
+		kind:      trace.ValidateSpanKind(kind),
 		name:      name,
 		recording: sr.Decision != sdktrace.Drop,
 	}
@@ -113,7 +140,7 @@ func (lt *leanTracing) start(ctx context.Context, scope *instrumentation.Scope, 
 		s.addLink(l)
 	}
 	s.setAttributes(sr.Attributes)
-	s.setAttributes(cfg.Attributes())
+	s.setAttributes(attrs)
 	return s
 }
 
