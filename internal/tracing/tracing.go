@@ -13,7 +13,10 @@
 //
 // Packages start spans with otel.Tracer(their import path): Setup installs
 // the provider globally, so the dap, sandbox and terminal packages need no
-// handle threaded to them.
+// handle threaded to them. The broker's spans of a call, started on every
+// traced call, come from Tracer instead: tether's own lean spans
+// (leanTracing), which the SDK's spans and the lean exporter's encoding
+// take as they are.
 package tracing
 
 import (
