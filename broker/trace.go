@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tetherdev/tether/internal/tracing"
@@ -21,7 +20,7 @@ import (
 // same call in the same process cost as much again as the first
 // (BenchmarkTracingCost, e2e/bench: on/off x1.42 with it, x1.19 without,
 // medians of 5 runs).
-var tracer = otel.Tracer("github.com/tetherdev/tether/broker")
+var tracer = tracing.Tracer("github.com/tetherdev/tether/broker")
 
 // deliverEvent is the event on a local call's span marking its delivery.
 const deliverEvent = "tether.deliver"
@@ -41,7 +40,7 @@ func (c *conn) deliverSpan(call *protocol.ToolCall, callSpan trace.Span) (trace.
 		return nil, call.Traceparent
 	}
 	ctx, _ := tracing.Extract(context.Background(), call.Traceparent, "")
-	_, span := tracer.Start(ctx, "tether.deliver", trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(tracing.CallAttributes(c.WorkspaceID(), call.Endpoint, call.CorrelationID)...))
+	span := tracer.Begin(ctx, "tether.deliver", trace.SpanKindConsumer,
+		tracing.CallAttributes(c.WorkspaceID(), call.Endpoint, call.CorrelationID)...)
 	return span, tracing.Format(span.SpanContext())
 }

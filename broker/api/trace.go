@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
@@ -22,7 +21,7 @@ import (
 // this broker continues from it), viaBus hands it to the bus caller in the
 // context, end ends it with the outcome.
 
-var tracer = otel.Tracer("github.com/tetherdev/tether/broker/api")
+var tracer = tracing.Tracer("github.com/tetherdev/tether/broker/api")
 
 // HTTP routes named on the call spans (http.route).
 const (
@@ -34,7 +33,7 @@ const (
 // traceparent (and tracestate), or when that is empty the span context in
 // parent. A synchronous call's span is named at its start: req, the call to
 // ws, gets its correlation id here if it has none, and every attribute is
-// set in one slice (one SetAttributes of the SDK per span is what it costs,
+// set in one slice (one SetAttributes per span is what it costs,
 // BenchmarkTracingCost); an async submit passes req nil and names its span
 // itself, once the store gave the call its id. It returns nil, having done
 // nothing, when tracing is off and the
@@ -62,8 +61,7 @@ func (a *API) callSpan(parent context.Context, traceparent, tracestate, route, w
 	} else {
 		attrs = []attribute.KeyValue{semconv.HTTPRoute(route)}
 	}
-	_, span := tracer.Start(ctx, "tether.call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	return span
+	return tracer.Begin(ctx, "tether.call", trace.SpanKindServer, attrs...)
 }
 
 // traceBegun gives req the traceparent it carries on: its span's (which

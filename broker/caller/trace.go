@@ -3,7 +3,7 @@ package caller
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,7 +18,7 @@ import (
 // span in ctx is passed on unchanged: a participant that does not trace
 // forwards the caller's context.
 
-var tracer = otel.Tracer("github.com/tetherdev/tether/broker/caller")
+var tracer = tracing.Tracer("github.com/tetherdev/tether/broker/caller")
 
 // injectTrace sets the trace context headers of the span in ctx on h.
 func injectTrace(ctx context.Context, h propagation.HeaderCarrier) {
@@ -34,10 +34,10 @@ func publishSpan(ctx context.Context, req *Request, cid string) (trace.Span, str
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil, ""
 	}
-	opts := append(make([]trace.SpanStartOption, 0, 2), trace.WithSpanKind(trace.SpanKindProducer))
-	if tracing.On() { // the attributes at the start: one SetAttributes of the SDK, not two
-		opts = append(opts, trace.WithAttributes(tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)...))
+	var attrs []attribute.KeyValue
+	if tracing.On() { // the attributes at the start: one SetAttributes, not two
+		attrs = tracing.CallAttributes(req.WorkspaceID, req.Endpoint, cid)
 	}
-	_, span := tracer.Start(ctx, "tether.bus.publish", opts...)
+	span := tracer.Begin(ctx, "tether.bus.publish", trace.SpanKindProducer, attrs...)
 	return span, tracing.Format(span.SpanContext())
 }

@@ -44,7 +44,7 @@ func envInt(name string, def int) int {
 // tether_trace_spans_dropped_total is every sampled span that did not
 // reach the endpoint, and an endpoint that is down never holds a call.
 type batcher struct {
-	exp     sdktrace.SpanExporter
+	exp     exporter
 	dropped prometheus.Counter
 	limit   int // OTEL_BSP_MAX_QUEUE_SIZE
 	batch   int // OTEL_BSP_MAX_EXPORT_BATCH_SIZE
@@ -52,7 +52,7 @@ type batcher struct {
 	timeout time.Duration
 
 	mu      sync.Mutex
-	queue   []sdktrace.ReadOnlySpan
+	queue   []spanData
 	pending int // queued or being exported
 	stopped bool
 
@@ -62,14 +62,40 @@ type batcher struct {
 	stopOnce sync.Once
 
 	exportMu sync.Mutex // one export at a time; guards out
-	out      []sdktrace.ReadOnlySpan
+	out      []spanData
+}
+
+// exporter is what the batcher exports to: the lean exporter, or an SDK
+// exporter through sdkExporter.
+type exporter interface {
+	export(ctx context.Context, spans []spanData) error
+	Shutdown(ctx context.Context) error
+}
+
+// sdkExporter exports through an SDK exporter (the official one, or a
+// test's), which takes only the SDK's spans: leanSpans go to the lean
+// exporter only (leanTracing).
+type sdkExporter struct{ sdktrace.SpanExporter }
+
+func (e sdkExporter) export(ctx context.Context, spans []spanData) error {
+	ro := make([]sdktrace.ReadOnlySpan, 0, len(spans))
+	for _, s := range spans {
+		if r, ok := s.(sdktrace.ReadOnlySpan); ok {
+			ro = append(ro, r)
+		}
+	}
+	return e.ExportSpans(ctx, ro)
 }
 
 // newProcessor returns the span processor of Setup, exporting to exp, with
 // the batching of OTEL_BSP_*.
-func newProcessor(exp sdktrace.SpanExporter, dropped prometheus.Counter) sdktrace.SpanProcessor {
+func newProcessor(exp sdktrace.SpanExporter, dropped prometheus.Counter) *batcher {
+	var to exporter = sdkExporter{exp}
+	if l, ok := exp.(*leanExporter); ok {
+		to = l
+	}
 	b := &batcher{
-		exp:     exp,
+		exp:     to,
 		dropped: dropped,
 		limit:   envInt("OTEL_BSP_MAX_QUEUE_SIZE", defaultMaxQueue),
 		delay:   time.Duration(envInt("OTEL_BSP_SCHEDULE_DELAY", int(defaultScheduleDelay/time.Millisecond))) * time.Millisecond,
@@ -86,12 +112,17 @@ func newProcessor(exp sdktrace.SpanExporter, dropped prometheus.Counter) sdktrac
 // OnStart implements sdktrace.SpanProcessor: nothing to do.
 func (b *batcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd queues s, or counts it dropped when the queue is full. It wakes
-// the export goroutine only when a batch is full.
+// OnEnd implements sdktrace.SpanProcessor: it queues s if it is sampled.
 func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
+	b.enqueue(s)
+}
+
+// enqueue queues s, an ended, sampled span, or counts it dropped when the
+// queue is full. It wakes the export goroutine only when a batch is full.
+func (b *batcher) enqueue(s spanData) {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -153,7 +184,7 @@ func (b *batcher) exportQueued(ctx context.Context, all bool) {
 		b.mu.Unlock()
 
 		ectx, cancel := context.WithTimeout(ctx, b.timeout)
-		err := b.exp.ExportSpans(ectx, b.out)
+		err := b.exp.export(ectx, b.out)
 		cancel()
 		clear(b.out) // the spans are garbage now
 		if err != nil {

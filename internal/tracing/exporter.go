@@ -122,9 +122,18 @@ func newLeanExporter() (*leanExporter, error) {
 	return e, nil
 }
 
-// ExportSpans sends spans in one request, retrying as the type's comment
-// says, within the exporter's timeout and ctx.
+// ExportSpans implements sdktrace.SpanExporter: export.
 func (e *leanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	data := make([]spanData, len(spans))
+	for i, s := range spans {
+		data[i] = s
+	}
+	return e.export(ctx, data)
+}
+
+// export sends spans in one request, retrying as the type's comment says,
+// within the exporter's timeout and ctx.
+func (e *leanExporter) export(ctx context.Context, spans []spanData) error {
 	if len(spans) == 0 {
 		return nil
 	}

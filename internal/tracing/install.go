@@ -13,12 +13,14 @@ import (
 // test to take its traced path, which On guards. Processes use Setup.
 // Tests that use it must not run in parallel with each other.
 func UseProvider(tp trace.TracerProvider) (restore func()) {
-	prevTP, prevProp, prevOn := otel.GetTracerProvider(), otel.GetTextMapPropagator(), on.Load()
+	prevTP, prevProp, prevOn, prevLean := otel.GetTracerProvider(), otel.GetTextMapPropagator(), on.Load(), lean.Load()
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
+	lean.Store(nil) // Tracer's spans are tp's
 	on.Store(true)
 	return func() {
 		on.Store(prevOn)
+		lean.Store(prevLean)
 		otel.SetTracerProvider(prevTP)
 		otel.SetTextMapPropagator(prevProp)
 	}

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -25,7 +24,7 @@ import (
 // checks by decoding both: spans grouped by resource, then by
 // instrumentation scope, in the order they first appear; every span with
 // a status; link trace state left out as the official one leaves it out.
-func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
+func appendRequest[S spanData](b []byte, spans []S) []byte {
 	// The groups: a batch nearly always has one resource and a few scopes,
 	// so a linear scan beats a map.
 	type group struct {
@@ -35,7 +34,7 @@ func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 	}
 	var groups []group
 	for _, s := range spans {
-		if s == nil {
+		if any(s) == nil {
 			continue
 		}
 		res, sc := s.Resource(), s.InstrumentationScope()
@@ -86,7 +85,7 @@ func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 				closeField(&b, is)
 			}
 			for _, s := range spans {
-				if s == nil || s.Resource().Equivalent() != g.key || s.InstrumentationScope() != sc {
+				if any(s) == nil || s.Resource().Equivalent() != g.key || s.InstrumentationScope() != sc {
 					continue
 				}
 				sp := openField(&b, 2) // ScopeSpans.spans
@@ -105,7 +104,7 @@ func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 }
 
 // appendSpan appends the fields of an OTLP Span (trace/v1/trace.proto).
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
+func appendSpan(b []byte, s spanData) []byte {
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
 	b = appendBytes(b, 1, tid[:])

@@ -13,7 +13,10 @@
 //
 // Packages start spans with otel.Tracer(their import path): Setup installs
 // the provider globally, so the dap, sandbox and terminal packages need no
-// handle threaded to them.
+// handle threaded to them. The broker's spans of a call, started on every
+// traced call, come from Tracer instead: tether's own lean spans
+// (leanTracing), which the SDK's spans and the lean exporter's encoding
+// take as they are.
 package tracing
 
 import (
@@ -34,6 +37,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // on is true once Setup has installed a real tracer provider.
@@ -102,11 +107,20 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("reading OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
+	sampler, err := samplerFromEnv()
+	if err != nil {
+		log.Warn().Err(err).Msg("tracing")
+	}
+	proc := newProcessor(exp, t.dropped)
 	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(newProcessor(exp, t.dropped)),
+		sdktrace.WithSampler(sampler),
+		sdktrace.WithSpanProcessor(proc),
 	)
 	otel.SetTracerProvider(t.provider)
+	if _, ok := exp.(*leanExporter); ok && !spanLimitsSet() && tuning.On(tuning.LeanSpans) {
+		lean.Store(&leanTracing{sampler: sampler, resource: res, batcher: proc, provider: t.provider})
+	}
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Debug().Err(err).Msg("tracing")
@@ -143,6 +157,7 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	on.Store(false)
+	lean.Store(nil)
 	return t.provider.Shutdown(ctx)
 }
 
@@ -153,6 +168,14 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 func Extract(ctx context.Context, traceparent, tracestate string) (_ context.Context, ok bool) {
 	if traceparent == "" {
 		return ctx, false
+	}
+	if tracestate == "" && ownParse() {
+		if sc, ok, handled := parseTraceparent(traceparent); handled {
+			if !ok {
+				return ctx, false
+			}
+			return trace.ContextWithRemoteSpanContext(ctx, sc), true
+		}
 	}
 	out := propagation.TraceContext{}.Extract(ctx, &headers{traceparent, tracestate})
 	if !trace.SpanContextFromContext(out).IsRemote() {

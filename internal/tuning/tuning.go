@@ -59,10 +59,14 @@ const (
 	// Workers: internal/workers' kept goroutines; off, a goroutine per
 	// function.
 	Workers Piece = "workers"
+	// LeanSpans: internal/tracing's own spans for the broker's call path
+	// and its own parse of a plain traceparent; off, the OpenTelemetry
+	// SDK's spans and propagator.
+	LeanSpans Piece = "leanspans"
 )
 
 // Pieces lists every piece, in the order reports show them.
-var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers}
+var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers, LeanSpans}
 
 var (
 	once sync.Once
