@@ -229,14 +229,15 @@ func (p *warmPool) close() {
 	p.builds.remove()
 }
 
-// WarmAdapter describes a warm adapter (for tests and the benchmark).
+// WarmAdapter describes a warm adapter ready for the next start of its
+// kind: which adapter, its process and the directory it works in.
 type WarmAdapter struct {
 	Adapter string
 	Pid     int
 	Dir     string
 }
 
-// warmList lists the ready warm adapters, by adapter name.
+// list lists the ready warm adapters, by adapter name.
 func (p *warmPool) list() []WarmAdapter {
 	if p == nil {
 		return nil
