@@ -184,3 +184,23 @@ func TestWarmAdaptersOffStartsNone(t *testing.T) {
 		t.Fatalf("processes left with warm adapters off: %v", left)
 	}
 }
+
+// A warm adapter that died while it waited is no answer: the start that
+// would have taken it starts cold and stops at the breakpoint.
+func TestWarmAdapterThatDiedFallsBackToCold(t *testing.T) {
+	root := cWorkspace(t)
+	m := newWarmManager(t, root, 0)
+	needAdapter(t, m, "lldb-dap")
+	req := dap.StartRequest{Language: "c", Program: "add_numbers"}
+	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
+	var w dap.WarmAdapter
+	testwait.Until(t, 30*time.Second, func() bool {
+		var ok bool
+		w, ok = warmOf(m, "lldb-dap")
+		return ok
+	}, "a warm lldb-dap")
+	if err := syscall.Kill(w.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
+}
