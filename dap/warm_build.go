@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -95,9 +94,9 @@ func (b *warmBuilds) remove() {
 
 // delve's prebuild: what dlv dap does for mode "debug" (go build with
 // optimisations and inlining off, -gcflags=all=-N -l, of the program
-// path as given), then mode "exec" of the binary. Anything that changes
-// the build (buildFlags, output, a GO* or CGO_* variable in env, which
-// delve may pass to go build) or a mode other than debug is left to delve.
+// path as given), then mode "exec" of the binary. Anything that may change
+// the build (buildFlags, output, an env or envFile, which dlv sets on
+// itself before it builds) or a mode other than debug is left to delve.
 var _ prebuilder = delveAdapter{}
 
 func (delveAdapter) buildable(cfg map[string]any) bool {
@@ -107,17 +106,13 @@ func (delveAdapter) buildable(cfg map[string]any) bool {
 	if p, _ := cfg["program"].(string); !filepath.IsAbs(p) {
 		return false
 	}
-	for _, k := range []string{"buildFlags", "output", "dlvFlags"} {
+	for _, k := range []string{"buildFlags", "output", "dlvFlags", "envFile"} {
 		if _, ok := cfg[k]; ok {
 			return false
 		}
 	}
-	if env, ok := cfg["env"].(map[string]any); ok {
-		for k := range env {
-			if strings.HasPrefix(k, "GO") || strings.HasPrefix(k, "CGO_") {
-				return false
-			}
-		}
+	if env, ok := cfg["env"].(map[string]any); ok && len(env) > 0 {
+		return false // dlv sets a launch's env on itself, so go build sees it too
 	}
 	return true
 }
