@@ -44,6 +44,9 @@ type Session struct {
 	// are off; warmUsed says the adapter came from it.
 	warm     *warmPool
 	warmUsed bool
+	// refill has the pool make the next warm adapter of this kind; called
+	// once the session has ended (end). Set before the adapter starts.
+	refill func()
 
 	initialized     chan struct{}
 	initializedOnce sync.Once

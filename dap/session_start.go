@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -50,7 +51,9 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	}
 	h := handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()}
 	var rawCaps json.RawMessage
-	if w := s.warm.take(a, spec, dir, environ, s.childSessions); w != nil {
+	w, refill := s.warm.take(a, spec, dir, environ, s.childSessions)
+	s.refill = sync.OnceFunc(refill)
+	if w != nil {
 		s.proc, rawCaps, s.warmUsed = w.proc, w.caps, true
 		go s.watch()
 		w.relay.attach(h) // after s.proc: a kept event may need it

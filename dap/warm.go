@@ -17,8 +17,8 @@ import (
 // an adapter process that is already started and initialized, instead of
 // paying for both (lldb-dap loads liblldb and builds its debugger, debugpy
 // imports its adapter, dlv starts its server). The pool keeps at most one
-// per adapter kind, made after a start of that kind (in the background, for
-// the next start), ended after Config.WarmIdle without use, and ended with
+// per adapter kind, made once a session of that kind has ended (in the
+// background, for the next start), ended after Config.WarmIdle without use, and ended with
 // the manager. A warm adapter is one a cold start would have made: the same
 // command, environment, working directory and initialize arguments (the
 // key); a start whose key differs starts cold and the warm one is replaced
@@ -92,36 +92,39 @@ func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing conte
 		ready: map[string]*warmAdapter{}, making: map[string]bool{}}
 }
 
-// take hands over the warm adapter for key and has the pool make the next
-// one in the background: after every take or miss the pool holds (soon)
-// one adapter for the last key asked. It returns nil when none is ready,
-// or the one ready has died. The taker attaches its handlers to the
-// adapter's relay once it owns the process.
-func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, children bool) *warmAdapter {
+// take hands over the warm adapter for key, or nil when none is ready or
+// the one ready has died. Either way it returns refill, which makes the
+// next one for key in the background: the taker calls it once its session
+// has ended, so that the replacement's start (lldb-dap's is ~400 ms of
+// CPU) does not compete with the session it would only slow down
+// (BenchmarkDebugWarmStart measured C's warm starts slower than cold ones
+// on 2 cores when the replacement started at once). The taker attaches its
+// handlers to the adapter's relay once it owns the process.
+func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, children bool) (w *warmAdapter, refill func()) {
 	key, ok := keyOf(a, spec, dir, children)
 	if p == nil || !ok || !slices.Equal(environ, p.env.Environ) {
-		return nil
+		return nil, func() {}
 	}
+	refill = func() { p.refill(a, spec, key) }
 	p.mu.Lock()
-	w := p.ready[key.adapter]
+	w = p.ready[key.adapter]
 	if w != nil && w.key == key {
 		delete(p.ready, key.adapter)
 	} else {
 		w = nil
 	}
 	p.mu.Unlock()
-	p.refill(a, spec, key)
 	if w == nil {
-		return nil
+		return nil, refill
 	}
 	w.idle.Stop()
 	select {
 	case <-w.proc.client.Done():
 		p.end(w)
-		return nil
+		return nil, refill
 	default:
 	}
-	return w
+	return w, refill
 }
 
 // refill makes a warm adapter for key in the background unless one for it

@@ -65,10 +65,10 @@ func startToBreakpoint(t *testing.T, m *dap.Manager, req dap.StartRequest, path 
 	}
 }
 
-// checkWarmStart: the first start of a kind is cold and leaves a warm
-// adapter behind; the second start takes it (it keeps running as the
-// session's adapter) and stops at the breakpoint as the cold one did, and a
-// new warm adapter replaces it.
+// checkWarmStart: the first start of a kind is cold and, once its session
+// ended, leaves a warm adapter behind; the second start takes it (it keeps
+// running as the session's adapter) and stops at the breakpoint as the cold
+// one did, and once that session ended a new warm adapter replaces it.
 func checkWarmStart(t *testing.T, m *dap.Manager, adapter string, req dap.StartRequest, path string, line int) {
 	t.Helper()
 	startToBreakpoint(t, m, req, path, line, nil)
@@ -77,19 +77,22 @@ func checkWarmStart(t *testing.T, m *dap.Manager, adapter string, req dap.StartR
 		var ok bool
 		first, ok = warmOf(m, adapter)
 		return ok
-	}, "a warm %s after the first start", adapter)
+	}, "a warm %s after the first session", adapter)
 	startToBreakpoint(t, m, req, path, line, func() {
 		if !alive(first.Pid) {
 			t.Errorf("the warm %s (pid %d) is gone while its session runs", adapter, first.Pid)
 		}
-		testwait.Until(t, 30*time.Second, func() bool {
-			w, ok := warmOf(m, adapter)
-			return ok && w.Pid != first.Pid
-		}, "a new warm %s replacing pid %d", adapter, first.Pid)
+		if w, ok := warmOf(m, adapter); ok {
+			t.Errorf("warm adapters while the one taken runs its session: %+v", w)
+		}
 	})
 	if alive(first.Pid) {
 		t.Errorf("the taken warm %s (pid %d) outlived its session", adapter, first.Pid)
 	}
+	testwait.Until(t, 30*time.Second, func() bool {
+		w, ok := warmOf(m, adapter)
+		return ok && w.Pid != first.Pid
+	}, "a new warm %s replacing pid %d", adapter, first.Pid)
 }
 
 func TestWarmStartStopsAtBreakpointForC(t *testing.T) {
