@@ -79,6 +79,7 @@ type warmPool struct {
 	ready  map[string]*warmAdapter // by adapter name: at most one per kind
 	making map[string]bool         // a refill of that kind is under way
 	idled  int                     // warm adapters ended for idleness
+	made   int                     // warm adapters made ready so far
 	wg     sync.WaitGroup          // refills and idle ends in flight
 
 	builds warmBuilds // prebuilt programs (warm_build.go)
@@ -165,7 +166,10 @@ func (p *warmPool) refill(a Adapter, spec Command, key warmKey) {
 		}
 		p.ready[key.adapter] = w
 		w.idle = time.AfterFunc(p.idle, func() { p.expire(w) })
+		p.made++
+		made := p.made
 		p.mu.Unlock()
+		p.log.Debug().Str("adapter", key.adapter).Int("pid", w.proc.cmd.Process.Pid).Int("made", made).Msg("warm debug adapter ready")
 	}()
 }
 

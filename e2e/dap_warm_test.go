@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/dap"
-	"github.com/tetherdev/tether/internal/testwait"
 )
 
 // TestDebugWarmAdaptersThroughTheBridge: a bridge with warm adapters on
@@ -35,10 +34,17 @@ func TestDebugWarmAdaptersThroughTheBridge(t *testing.T) {
 		d.ok("/api/debug/stop-session", map[string]any{"session_id": start.SessionID}, nil)
 	}
 	run()
-	// The session's own adapter is gone; the one left is the warm one.
-	testwait.Until(t, 30*time.Second, func() bool { return len(lldbIn()) == 1 }, "one warm lldb-dap in the root after the first session")
-	warm := lldbIn()[0]
+	// Made once the first session ended; the session's own adapter is
+	// gone, so the one left in the root is the warm one.
+	d.bridge.waitLine(30*time.Second, "warm debug adapter ready", `"adapter":"lldb-dap"`, `"made":1`)
+	warm := lldbIn()
+	if len(warm) != 1 {
+		t.Fatalf("lldb-dap processes in the root with one warm: %q", warm)
+	}
 	run()
-	testwait.Until(t, 30*time.Second, func() bool { l := lldbIn(); return len(l) == 1 && l[0] != warm },
-		"a new warm lldb-dap replacing %q", warm)
+	// The second session took it: a new one replaces it once it ended.
+	d.bridge.waitLine(30*time.Second, "warm debug adapter ready", `"adapter":"lldb-dap"`, `"made":2`)
+	if l := lldbIn(); len(l) != 1 || l[0] == warm[0] {
+		t.Fatalf("lldb-dap processes in the root after the second session: %q, want one other than the taken %q", l, warm[0])
+	}
 }
