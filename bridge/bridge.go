@@ -98,6 +98,12 @@ type Config struct {
 	// addresses a debug session may attach to over the network; nil:
 	// loopback only (dap.DefaultAttachAllow).
 	DebugAttachAllow []netip.Prefix
+	// DebugWarmAdapters (tether bridge --warm-adapters, on there) keeps a
+	// started and initialized debug adapter ready per adapter kind the
+	// workspace has used (dap.Config.WarmAdapters); DebugWarmIdle ends one
+	// unused that long (default dap.DefaultWarmIdle).
+	DebugWarmAdapters bool
+	DebugWarmIdle     time.Duration
 
 	// MaxInFlight bounds the handlers running at once, over all transports;
 	// beyond it calls are answered overloaded. Default DefaultMaxInFlight.

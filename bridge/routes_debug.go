@@ -11,7 +11,8 @@ import (
 )
 
 func mountDebug(r *Router, b *Bridge) {
-	cfg := dap.Config{Root: b.root, Logger: b.log, AttachAllow: b.cfg.DebugAttachAllow}
+	cfg := dap.Config{Root: b.root, Logger: b.log, AttachAllow: b.cfg.DebugAttachAllow,
+		WarmAdapters: b.cfg.DebugWarmAdapters, WarmIdle: b.cfg.DebugWarmIdle}
 	// Made on first use, so a bridge that never debugs probes nothing;
 	// closing it ends every debug session and its processes.
 	h := newLazy(func() (*dap.Manager, error) { return dap.NewManager(cfg) }, (*dap.Manager).Close, dap.ErrClosed)

@@ -42,6 +42,11 @@
 //     printed, and the next step); exception.go gives an exception's stop
 //     its type, message and stack (exceptionInfo) and checks exception
 //     filters against the adapter's.
+//   - warm.go keeps warm adapters (Config.WarmAdapters): one started and
+//     initialized adapter per kind the workspace used, taken by the next
+//     start whose adapter it matches, replaced after use, ended when idle
+//     and with the manager; warm_build.go prebuilds Go programs into kept
+//     binaries, so an unchanged one is not linked again.
 //   - session_restart.go restarts a launched program under the same session
 //     id (the adapter's restart, else a relaunch); session_postmortem.go
 //     and corefile.go open core dumps (core_file); session_watchpoints.go

@@ -18,3 +18,10 @@ func CoreNotes(data []byte) (signal string, files []string, fname string) {
 	parseCoreNotes(data, binary.LittleEndian, true, ci)
 	return ci.signal, ci.files, ci.fname
 }
+
+// WarmIdled is how many warm adapters ended for idleness.
+func (m *Manager) WarmIdled() int {
+	m.warm.mu.Lock()
+	defer m.warm.mu.Unlock()
+	return m.warm.idled
+}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -40,6 +41,13 @@ type Config struct {
 	// AttachAllow are the addresses an attach may connect to (attach.go);
 	// nil: DefaultAttachAllow, loopback only.
 	AttachAllow []netip.Prefix
+	// WarmAdapters keeps a started and initialized adapter ready per
+	// adapter kind the workspace has used, and prebuilds Go programs
+	// (warm.go, warm_build.go); off by default, the bridge turns it on.
+	WarmAdapters bool
+	// WarmIdle ends a warm adapter unused for this long; default
+	// DefaultWarmIdle.
+	WarmIdle time.Duration
 }
 
 // Manager holds the debug sessions of one workspace. All methods are safe for
@@ -50,6 +58,7 @@ type Manager struct {
 	env         *Env
 	log         zerolog.Logger
 	attachAllow []netip.Prefix
+	warm        *warmPool // nil when warm adapters are off
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -82,8 +91,12 @@ func NewManager(cfg Config) (*Manager, error) {
 		allow = DefaultAttachAllow
 	}
 	closing, cancel := context.WithCancel(context.Background())
-	return &Manager{root: root, env: NewEnv(path, environ), log: cfg.Logger, sessions: map[string]*Session{},
-		closing: closing, cancel: cancel, attachAllow: allow}, nil
+	m := &Manager{root: root, env: NewEnv(path, environ), log: cfg.Logger, sessions: map[string]*Session{},
+		closing: closing, cancel: cancel, attachAllow: allow}
+	if cfg.WarmAdapters {
+		m.warm = newWarmPool(cfg.WarmIdle, m.env, cfg.Logger, closing)
+	}
+	return m, nil
 }
 
 // Env returns the manager's lookup environment.
@@ -278,14 +291,16 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	defer done()
 
-	s := newSession(newID(), a, m.root)
-	s.paths = paths
-	s.name, _ = cfg["name"].(string)
-	s.request, _ = cfg["request"].(string)
-	s.entryStop, _ = cfg["stopOnEntry"].(bool)
-	s.core, s.launch = core, newLaunchSpec(spec, cfg, req, m.env.Environ)
-	log := m.log.With().Str("session_id", s.id).Str("adapter", a.Name()).Logger()
-	res, err := s.handshake(ctx, spec, cfg, &req, m.env.Environ)
+	id := newID()
+	log := m.log.With().Str("session_id", id).Str("adapter", a.Name()).Logger()
+	s, res, err := m.startSession(ctx, id, a, spec, cfg, req, core, paths, m.warm)
+	if err != nil && s.warmUsed && s.proc.client.Err() != nil && ctx.Err() == nil {
+		// The warm adapter went away during the start: that is no
+		// answer to give, a cold start is (the same one, or its error).
+		log.Info().Str("error", logLine(err)).Msg("warm debug adapter failed; starting cold")
+		s.Stop(ctx, nil)
+		s, res, err = m.startSession(ctx, id, a, spec, cfg, req, core, paths, nil)
+	}
 	if err == nil && core != nil {
 		s.awaitCrashStop(ctx, res)
 	}
@@ -308,6 +323,23 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	log.Info().Str("state", res.State).Msg("debug session started")
 	return res, nil
 }
+
+// startSession makes a session and runs its handshake, with adapters from
+// warm (nil: all cold). cfg is not changed.
+func (m *Manager) startSession(ctx context.Context, id string, a Adapter, spec Command, cfg map[string]any, req StartRequest, core *coreInfo, paths pathMap, warm *warmPool) (*Session, *StartResult, error) {
+	s := newSession(id, a, m.root)
+	s.paths = paths
+	s.warm = warm
+	s.name, _ = cfg["name"].(string)
+	s.request, _ = cfg["request"].(string)
+	s.entryStop, _ = cfg["stopOnEntry"].(bool)
+	s.core, s.launch = core, newLaunchSpec(spec, cfg, req, m.env.Environ)
+	res, err := s.handshake(ctx, spec, cloneConfig(cfg), &req, m.env.Environ)
+	return s, res, err
+}
+
+// WarmAdapters lists the warm adapters ready now (none when they are off).
+func (m *Manager) WarmAdapters() []WarmAdapter { return m.warm.list() }
 
 // Session returns a session by id, or session_not_found.
 func (m *Manager) Session(id string) (*Session, error) {
@@ -388,6 +420,7 @@ func (m *Manager) Close() {
 	for _, s := range list {
 		wg.Go(func() { s.Stop(context.Background(), nil) })
 	}
+	wg.Go(m.warm.close)
 	wg.Wait()
 }
 

@@ -40,6 +40,13 @@ type Session struct {
 	core *coreInfo
 	// launch is how the session was started, for restart (session_restart.go).
 	launch *launchSpec
+	// warm is the manager's pool of warm adapters (warm.go), nil when they
+	// are off; warmUsed says the adapter came from it.
+	warm     *warmPool
+	warmUsed bool
+	// refill has the pool make the next warm adapter of this kind; called
+	// once the session has ended (end). Set before the adapter starts.
+	refill func()
 
 	initialized     chan struct{}
 	initializedOnce sync.Once

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -45,16 +46,35 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	// Requests the session makes outside any call hang under this call's
 	// span (trace.go); set before the adapter can ask for anything.
 	s.startSpan = trace.SpanContextFromContext(ctx)
-	proc, err := startAdapter(ctx, spec, dir, environ, handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()})
-	if err != nil && spec.Dial != "" {
-		return nil, attachRefused(a.Name(), spec.Dial, err)
+	if pb, ok := a.(prebuilder); ok && s.warm != nil {
+		s.warm.builds.prebuild(ctx, s.warm.env, pb, cfg, dir)
 	}
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+	h := handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()}
+	var rawCaps json.RawMessage
+	w, refill := s.warm.take(a, spec, dir, environ, s.childSessions)
+	s.refill = sync.OnceFunc(refill)
+	if w != nil {
+		s.proc, rawCaps, s.warmUsed = w.proc, w.caps, true
+		go s.watch()
+		w.relay.attach(h) // after s.proc: a kept event may need it
+	} else {
+		proc, err := startAdapter(ctx, spec, dir, environ, h)
+		if err != nil && spec.Dial != "" {
+			return nil, attachRefused(a.Name(), spec.Dial, err)
+		}
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s: %v; %s", a.Name(), err, a.InstallHint())
+		}
+		s.proc = proc
+		go s.watch()
+		if err := proc.client.Do(ctx, "initialize", initializeArgs(a, s.childSessions), &rawCaps); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s", s.withReason(fmt.Sprintf("%s did not answer initialize: %v", a.Name(), err)))
+		}
 	}
-	s.proc = proc
-	go s.watch()
-	c := proc.client
+	c := s.proc.client
 
 	var caps struct {
 		Filters []struct {
@@ -63,13 +83,6 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 		} `json:"exceptionBreakpointFilters"`
 		SupportsConfigurationDone bool `json:"supportsConfigurationDoneRequest"`
 		SupportsFunctionBps       bool `json:"supportsFunctionBreakpoints"`
-	}
-	var rawCaps json.RawMessage
-	if err := c.Do(ctx, "initialize", initializeArgs(a, s.childSessions), &rawCaps); err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, protocol.Errorf(protocol.CodeDebugAdapterUnavailable, "%s", s.withReason(fmt.Sprintf("%s did not answer initialize: %v", a.Name(), err)))
 	}
 	_ = json.Unmarshal(rawCaps, &caps)
 	s.caps = rawCaps

@@ -67,6 +67,9 @@ func (s *Session) end(reason string) {
 		s.notifyLocked()
 	}
 	s.mu.Unlock()
+	if s.refill != nil {
+		s.refill() // the next warm adapter of this kind (warm.go)
+	}
 }
 
 // watch marks the session ended when the adapter's connection drops.

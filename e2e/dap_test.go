@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,9 +92,18 @@ type debugWorkspace struct {
 }
 
 // startDebugWorkspace writes files into a fresh root and serves it with a
-// bridge whose environment is env (nil: this process's).
+// bridge whose environment is env (nil: this process's). Its warm adapters
+// are off unless env sets TETHER_WARM_ADAPTERS: the tests check that a
+// stop-session leaves no process in the root, where a warm adapter (which
+// works there) would be; TestDebugWarmAdaptersThroughTheBridge turns them on.
 func startDebugWorkspace(t *testing.T, files map[string]string, env []string) *debugWorkspace {
 	t.Helper()
+	if env == nil {
+		env = os.Environ()
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TETHER_WARM_ADAPTERS=") }) {
+		env = append(env[:len(env):len(env)], "TETHER_WARM_ADAPTERS=false")
+	}
 	root := t.TempDir()
 	writeFiles(t, root, files)
 	b := startBroker(t)

@@ -114,12 +114,12 @@ func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
 	return tc
 }
 
-// startDebugBridge starts `tether bridge` serving root and waits until the
-// broker lists it.
-func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws, root string) *proc {
+// startDebugBridge starts `tether bridge` serving root (with extra flags)
+// and waits until the broker lists it.
+func startDebugBridge(tb testing.TB, bin string, brk *server, secret []byte, ws, root string, extra ...string) *proc {
 	tb.Helper()
-	p := startProc(tb, "bridge", bin, []string{"bridge", "--broker", brk.url, "--workspace", ws,
-		"--token", mintToken(tb, secret, auth.RoleBridge, ws), "--root", root, "--log-level", "warn"})
+	p := startProc(tb, "bridge", bin, append([]string{"bridge", "--broker", brk.url, "--workspace", ws,
+		"--token", mintToken(tb, secret, auth.RoleBridge, ws), "--root", root, "--log-level", "warn"}, extra...))
 	caller := mintToken(tb, secret, auth.RoleCaller, auth.AnyWorkspace)
 	client := controlClient(tb)
 	if !testwait.Within(15*time.Second, func() bool {
