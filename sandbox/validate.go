@@ -342,17 +342,12 @@ func (o *ContainerOptions) MemoryBytes() (int64, error) {
 	if m == nil {
 		return 0, protocol.Errorf(protocol.CodeInvalidPayload, "container.memory %q: use bytes or a number with k, m or g, such as 512m", o.Memory)
 	}
-	n, _ := strconv.ParseInt(m[1], 10, 64)
-	switch strings.ToLower(m[2]) {
-	case "k":
-		n <<= 10
-	case "m":
-		n <<= 20
-	case "g":
-		n <<= 30
-	}
-	if n < minContainerMemory || n > maxContainerMemory {
+	n, _ := strconv.ParseInt(m[1], 10, 64) // at most 13 digits: it fits
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30}[strings.ToLower(m[2])]
+	// Compared before the shift, which would wrap a large number round
+	// into the range ("17179869185g" is 1g after the shift).
+	if n > maxContainerMemory>>shift || n<<shift < minContainerMemory {
 		return 0, protocol.Errorf(protocol.CodeInvalidPayload, "container.memory %q: use 6m to 1024g", o.Memory)
 	}
-	return n, nil
+	return n << shift, nil
 }
