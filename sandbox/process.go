@@ -41,27 +41,12 @@ func (p *procRunner) start(argv []string, dir string, env []string, out io.Write
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, out, out
 	cmd.WaitDelay = 2 * time.Second
 
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		inR.Close()
-		inW.Close()
-		return nil, errRuntimeStopped
-	}
-	err = proctree.Start(cmd)
-	if err != nil {
-		p.mu.Unlock()
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("starting the command: %w", err)
-	}
-	pgid := cmd.Process.Pid
-	if p.running == nil {
-		p.running = make(map[int]struct{})
-	}
-	p.running[pgid] = struct{}{}
-	p.mu.Unlock()
+	pgid, err := p.startGroup(cmd)
 	inR.Close() // the child has its own copy
+	if err != nil {
+		inW.Close()
+		return nil, err
+	}
 	return &hostProcess{p: p, cmd: cmd, pgid: pgid, stdin: inW, done: make(chan struct{})}, nil
 }
 
@@ -81,26 +66,12 @@ func (p *procRunner) startPTY(argv []string, dir string, env []string, out io.Wr
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		ptmx.Close()
-		tty.Close()
-		return nil, errRuntimeStopped
-	}
-	err = proctree.Start(cmd)
+	pgid, err := p.startGroup(cmd)
 	tty.Close() // the child has its own copy
 	if err != nil {
-		p.mu.Unlock()
 		ptmx.Close()
-		return nil, fmt.Errorf("starting the command: %w", err)
+		return nil, err
 	}
-	pgid := cmd.Process.Pid
-	if p.running == nil {
-		p.running = make(map[int]struct{})
-	}
-	p.running[pgid] = struct{}{}
-	p.mu.Unlock()
 	h := &hostProcess{p: p, cmd: cmd, pgid: pgid, stdin: ptmx, pty: true, done: make(chan struct{}), copied: make(chan struct{})}
 	go func() {
 		defer close(h.copied)
@@ -181,9 +152,7 @@ func (h *hostProcess) Signal(sig syscall.Signal) error {
 func (h *hostProcess) Wait() (int, error) {
 	err := h.cmd.Wait()
 	close(h.done)
-	// Whatever the command left running in its group goes with it.
-	_ = syscall.Kill(-h.pgid, syscall.SIGKILL)
-	proctree.Forget(h.pgid)
+	stopped := h.p.endGroup(h.pgid)
 	if h.pty {
 		// The terminal's last output, unless something outside the group
 		// still holds it (then it is cut).
@@ -198,10 +167,6 @@ func (h *hostProcess) Wait() (int, error) {
 		}
 	}
 	h.stdin.Close()
-	h.p.mu.Lock()
-	delete(h.p.running, h.pgid)
-	stopped := h.p.stopped
-	h.p.mu.Unlock()
 	if stopped {
 		return -1, errStoppedUnder
 	}

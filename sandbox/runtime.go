@@ -175,24 +175,11 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 	}
 	cmd.WaitDelay = 2 * time.Second
 
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return ExecResult{}, errRuntimeStopped
-	}
 	start := time.Now()
-	// Its own group, so a timeout or Stop ends all it started, killed
-	// with the bridge.
-	if err := proctree.Start(cmd); err != nil {
-		p.mu.Unlock()
-		return ExecResult{}, fmt.Errorf("starting the command: %w", err)
+	pgid, err := p.startGroup(cmd)
+	if err != nil {
+		return ExecResult{}, err
 	}
-	pgid := cmd.Process.Pid
-	if p.running == nil {
-		p.running = make(map[int]struct{})
-	}
-	p.running[pgid] = struct{}{}
-	p.mu.Unlock()
 
 	done := make(chan struct{})
 	go func() {
@@ -202,14 +189,9 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 		case <-done:
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(done)
-	// Whatever the command left running in its group goes with it.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	proctree.Forget(pgid)
-	p.mu.Lock()
-	delete(p.running, pgid)
-	p.mu.Unlock()
+	p.endGroup(pgid)
 
 	res := ExecResult{
 		Command:    req.Command,
@@ -232,6 +214,38 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 		res.Error = err.Error()
 	}
 	return res, nil
+}
+
+// startGroup starts cmd as the leader of its own process group, so a
+// timeout or Stop ends all it started (and the bridge's death kills it),
+// and counts the group as running for stop; once the runtime was stopped
+// it starts nothing. Every command of a host runtime starts here.
+func (p *procRunner) startGroup(cmd *exec.Cmd) (pgid int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return 0, errRuntimeStopped
+	}
+	if err := proctree.Start(cmd); err != nil {
+		return 0, fmt.Errorf("starting the command: %w", err)
+	}
+	if p.running == nil {
+		p.running = make(map[int]struct{})
+	}
+	p.running[cmd.Process.Pid] = struct{}{}
+	return cmd.Process.Pid, nil
+}
+
+// endGroup follows a started command's reaping: whatever it left running
+// in its group goes with it, and the group is no longer counted. It
+// reports whether the runtime was stopped, which ended the command.
+func (p *procRunner) endGroup(pgid int) (stopped bool) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	proctree.Forget(pgid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.running, pgid)
+	return p.stopped
 }
 
 func (p *procRunner) stop() {
