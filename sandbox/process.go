@@ -101,7 +101,10 @@ func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
 		return ErrProcessDone
 	default:
 	}
-	// A write to a command that does not read waits, until ctx ends.
+	// A write to a command that does not read waits, until ctx ends. The
+	// past deadline an input that gave up left is cleared first, so it
+	// does not fail this one.
+	_ = h.stdin.SetWriteDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { _ = h.stdin.SetWriteDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := h.stdin.Write(data); err != nil {

@@ -163,6 +163,36 @@ func TestSessionStdinFeedsCatUntilEOF(t *testing.T) {
 	})
 }
 
+// An input the command did not read before the call ended leaves the
+// session's stdin open for the next: once the command reads, the next
+// input goes through.
+func TestSessionInputAfterAnInputThatTimedOut(t *testing.T) {
+	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
+		// It reads nothing until the file "go" appears, then keeps the
+		// last line of its input.
+		sid := startAsync(t, e, id, "while [ ! -e go ]; do sleep 0.02; done; tail -n 1")
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		// More than a pipe or a terminal holds, so the write waits.
+		_, err := e.svc.SessionInput(ctx, id, sid, protocol.SessionInputRequest{Data: strings.Repeat("x", 1<<20)})
+		if err == nil || !strings.Contains(err.Error(), "in time") {
+			t.Fatalf("an input nobody read: %v", err)
+		}
+		st := must[sandbox.WorkspaceStatus](t)(e.svc.WorkspaceStatus(context.Background(), id))
+		if err := os.WriteFile(filepath.Join(st.Path, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in, err := e.svc.SessionInput(context.Background(), id, sid, protocol.SessionInputRequest{Data: "\nafter\n", EOF: true})
+		if err != nil || in.Bytes != 7 {
+			t.Fatalf("the input after one that timed out: %+v %v", in, err)
+		}
+		end := awaitEnd(t, e, id, sid, 0)
+		if end.Output != "after\n" || *end.ExitCode != 0 {
+			t.Fatalf("after the input: %+v", end)
+		}
+	})
+}
+
 func TestSessionSignalEndsTheSleepTree(t *testing.T) {
 	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
 		ctx := context.Background()
