@@ -92,6 +92,10 @@ func (s *Service) ensureRuntime(ctx context.Context, rec *Record) (Capabilities,
 func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
 	key := runtimeKey(rec)
 	l, ok := s.live[rec.ID]
 	if ok && l.key == key {
@@ -113,6 +117,12 @@ func (s *Service) runtime(ctx context.Context, rec *Record) (Runtime, error) {
 		return nil, err
 	}
 	s.mu.Lock()
+	if s.closed {
+		// Close stopped the live runtimes while this one started.
+		s.mu.Unlock()
+		rt.Stop()
+		return nil, ErrClosed
+	}
 	if old, ok := s.live[rec.ID]; ok && old.rt != l.rt {
 		old.rt.Stop()
 	}

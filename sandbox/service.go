@@ -96,8 +96,9 @@ type Service struct {
 	loopDone  chan struct{}
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	live map[string]liveRuntime // by workspace id
+	mu     sync.Mutex
+	live   map[string]liveRuntime // by workspace id
+	closed bool                   // by Close: no runtime starts any more
 
 	sessions sessionTable
 }
@@ -202,6 +203,11 @@ func New(cfg Config) (*Service, error) {
 // Root returns the absolute sandbox root.
 func (s *Service) Root() string { return s.root }
 
+// ErrClosed answers a command that reaches the Service after Close (a
+// bridge's handler still running as the bridge shuts down): nothing would
+// end what it started.
+var ErrClosed = errors.New("sandbox: service closed")
+
 // Close stops the eviction loop and every running command, persists the
 // last-used times and releases the root. Workspaces stay on disk.
 func (s *Service) Close() error {
@@ -212,6 +218,7 @@ func (s *Service) Close() error {
 			<-s.loopDone
 		}
 		s.mu.Lock()
+		s.closed = true
 		for id, l := range s.live {
 			l.rt.Stop()
 			delete(s.live, id)

@@ -187,8 +187,18 @@ func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req
 	_, _ = rand.Read(tag[:])
 	e := &execSession{id: "sx-" + hex.EncodeToString(tag[:]), workspace: rec.ID, command: req.Command, cwd: rel,
 		started: s.cfg.Now(), done: make(chan struct{}), out: ring.New(s.cfg.SessionRing)}
+	// Counted before it starts, under the lock Close takes to stop the
+	// runtimes, so Close either waits for it or it starts nothing.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ExecResult{}, ErrClosed
+	}
+	t.wg.Add(1)
+	s.mu.Unlock()
 	proc, err := rt.Start(ctx, req, e)
 	if err != nil {
+		t.wg.Done()
 		return ExecResult{}, err
 	}
 	e.proc = proc
@@ -198,7 +208,6 @@ func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req
 	}
 	t.byID[e.id] = e
 	t.order = append(t.order, e.id)
-	t.wg.Add(1)
 	t.mu.Unlock()
 	go s.waitSession(e, req)
 	s.logger(ctx).Info().Str("sandbox_workspace", rec.ID).Str("session_id", e.id).Msg("sandbox session started")

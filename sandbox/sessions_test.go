@@ -5,6 +5,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -235,6 +236,28 @@ func TestReleaseEndsLiveSessions(t *testing.T) {
 		sid = startAsync(t, e, id, "echo again")
 		if end := awaitEnd(t, e, id, sid, 0); end.Output != "again\n" || *end.ExitCode != 0 {
 			t.Fatalf("after release: %+v", end)
+		}
+	})
+}
+
+// A command that reaches the Service after Close (a bridge's handler
+// still running as the bridge shuts down) starts nothing: no runtime and
+// no session, which nothing would end any more.
+func TestNoCommandStartsAfterClose(t *testing.T) {
+	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
+		if err := e.svc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.svc.Exec(context.Background(), id, sandbox.ExecRequest{Command: "sleep 2236.07", Mode: sandbox.ExecAsync})
+		if !errors.Is(err, sandbox.ErrClosed) {
+			t.Fatalf("an async exec after Close: %v", err)
+		}
+		res, err := e.svc.Exec(context.Background(), id, sandbox.ExecRequest{Command: "echo ran"})
+		if !errors.Is(err, sandbox.ErrClosed) {
+			t.Fatalf("a sync exec after Close: %+v %v", res, err)
+		}
+		if left := procsWith("2236.07"); len(left) != 0 {
+			t.Fatalf("a session started after Close: %v", left)
 		}
 	})
 }
