@@ -198,7 +198,7 @@ func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []s
 		Output:     out.String(),
 		Truncated:  out.Truncated(),
 		DurationMS: time.Since(start).Milliseconds(),
-		ExitCode:   cmd.ProcessState.ExitCode(),
+		ExitCode:   proctree.ExitStatus(cmd.ProcessState),
 	}
 	var exitErr *exec.ExitError
 	switch {

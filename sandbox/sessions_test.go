@@ -216,6 +216,21 @@ func TestSessionSignalEndsTheSleepTree(t *testing.T) {
 	})
 }
 
+// A command ended by a signal has the status a shell gives it, 128+n, in
+// a sync exec as in a session, on every runtime.
+func TestSignalledCommandExitsWith128PlusTheSignal(t *testing.T) {
+	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
+		res := must[sandbox.ExecResult](t)(e.svc.Exec(context.Background(), id, sandbox.ExecRequest{Command: "kill -TERM $$"}))
+		if res.ExitCode != 128+15 || res.Success || res.TimedOut {
+			t.Fatalf("sync: %+v", res)
+		}
+		sid := startAsync(t, e, id, "kill -TERM $$")
+		if end := awaitEnd(t, e, id, sid, 0); *end.ExitCode != 128+15 {
+			t.Fatalf("session: %+v", end)
+		}
+	})
+}
+
 func TestReleaseEndsLiveSessions(t *testing.T) {
 	forHostRuntimes(t, func(t *testing.T, e *env, id string) {
 		ctx := context.Background()
