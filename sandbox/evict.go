@@ -154,7 +154,7 @@ func (s *Service) Evict(ctx context.Context, req EvictRequest) (EvictResult, err
 	var idle []string
 	for id, l := range s.live {
 		// A runtime with a running async session is in use.
-		if now.Sub(l.used) >= p.RuntimeIdle && s.sessions.running(id) == 0 {
+		if now.Sub(l.used) >= p.RuntimeIdle && len(s.sessions.live(id)) == 0 {
 			idle = append(idle, id)
 		}
 	}

@@ -130,20 +130,8 @@ type sessionTable struct {
 	order []string
 }
 
-// running counts the workspace's running sessions.
-func (t *sessionTable) running(ws string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, e := range t.byID {
-		if e.workspace == ws && !e.isDone() {
-			n++
-		}
-	}
-	return n
-}
-
-// live returns the workspace's running sessions.
+// live returns the workspace's running sessions (every workspace's for
+// "").
 func (t *sessionTable) live(ws string) []*execSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -180,7 +168,7 @@ func (s *Service) startSession(ctx context.Context, rec *Record, rt Runtime, req
 	t.mu.Unlock()
 	// The workspace lock keeps another start from passing this check
 	// meanwhile.
-	if n := t.running(rec.ID); n >= s.cfg.MaxSessions {
+	if n := len(t.live(rec.ID)); n >= s.cfg.MaxSessions {
 		return ExecResult{}, protocol.Errorf(protocol.CodeOverloaded, "workspace %s has %d async sessions running, the most allowed; end one (signal KILL) first", rec.ID, n)
 	}
 	var tag [8]byte
