@@ -38,15 +38,10 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping the container runtime tests:", err)
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "tether-ctr-")
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	engine, err = podmantest.Start(dir)
+	var err error
+	engine, err = podmantest.Start()
 	if err != nil {
 		fmt.Println("starting podman:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -65,8 +60,8 @@ func TestMain(m *testing.M) {
 		fmt.Printf("podman processes left behind: %v\n", left)
 		code = 1
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		fmt.Printf("the engine's directory %s (its socket) is left: %v\n", dir, err)
+	if _, err := os.Stat(engine.Dir()); !os.IsNotExist(err) {
+		fmt.Printf("the engine's directory %s (its socket) is left: %v\n", engine.Dir(), err)
 		code = 1
 	}
 	if code == 0 {
@@ -553,11 +548,7 @@ func TestBadInput(t *testing.T) {
 // An engine that dies while a command runs: the command is answered, not
 // left waiting, and says the engine is gone.
 func TestEngineDyingMidCommandAnswersTheCommand(t *testing.T) {
-	dir, err := os.MkdirTemp("", "tether-ctr2-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := podmantest.Start(dir)
+	own, err := podmantest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
