@@ -97,6 +97,10 @@ func (e *Engine) start() error {
 	}
 	cmd := exec.Command("podman", append(e.globalArgs(), "system", "service", "--time=0", e.Host)...)
 	cmd.Env = e.env()
+	// conmon, started by the service, writes a file "oom" into its
+	// working directory when a container's cgroup kills for memory: the
+	// engine's directory, not the test's package.
+	cmd.Dir = e.dir
 	// A child of testproc: its own process group (Close ends conmon and
 	// whatever it started too), killed should the test binary die.
 	service, err := testproc.Start("podman system service", cmd, filepath.Join(e.dir, "service.log"))
