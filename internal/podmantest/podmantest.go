@@ -197,6 +197,14 @@ func (e *Engine) importImage() error {
 // keeps), as an engine that dies mid-command would; Close still cleans up.
 func (e *Engine) KillService() { e.service.Kill() }
 
+// PauseService stops the API service (SIGSTOP), as an engine that hangs
+// would: its connections stay open and nothing answers on them.
+// ResumeService lets it go on.
+func (e *Engine) PauseService() { _ = syscall.Kill(e.service.Pid(), syscall.SIGSTOP) }
+
+// ResumeService undoes PauseService.
+func (e *Engine) ResumeService() { _ = syscall.Kill(e.service.Pid(), syscall.SIGCONT) }
+
 // Processes are the processes running from this engine's directory (a
 // conmon, the service): after Close, none.
 func (e *Engine) Processes() []int {

@@ -585,3 +585,48 @@ func TestEngineDyingMidCommandAnswersTheCommand(t *testing.T) {
 		t.Fatalf("%q does not name the engine's socket", pe.Message)
 	}
 }
+
+// A release while the engine hangs: the running command is answered at
+// once with runtime_stopped, not left to its timeout (the container's
+// removal waits for the engine).
+func TestReleaseAnswersARunningCommandWhileTheEngineHangs(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.acquire(sandbox.ModeEdit, nil)
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Exec(ctx, ws.WorkspaceID, sandbox.ExecRequest{Command: "sleep 300", Timeout: 120})
+		errc <- err
+	}()
+	name := ""
+	eventually(t, "the sleep runs", func() bool {
+		if name == "" {
+			name = e.containerOf(ws.WorkspaceID)
+		}
+		out, _ := engine.Podman(ctx, "exec", name, "ps")
+		return strings.Contains(out, "sleep 300")
+	})
+	engine.PauseService()
+	paused := true
+	t.Cleanup(func() {
+		if paused {
+			engine.ResumeService()
+		}
+	})
+	released := make(chan error, 1)
+	go func() { released <- e.svc.Release(ctx, ws.WorkspaceID) }()
+	select {
+	case err := <-errc:
+		wantCode(t, err, protocol.CodeRuntimeStopped)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command was not answered within 10s of the release")
+	}
+	engine.ResumeService()
+	paused = false
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.containerOf(ws.WorkspaceID); n != "" {
+		t.Fatalf("container %s left after release", n)
+	}
+}

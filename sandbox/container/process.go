@@ -145,10 +145,6 @@ func (p *process) Wait() (int, error) {
 		p.att.Close()
 		<-p.copied
 		return -1, p.r.why(p.b)
-	case <-p.r.watchCtx.Done(): // Stop: the container is being removed
-		p.att.Close()
-		<-p.copied
-		return -1, errReleased
 	}
 	p.att.Close()
 	code, err := p.r.exitCode(context.Background(), p.execID)
