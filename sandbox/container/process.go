@@ -148,10 +148,11 @@ func (p *process) Wait() (int, error) {
 	}
 	p.att.Close()
 	code, err := p.r.exitCode(context.Background(), p.execID)
-	if err == nil && code != 0 {
+	if err == nil && code > 128 {
 		// A wrapper ended by a signal did not end what the command left
 		// in its group (background jobs ignore INT): the session's end
-		// does, as on the host.
+		// does, as on the host. A wrapper that exited (any status up to
+		// 128) ended its group and removed its file itself.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, _ = p.r.run(ctx, p.b, signaller, p.pidFile, "KILL")
 		cancel()
