@@ -35,13 +35,9 @@ func (r *runtime) Start(ctx context.Context, req sandbox.ExecRequest, out io.Wri
 	if err != nil {
 		return nil, err
 	}
-	pidFile := newPidFile()
-	created, err := r.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
-		User: b.user, Env: env, WorkingDir: workdir,
-		Cmd:         []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
-		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Tty: req.TTY, ConsoleSize: &consoleSize,
-	})
+	opts, pidFile := b.wrapped(req.Command, workdir, env)
+	opts.AttachStdin, opts.Tty, opts.ConsoleSize = true, req.TTY, &consoleSize
+	created, err := r.cli.ContainerExecCreate(ctx, b.id, opts)
 	if err == nil {
 		var att types.HijackedResponse
 		// The stream outlives the call that starts it.
