@@ -160,12 +160,9 @@ func (r *runtime) prepare(req sandbox.ExecRequest) (workdir string, env []string
 	if err != nil {
 		return "", nil, err
 	}
-	env = make([]string, 0, len(req.Env))
-	for k, v := range req.Env {
-		if !sandbox.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
-			return "", nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
-		}
-		env = append(env, k+"="+v)
+	env, err = sandbox.RequestEnv(req.Env)
+	if err != nil {
+		return "", nil, err
 	}
 	return workdir, env, nil
 }
