@@ -141,9 +141,7 @@ func (e *Engine) env() []string {
 // Podman runs the podman CLI on this engine's storage (podman kill,
 // podman exec, …) and returns its output.
 func (e *Engine) Podman(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "podman", append(e.globalArgs(), args...)...)
-	cmd.Env = e.env()
-	out, err := cmd.CombinedOutput()
+	out, err := e.PodmanCmd(ctx, args...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("podman %s: %w: %s", strings.Join(args, " "), err, out)
 	}
