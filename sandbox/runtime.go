@@ -68,9 +68,19 @@ func StoppedAfter(d time.Duration) string {
 	return fmt.Sprintf("the command was stopped after %s", d.Round(time.Millisecond))
 }
 
-// ValidEnvName reports whether k may name an environment variable of a
-// command.
-func ValidEnvName(k string) bool { return envKeyRe.MatchString(k) }
+// RequestEnv is a request's env as NAME=value entries; a bad name or a
+// value holding a NUL answers invalid_payload. Every runtime takes a
+// command's env through it.
+func RequestEnv(env map[string]string) ([]string, error) {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		if !envKeyRe.MatchString(k) || strings.IndexByte(v, 0) >= 0 {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
+		}
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
 
 // ExecResult has the shape of a terminal result: {success, command,
 // output, error, exit_code, duration_ms, timed_out, truncated}.
@@ -139,13 +149,11 @@ func commandEnv(home string, extra map[string]string) ([]string, error) {
 	if _, ok := os.LookupEnv("PATH"); !ok {
 		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
 	}
-	for k, v := range extra {
-		if !envKeyRe.MatchString(k) || strings.IndexByte(v, 0) >= 0 {
-			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
-		}
-		env = append(env, k+"="+v)
+	req, err := RequestEnv(extra)
+	if err != nil {
+		return nil, err
 	}
-	return env, nil
+	return append(env, req...), nil
 }
 
 // procRunner runs commands each in its own process group, so a timeout or

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +33,7 @@ func BenchmarkSandboxContainer(b *testing.B) {
 	}
 	bin := tetherBin(b)
 	runs := 15
-	dir, err := os.MkdirTemp("", "tether-ctrb-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	engine, err := podmantest.Start(dir)
+	engine, err := podmantest.Start()
 	if err != nil {
 		b.Fatal(err)
 	}

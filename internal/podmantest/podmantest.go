@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tetherdev/tether/internal/testproc"
 )
 
 // Image is the name of the image Start imports.
@@ -50,9 +52,8 @@ type Engine struct {
 	// Image is the busybox image's name.
 	Image string
 
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	dir     string
+	service *testproc.Proc // nil until the service started
 }
 
 // Available reports why podman cannot run here, or nil.
@@ -66,51 +67,67 @@ func Available() error {
 	return nil
 }
 
-// Start runs a podman service with its storage in dir (which must be
-// empty or new, and short: the socket path must fit) and imports Image.
-func Start(dir string) (*Engine, error) {
+// Start runs a podman service with its storage in a new temporary
+// directory of its own (under the system's, whose short path the socket's
+// must fit) and imports Image. Close stops it and removes the directory.
+func Start() (*Engine, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	e := &Engine{dir: dir, Image: Image, done: make(chan struct{})}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := os.MkdirTemp("", "tether-podman-")
+	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(containersConf), 0o600); err != nil {
+	e := &Engine{dir: dir, Image: Image}
+	if err := e.start(); err != nil {
+		e.Close()
 		return nil, err
 	}
-	sock := filepath.Join(dir, "podman.sock")
+	return e, nil
+}
+
+func (e *Engine) start() error {
+	if err := os.WriteFile(filepath.Join(e.dir, "containers.conf"), []byte(containersConf), 0o600); err != nil {
+		return err
+	}
+	sock := filepath.Join(e.dir, "podman.sock")
 	e.Host = "unix://" + sock
 	if err := e.importImage(); err != nil {
-		return nil, err
+		return err
 	}
-	e.cmd = exec.Command("podman", append(e.globalArgs(), "system", "service", "--time=0", e.Host)...)
-	e.cmd.Env = e.env()
-	var log bytes.Buffer
-	e.cmd.Stdout, e.cmd.Stderr = &log, &log
-	// Its own process group: Close ends conmon and whatever it started too.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := e.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting podman system service: %w", err)
+	cmd := exec.Command("podman", append(e.globalArgs(), "system", "service", "--time=0", e.Host)...)
+	cmd.Env = e.env()
+	// conmon, started by the service, writes a file "oom" into its
+	// working directory when a container's cgroup kills for memory: the
+	// engine's directory, not the test's package.
+	cmd.Dir = e.dir
+	// A child of testproc: its own process group (Close ends conmon and
+	// whatever it started too), killed should the test binary die.
+	service, err := testproc.Start("podman system service", cmd, filepath.Join(e.dir, "service.log"))
+	if err != nil {
+		return err
 	}
-	go func() { _ = e.cmd.Wait(); close(e.done) }()
+	e.service = service
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			return e, nil
+			return nil
 		}
 		select {
-		case <-e.done:
-			return nil, fmt.Errorf("podman system service exited: %s", log.String())
+		case <-service.Done():
+			return fmt.Errorf("podman system service exited: %s", service.LogTail(4096))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			e.Close()
-			return nil, errors.New("podman system service did not listen within 30s")
+			return errors.New("podman system service did not listen within 30s")
 		}
 	}
 }
+
+// Dir is the engine's directory (its storage, its socket); Close removes
+// it.
+func (e *Engine) Dir() string { return e.dir }
 
 func (e *Engine) globalArgs() []string {
 	return []string{"--root", filepath.Join(e.dir, "root"), "--runroot", filepath.Join(e.dir, "run"),
@@ -124,9 +141,7 @@ func (e *Engine) env() []string {
 // Podman runs the podman CLI on this engine's storage (podman kill,
 // podman exec, …) and returns its output.
 func (e *Engine) Podman(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "podman", append(e.globalArgs(), args...)...)
-	cmd.Env = e.env()
-	out, err := cmd.CombinedOutput()
+	out, err := e.PodmanCmd(ctx, args...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("podman %s: %w: %s", strings.Join(args, " "), err, out)
 	}
@@ -178,10 +193,15 @@ func (e *Engine) importImage() error {
 
 // KillService kills the API service (not the containers, which conmon
 // keeps), as an engine that dies mid-command would; Close still cleans up.
-func (e *Engine) KillService() {
-	_ = syscall.Kill(e.cmd.Process.Pid, syscall.SIGKILL)
-	<-e.done
-}
+func (e *Engine) KillService() { e.service.Kill() }
+
+// PauseService stops the API service (SIGSTOP), as an engine that hangs
+// would: its connections stay open and nothing answers on them.
+// ResumeService lets it go on.
+func (e *Engine) PauseService() { _ = syscall.Kill(e.service.Pid(), syscall.SIGSTOP) }
+
+// ResumeService undoes PauseService.
+func (e *Engine) ResumeService() { _ = syscall.Kill(e.service.Pid(), syscall.SIGCONT) }
 
 // Processes are the processes running from this engine's directory (a
 // conmon, the service): after Close, none.
@@ -214,17 +234,13 @@ func (e *Engine) Containers(ctx context.Context) ([]string, error) {
 // conmon and the containers' processes), removes what podman keeps in
 // its storage (its overlay mounts first), and waits.
 func (e *Engine) Close() {
-	if e.cmd != nil && e.cmd.Process != nil {
+	if e.service != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		_, _ = e.Podman(ctx, "rm", "-a", "-f", "-t", "0")
 		cancel()
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-e.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-			<-e.done
-		}
+		// Its report (a service killed before, conmons left in its group)
+		// is no failure here: what is left is ended below either way.
+		_ = e.service.Stop(10 * time.Second)
 	}
 	// conmon outlives a service killed under an attached exec: whatever
 	// still runs from this engine's storage is ended.

@@ -38,15 +38,10 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping the container runtime tests:", err)
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "tether-ctr-")
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	engine, err = podmantest.Start(dir)
+	var err error
+	engine, err = podmantest.Start()
 	if err != nil {
 		fmt.Println("starting podman:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -65,8 +60,8 @@ func TestMain(m *testing.M) {
 		fmt.Printf("podman processes left behind: %v\n", left)
 		code = 1
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		fmt.Printf("the engine's directory %s (its socket) is left: %v\n", dir, err)
+	if _, err := os.Stat(engine.Dir()); !os.IsNotExist(err) {
+		fmt.Printf("the engine's directory %s (its socket) is left: %v\n", engine.Dir(), err)
 		code = 1
 	}
 	if code == 0 {
@@ -553,11 +548,7 @@ func TestBadInput(t *testing.T) {
 // An engine that dies while a command runs: the command is answered, not
 // left waiting, and says the engine is gone.
 func TestEngineDyingMidCommandAnswersTheCommand(t *testing.T) {
-	dir, err := os.MkdirTemp("", "tether-ctr2-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := podmantest.Start(dir)
+	own, err := podmantest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,5 +583,50 @@ func TestEngineDyingMidCommandAnswersTheCommand(t *testing.T) {
 	pe := wantCode(t, err, protocol.CodeRuntimeUnavailable)
 	if !strings.Contains(pe.Message, own.Host) && !strings.Contains(pe.Message, strings.TrimPrefix(own.Host, "unix://")) {
 		t.Fatalf("%q does not name the engine's socket", pe.Message)
+	}
+}
+
+// A release while the engine hangs: the running command is answered at
+// once with runtime_stopped, not left to its timeout (the container's
+// removal waits for the engine).
+func TestReleaseAnswersARunningCommandWhileTheEngineHangs(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := e.acquire(sandbox.ModeEdit, nil)
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Exec(ctx, ws.WorkspaceID, sandbox.ExecRequest{Command: "sleep 300", Timeout: 120})
+		errc <- err
+	}()
+	name := ""
+	eventually(t, "the sleep runs", func() bool {
+		if name == "" {
+			name = e.containerOf(ws.WorkspaceID)
+		}
+		out, _ := engine.Podman(ctx, "exec", name, "ps")
+		return strings.Contains(out, "sleep 300")
+	})
+	engine.PauseService()
+	paused := true
+	t.Cleanup(func() {
+		if paused {
+			engine.ResumeService()
+		}
+	})
+	released := make(chan error, 1)
+	go func() { released <- e.svc.Release(ctx, ws.WorkspaceID) }()
+	select {
+	case err := <-errc:
+		wantCode(t, err, protocol.CodeRuntimeStopped)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command was not answered within 10s of the release")
+	}
+	engine.ResumeService()
+	paused = false
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.containerOf(ws.WorkspaceID); n != "" {
+		t.Fatalf("container %s left after release", n)
 	}
 }

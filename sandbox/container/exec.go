@@ -65,13 +65,9 @@ func (r *runtime) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	defer r.release()
 
-	pidFile := newPidFile()
-	created, err := r.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
-		User: b.user, Env: env, WorkingDir: workdir,
-		Cmd:          []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
-		AttachStdin:  req.Stdin != "",
-		AttachStdout: true, AttachStderr: true,
-	})
+	opts, pidFile := b.wrapped(req.Command, workdir, env)
+	opts.AttachStdin = req.Stdin != ""
+	created, err := r.cli.ContainerExecCreate(ctx, b.id, opts)
 	if err != nil {
 		return r.failed(ctx, b, req, start, fmt.Errorf("creating the exec: %w", err))
 	}
@@ -164,21 +160,25 @@ func (r *runtime) prepare(req sandbox.ExecRequest) (workdir string, env []string
 	if err != nil {
 		return "", nil, err
 	}
-	env = make([]string, 0, len(req.Env))
-	for k, v := range req.Env {
-		if !sandbox.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
-			return "", nil, protocol.Errorf(protocol.CodeInvalidPayload, "env %q: bad name or value", k)
-		}
-		env = append(env, k+"="+v)
+	env, err = sandbox.RequestEnv(req.Env)
+	if err != nil {
+		return "", nil, err
 	}
 	return workdir, env, nil
 }
 
-// newPidFile names the file a command's wrapper notes its group in.
-func newPidFile() string {
+// wrapped is the exec of a command (sync or a session's) in b's
+// container, under the wrapper, with its output attached; pidFile is
+// where the wrapper notes its process group for a signal.
+func (b *box) wrapped(command, workdir string, env []string) (opts container.ExecOptions, pidFile string) {
 	var tag [8]byte
 	_, _ = rand.Read(tag[:])
-	return "/tmp/.tether-exec-" + hex.EncodeToString(tag[:]) + ".pid"
+	pidFile = "/tmp/.tether-exec-" + hex.EncodeToString(tag[:]) + ".pid"
+	return container.ExecOptions{
+		User: b.user, Env: env, WorkingDir: workdir,
+		Cmd:          []string{"/bin/sh", "-c", wrapper, "tether-exec", command, pidFile},
+		AttachStdout: true, AttachStderr: true,
+	}, pidFile
 }
 
 // stoppedResult answers a command stopped by its timeout or its call's end.

@@ -35,13 +35,9 @@ func (r *runtime) Start(ctx context.Context, req sandbox.ExecRequest, out io.Wri
 	if err != nil {
 		return nil, err
 	}
-	pidFile := newPidFile()
-	created, err := r.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
-		User: b.user, Env: env, WorkingDir: workdir,
-		Cmd:         []string{"/bin/sh", "-c", wrapper, "tether-exec", req.Command, pidFile},
-		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Tty: req.TTY, ConsoleSize: &consoleSize,
-	})
+	opts, pidFile := b.wrapped(req.Command, workdir, env)
+	opts.AttachStdin, opts.Tty, opts.ConsoleSize = true, req.TTY, &consoleSize
+	created, err := r.cli.ContainerExecCreate(ctx, b.id, opts)
 	if err == nil {
 		var att types.HijackedResponse
 		// The stream outlives the call that starts it.
@@ -145,17 +141,14 @@ func (p *process) Wait() (int, error) {
 		p.att.Close()
 		<-p.copied
 		return -1, p.r.why(p.b)
-	case <-p.r.watchCtx.Done(): // Stop: the container is being removed
-		p.att.Close()
-		<-p.copied
-		return -1, errReleased
 	}
 	p.att.Close()
 	code, err := p.r.exitCode(context.Background(), p.execID)
-	if err == nil && code != 0 {
+	if err == nil && code > 128 {
 		// A wrapper ended by a signal did not end what the command left
 		// in its group (background jobs ignore INT): the session's end
-		// does, as on the host.
+		// does, as on the host. A wrapper that exited (any status up to
+		// 128) ended its group and removed its file itself.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, _ = p.r.run(ctx, p.b, signaller, p.pidFile, "KILL")
 		cancel()

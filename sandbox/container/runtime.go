@@ -59,7 +59,8 @@ type runtime struct {
 type box struct {
 	id   string
 	user string
-	// dead is closed when the container stopped running; why says how.
+	// dead is closed when the container stopped running, or when Stop
+	// began to remove it; why says how.
 	dead chan struct{}
 	why  error
 	// idled: tether stopped it for want of commands; the next command
@@ -251,9 +252,10 @@ func (r *runtime) config(user string) (*container.Config, *container.HostConfig)
 	return cfg, host
 }
 
-// watch waits, in the background, for b's container to stop, and notes
-// why in b before closing b.dead: the exit status and last log lines, or
-// the engine's error.
+// watch waits, in the background, for b's container to stop, or for
+// Stop, and notes why in b before closing b.dead: the exit status and
+// last log lines, the engine's error, or the release. A command in b
+// waits for b.dead and nothing else of the runtime's.
 func (r *runtime) watch(b *box) {
 	r.watchers.Add(1)
 	go func() {
@@ -264,12 +266,14 @@ func (r *runtime) watch(b *box) {
 		case w := <-okC:
 			why = r.stopReason(b.id, w.StatusCode)
 		case err := <-errC:
-			if r.watchCtx.Err() != nil {
-				return // Stop: nobody waits for b any more
-			}
-			if cerrdefs.IsNotFound(err) {
+			switch {
+			case r.watchCtx.Err() != nil:
+				// Stop: the container is being removed, and what runs in
+				// it is answered now, whatever the engine does.
+				why = errReleased
+			case cerrdefs.IsNotFound(err):
 				why = protocol.Errorf(protocol.CodeRuntimeStopped, "the container %s was removed while the command ran", short(b.id))
-			} else {
+			default:
 				// The wait is a long request: its end without an answer is
 				// the engine's (a restart, a crash).
 				why = protocol.Errorf(protocol.CodeRuntimeUnavailable, "the container engine at %s stopped answering while the command ran: %v", r.p.host(), err)
