@@ -24,11 +24,24 @@ func newWarmManager(t *testing.T, root string, idle time.Duration) *dap.Manager 
 
 // warmOf is the ready warm adapter of that name, or ok false.
 func warmOf(m *dap.Manager, adapter string) (dap.WarmAdapter, bool) {
-	i := slices.IndexFunc(m.WarmAdapters(), func(w dap.WarmAdapter) bool { return w.Adapter == adapter })
+	ready := m.WarmAdapters()
+	i := slices.IndexFunc(ready, func(w dap.WarmAdapter) bool { return w.Adapter == adapter })
 	if i < 0 {
 		return dap.WarmAdapter{}, false
 	}
-	return m.WarmAdapters()[i], true
+	return ready[i], true
+}
+
+// awaitWarm waits for a ready warm adapter of that name and returns it.
+func awaitWarm(t *testing.T, m *dap.Manager, adapter string) dap.WarmAdapter {
+	t.Helper()
+	var w dap.WarmAdapter
+	testwait.Until(t, 30*time.Second, func() bool {
+		var ok bool
+		w, ok = warmOf(m, adapter)
+		return ok
+	}, "a warm %s", adapter)
+	return w
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -72,12 +85,7 @@ func startToBreakpoint(t *testing.T, m *dap.Manager, req dap.StartRequest, path 
 func checkWarmStart(t *testing.T, m *dap.Manager, adapter string, req dap.StartRequest, path string, line int) {
 	t.Helper()
 	startToBreakpoint(t, m, req, path, line, nil)
-	var first dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		first, ok = warmOf(m, adapter)
-		return ok
-	}, "a warm %s after the first session", adapter)
+	first := awaitWarm(t, m, adapter)
 	startToBreakpoint(t, m, req, path, line, func() {
 		if !alive(first.Pid) {
 			t.Errorf("the warm %s (pid %d) is gone while its session runs", adapter, first.Pid)
@@ -160,12 +168,7 @@ func TestWarmAdaptersEndWithTheManager(t *testing.T) {
 	defer m.Close()
 	needAdapter(t, m, "lldb-dap")
 	startToBreakpoint(t, m, dap.StartRequest{Language: "c", Program: "add_numbers"}, "add_numbers.c", 4, nil)
-	var w dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		w, ok = warmOf(m, "lldb-dap")
-		return ok
-	}, "a warm lldb-dap")
+	w := awaitWarm(t, m, "lldb-dap")
 	m.Close()
 	if alive(w.Pid) {
 		t.Fatalf("warm lldb-dap (pid %d) outlived the manager", w.Pid)
@@ -196,12 +199,7 @@ func TestWarmAdapterThatDiedFallsBackToCold(t *testing.T) {
 	needAdapter(t, m, "lldb-dap")
 	req := dap.StartRequest{Language: "c", Program: "add_numbers"}
 	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
-	var w dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		w, ok = warmOf(m, "lldb-dap")
-		return ok
-	}, "a warm lldb-dap")
+	w := awaitWarm(t, m, "lldb-dap")
 	if err := syscall.Kill(w.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
