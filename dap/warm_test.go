@@ -3,6 +3,7 @@
 package dap_test
 
 import (
+	"errors"
 	"slices"
 	"syscall"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/protocol"
 )
 
 func newWarmManager(t *testing.T, root string, idle time.Duration) *dap.Manager {
@@ -204,4 +206,26 @@ func TestWarmAdapterThatDiedFallsBackToCold(t *testing.T) {
 		t.Fatal(err)
 	}
 	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
+}
+
+// A start that takes a warm adapter and fails (lldb-dap cannot launch a C
+// source file) answers with the adapter's refusal, and the adapter it took
+// ends with it.
+func TestWarmStartThatFailsAnswersAndEndsTheAdapterItTook(t *testing.T) {
+	root := cWorkspace(t)
+	m := newWarmManager(t, root, 0)
+	needAdapter(t, m, "lldb-dap")
+	startToBreakpoint(t, m, dap.StartRequest{Language: "c", Program: "add_numbers"}, "add_numbers.c", 4, nil)
+	w := awaitWarm(t, m, "lldb-dap")
+	_, err := m.Start(ctxFor(t, 60*time.Second), dap.StartRequest{Language: "c", Program: "add_numbers.c"})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidPayload {
+		t.Fatalf("start of a source file = %v, want invalid_payload", err)
+	}
+	if alive(w.Pid) {
+		t.Fatalf("the warm lldb-dap (pid %d) the failed start took outlived it", w.Pid)
+	}
+	if got := m.List().Sessions; len(got) != 1 {
+		t.Fatalf("sessions after the failed start = %+v, want only the first", got)
+	}
 }
