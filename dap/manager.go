@@ -325,7 +325,8 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (*StartResult, er
 }
 
 // startSession makes a session and runs its handshake, with adapters from
-// warm (nil: all cold). cfg is not changed.
+// warm (nil: all cold). cfg is not changed (a prebuild rewrites a copy),
+// so a cold retry starts from the same one.
 func (m *Manager) startSession(ctx context.Context, id string, a Adapter, spec Command, cfg map[string]any, req StartRequest, core *coreInfo, paths pathMap, warm *warmPool) (*Session, *StartResult, error) {
 	s := newSession(id, a, m.root)
 	s.paths = paths
@@ -334,7 +335,7 @@ func (m *Manager) startSession(ctx context.Context, id string, a Adapter, spec C
 	s.request, _ = cfg["request"].(string)
 	s.entryStop, _ = cfg["stopOnEntry"].(bool)
 	s.core, s.launch = core, newLaunchSpec(spec, cfg, req, m.env.Environ)
-	res, err := s.handshake(ctx, spec, cloneConfig(cfg), &req, m.env.Environ)
+	res, err := s.handshake(ctx, spec, cfg, &req, m.env.Environ)
 	return s, res, err
 }
 

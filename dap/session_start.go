@@ -47,12 +47,14 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	// span (trace.go); set before the adapter can ask for anything.
 	s.startSpan = trace.SpanContextFromContext(ctx)
 	if pb, ok := a.(prebuilder); ok && s.warm != nil {
-		s.warm.builds.prebuild(ctx, s.warm.env, pb, cfg, dir)
+		cfg = s.warm.builds.prebuild(ctx, s.warm.env, pb, cfg, dir)
 	}
 	h := handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()}
 	var rawCaps json.RawMessage
 	w, refill := s.warm.take(a, spec, dir, environ, s.childSessions)
-	s.refill = sync.OnceFunc(refill)
+	if refill != nil {
+		s.refill = sync.OnceFunc(refill)
+	}
 	if w != nil {
 		s.proc, rawCaps, s.warmUsed = w.proc, w.caps, true
 		go s.watch()

@@ -95,16 +95,20 @@ func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing conte
 
 // take hands over the warm adapter for key, or nil when none is ready or
 // the one ready has died. Either way it returns refill, which makes the
-// next one for key in the background: the taker calls it once its session
+// next one for key in the background (nil when warm adapters are off or
+// none stands for this adapter): the taker calls it once its session
 // has ended, so that the replacement's start (lldb-dap's is ~400 ms of
 // CPU) does not compete with the session it would only slow down
 // (BenchmarkDebugWarmStart measured C's warm starts slower than cold ones
 // on 2 cores when the replacement started at once). The taker attaches its
 // handlers to the adapter's relay once it owns the process.
 func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, children bool) (w *warmAdapter, refill func()) {
+	if p == nil {
+		return nil, nil
+	}
 	key, ok := keyOf(a, spec, dir, children)
-	if p == nil || !ok || !slices.Equal(environ, p.env.Environ) {
-		return nil, func() {}
+	if !ok || !slices.Equal(environ, p.env.Environ) {
+		return nil, nil
 	}
 	refill = func() { p.refill(a, spec, key) }
 	p.mu.Lock()

@@ -37,24 +37,24 @@ type warmBuilds struct {
 }
 
 // prebuild builds cfg's program with go in dir (the adapter's working
-// directory, where the adapter would build it) and rewrites cfg to run the
-// result. It reports false, cfg untouched, when the launch is not one it
-// reproduces or the build failed: the adapter then builds as when cold and
-// reports any build error itself.
-func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg map[string]any, dir string) bool {
+// directory, where the adapter would build it) and returns a copy of cfg
+// rewritten to run the result. It returns cfg itself, untouched, when the
+// launch is not one it reproduces or the build failed: the adapter then
+// builds as when cold and reports any build error itself.
+func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg map[string]any, dir string) map[string]any {
 	if b == nil || !pb.buildable(cfg) {
-		return false
+		return cfg
 	}
 	gobin := env.look("go")
 	if gobin == "" {
-		return false
+		return cfg
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.dir == "" {
 		d, err := os.MkdirTemp("", "tether-prebuilt-")
 		if err != nil {
-			return false
+			return cfg
 		}
 		b.dir = d
 	}
@@ -65,7 +65,7 @@ func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg 
 	cmd.Dir = dir
 	cmd.Env = env.Environ
 	if err := proctree.Start(cmd); err != nil {
-		return false
+		return cfg
 	}
 	stop := context.AfterFunc(ctx, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	err := cmd.Wait()
@@ -73,10 +73,11 @@ func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg 
 	proctree.KillGroup(cmd.Process.Pid, nil) // the compiler and linker it started, if killed meanwhile
 	proctree.Forget(cmd.Process.Pid)
 	if err != nil {
-		return false
+		return cfg
 	}
+	cfg = cloneConfig(cfg)
 	pb.launchPrebuilt(cfg, out)
-	return true
+	return cfg
 }
 
 // remove deletes the prebuilt binaries.

@@ -3,6 +3,7 @@
 package dap_test
 
 import (
+	"errors"
 	"slices"
 	"syscall"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tetherdev/tether/dap"
 	"github.com/tetherdev/tether/internal/testwait"
+	"github.com/tetherdev/tether/protocol"
 )
 
 func newWarmManager(t *testing.T, root string, idle time.Duration) *dap.Manager {
@@ -24,11 +26,24 @@ func newWarmManager(t *testing.T, root string, idle time.Duration) *dap.Manager 
 
 // warmOf is the ready warm adapter of that name, or ok false.
 func warmOf(m *dap.Manager, adapter string) (dap.WarmAdapter, bool) {
-	i := slices.IndexFunc(m.WarmAdapters(), func(w dap.WarmAdapter) bool { return w.Adapter == adapter })
+	ready := m.WarmAdapters()
+	i := slices.IndexFunc(ready, func(w dap.WarmAdapter) bool { return w.Adapter == adapter })
 	if i < 0 {
 		return dap.WarmAdapter{}, false
 	}
-	return m.WarmAdapters()[i], true
+	return ready[i], true
+}
+
+// awaitWarm waits for a ready warm adapter of that name and returns it.
+func awaitWarm(t *testing.T, m *dap.Manager, adapter string) dap.WarmAdapter {
+	t.Helper()
+	var w dap.WarmAdapter
+	testwait.Until(t, 30*time.Second, func() bool {
+		var ok bool
+		w, ok = warmOf(m, adapter)
+		return ok
+	}, "a warm %s", adapter)
+	return w
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -72,12 +87,7 @@ func startToBreakpoint(t *testing.T, m *dap.Manager, req dap.StartRequest, path 
 func checkWarmStart(t *testing.T, m *dap.Manager, adapter string, req dap.StartRequest, path string, line int) {
 	t.Helper()
 	startToBreakpoint(t, m, req, path, line, nil)
-	var first dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		first, ok = warmOf(m, adapter)
-		return ok
-	}, "a warm %s after the first session", adapter)
+	first := awaitWarm(t, m, adapter)
 	startToBreakpoint(t, m, req, path, line, func() {
 		if !alive(first.Pid) {
 			t.Errorf("the warm %s (pid %d) is gone while its session runs", adapter, first.Pid)
@@ -160,12 +170,7 @@ func TestWarmAdaptersEndWithTheManager(t *testing.T) {
 	defer m.Close()
 	needAdapter(t, m, "lldb-dap")
 	startToBreakpoint(t, m, dap.StartRequest{Language: "c", Program: "add_numbers"}, "add_numbers.c", 4, nil)
-	var w dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		w, ok = warmOf(m, "lldb-dap")
-		return ok
-	}, "a warm lldb-dap")
+	w := awaitWarm(t, m, "lldb-dap")
 	m.Close()
 	if alive(w.Pid) {
 		t.Fatalf("warm lldb-dap (pid %d) outlived the manager", w.Pid)
@@ -196,14 +201,31 @@ func TestWarmAdapterThatDiedFallsBackToCold(t *testing.T) {
 	needAdapter(t, m, "lldb-dap")
 	req := dap.StartRequest{Language: "c", Program: "add_numbers"}
 	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
-	var w dap.WarmAdapter
-	testwait.Until(t, 30*time.Second, func() bool {
-		var ok bool
-		w, ok = warmOf(m, "lldb-dap")
-		return ok
-	}, "a warm lldb-dap")
+	w := awaitWarm(t, m, "lldb-dap")
 	if err := syscall.Kill(w.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	startToBreakpoint(t, m, req, "add_numbers.c", 4, nil)
+}
+
+// A start that takes a warm adapter and fails (lldb-dap cannot launch a C
+// source file) answers with the adapter's refusal, and the adapter it took
+// ends with it.
+func TestWarmStartThatFailsAnswersAndEndsTheAdapterItTook(t *testing.T) {
+	root := cWorkspace(t)
+	m := newWarmManager(t, root, 0)
+	needAdapter(t, m, "lldb-dap")
+	startToBreakpoint(t, m, dap.StartRequest{Language: "c", Program: "add_numbers"}, "add_numbers.c", 4, nil)
+	w := awaitWarm(t, m, "lldb-dap")
+	_, err := m.Start(ctxFor(t, 60*time.Second), dap.StartRequest{Language: "c", Program: "add_numbers.c"})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidPayload {
+		t.Fatalf("start of a source file = %v, want invalid_payload", err)
+	}
+	if alive(w.Pid) {
+		t.Fatalf("the warm lldb-dap (pid %d) the failed start took outlived it", w.Pid)
+	}
+	if got := m.List().Sessions; len(got) != 1 {
+		t.Fatalf("sessions after the failed start = %+v, want only the first", got)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/dap"
@@ -32,8 +33,8 @@ func runBridge(args []string, stderr io.Writer) error {
 	sandboxDir := fs.String("sandbox-dir", "", "serve /api/sandbox/… with repo caches and workspaces kept in this directory (\"\" disables)")
 	readOnly := fs.Bool("read-only", false, "serve only routes that neither write a file nor run a program (no terminal, debugger or sandbox)")
 	attachAllow := fs.String("debug-attach-allow", "", "comma-separated CIDR prefixes or addresses a debug session may attach to over the network (default loopback: 127.0.0.0/8,::1)")
-	warm := fs.Bool("warm-adapters", true, warmAdaptersUsage)
-	warmIdle := fs.Duration("warm-adapters-idle", dap.DefaultWarmIdle, warmIdleUsage)
+	var warm warmFlags
+	warm.register(fs)
 	disable := fs.String("disable", "", "comma-separated route groups to refuse: "+strings.Join(bridge.Groups(), ","))
 	var ctr containerFlags
 	ctr.register(fs)
@@ -96,8 +97,8 @@ func runBridge(args []string, stderr io.Writer) error {
 		Audit:            auditLog,
 
 		DebugAttachAllow:  allow,
-		DebugWarmAdapters: *warm,
-		DebugWarmIdle:     *warmIdle,
+		DebugWarmAdapters: warm.on,
+		DebugWarmIdle:     warm.idle,
 	})
 	if err != nil {
 		return err
@@ -107,11 +108,17 @@ func runBridge(args []string, stderr io.Writer) error {
 	return b.Run(ctx)
 }
 
-// The warm adapter flags of tether bridge and tether up.
-const (
-	warmAdaptersUsage = "keep one started and initialized debug adapter ready per adapter kind the workspace has used, and prebuild Go programs, for a faster first stop (docs/debugging.md, Warm adapters)"
-	warmIdleUsage     = "end a warm debug adapter unused for this long"
-)
+// warmFlags are the warm debug adapter flags, shared by tether bridge and
+// tether up (bridge.Config.DebugWarmAdapters, DebugWarmIdle).
+type warmFlags struct {
+	on   bool
+	idle time.Duration
+}
+
+func (w *warmFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&w.on, "warm-adapters", true, "keep one started and initialized debug adapter ready per adapter kind the workspace has used, and prebuild Go programs, for a faster first stop (docs/debugging.md, Warm adapters)")
+	fs.DurationVar(&w.idle, "warm-adapters-idle", dap.DefaultWarmIdle, "end a warm debug adapter unused for this long")
+}
 
 // bridgeInstance names this bridge on its audit lines: the host and the
 // process, which tell two bridges of one workspace apart.

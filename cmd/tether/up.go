@@ -18,7 +18,6 @@ import (
 	"github.com/tetherdev/tether/bridge"
 	"github.com/tetherdev/tether/broker"
 	"github.com/tetherdev/tether/broker/auth"
-	"github.com/tetherdev/tether/dap"
 )
 
 var nonIDChars = regexp.MustCompile(`[^a-z0-9_.-]+`)
@@ -43,8 +42,8 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	ctr.register(fs)
 	workspace := fs.String("workspace", "", "workspace id (default: the directory's name)")
 	bridgeHTTP := fs.String("http", "127.0.0.1:0", "serve the bridge's routes and tether attach over HTTP on this address (\"\" disables)")
-	warm := fs.Bool("warm-adapters", true, warmAdaptersUsage)
-	warmIdle := fs.Duration("warm-adapters-idle", dap.DefaultWarmIdle, warmIdleUsage)
+	var warm warmFlags
+	warm.register(fs)
 	mkLog := logFlags(fs, stderr)
 	setDefault(fs, "log-format", "console")
 	setDefault(fs, "log-level", "warn")
@@ -117,7 +116,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	br, err := bridge.New(bridge.Config{BrokerURL: url, WorkspaceID: *workspace, Token: bridgeTok, Root: absRoot, HTTPListener: httpLn, SandboxDir: *sandboxDir, SandboxContainer: ctr.config(), Logger: log,
-		DebugWarmAdapters: *warm, DebugWarmIdle: *warmIdle})
+		DebugWarmAdapters: warm.on, DebugWarmIdle: warm.idle})
 	if err != nil {
 		if httpLn != nil {
 			httpLn.Close()

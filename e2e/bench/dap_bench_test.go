@@ -52,21 +52,12 @@ const targetDebugRatio = 1.2
 // starts a fresh adapter and debuggee; stopping them is not timed.
 func BenchmarkDebugStartToSnapshot(b *testing.B) {
 	bin := tetherBin(b)
-	lldbDAP, err := exec.LookPath("lldb-dap-19")
-	if err != nil {
-		if lldbDAP, err = exec.LookPath("lldb-dap"); err != nil {
-			b.Skip("lldb-dap is not installed")
-		}
+	lldbDAP := lookFirst("lldb-dap-19", "lldb-dap")
+	if lldbDAP == "" {
+		b.Skip("lldb-dap is not installed")
 	}
 	root := b.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "add_numbers.c"), debugBenchC, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	gcc := exec.Command("gcc", "-g", "-O0", "-o", "add_numbers", "add_numbers.c")
-	gcc.Dir = root
-	if out, err := gcc.CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
+	writeDebugBenchC(b, root)
 	runs := benchRuns()
 	tc := startDebugBench(b, bin, "dap-bench", root)
 
@@ -100,15 +91,38 @@ func benchRuns() int {
 	return 7
 }
 
+// writeDebugBenchC writes the C scenario's program into root and builds it
+// (add_numbers).
+func writeDebugBenchC(tb testing.TB, root string) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(root, "add_numbers.c"), debugBenchC, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	gcc := exec.Command("gcc", "-g", "-O0", "-o", "add_numbers", "add_numbers.c")
+	gcc.Dir = root
+	if out, err := gcc.CombinedOutput(); err != nil {
+		tb.Fatalf("gcc: %v\n%s", err, out)
+	}
+}
+
 // startDebugBench starts a broker and a bridge serving root as workspace
-// ws, and returns a caller for it.
+// ws, and returns a caller for it. The bridge's warm adapters are off:
+// these benchmarks time a fresh adapter per run against a bare client
+// that starts one too (BenchmarkDebugWarmStart times warm ones), and a
+// warm adapter made in the background would also compete with the bare
+// run for the CPU.
 func startDebugBench(b *testing.B, bin, ws, root string) *tetherDebugClient {
 	brk, secret := startBroker(b, bin)
-	startDebugBridge(b, bin, brk, secret, ws, root)
+	startDebugBridge(b, bin, brk, secret, ws, root, "--warm-adapters=false")
+	return debugClient(b, brk, secret, ws)
+}
+
+// debugClient is a caller of workspace ws through the broker brk.
+func debugClient(tb testing.TB, brk *server, secret []byte, ws string) *tetherDebugClient {
 	tc := &tetherDebugClient{
-		client: controlClient(b),
+		client: controlClient(tb),
 		url:    brk.url + "/api/v1/workspaces/" + ws + "/calls",
-		token:  mintToken(b, secret, auth.RoleCaller, ws),
+		token:  mintToken(tb, secret, auth.RoleCaller, ws),
 	}
 	tc.client.Timeout = 60 * time.Second
 	return tc

@@ -20,7 +20,6 @@ import (
 
 	godap "github.com/google/go-dap"
 
-	"github.com/tetherdev/tether/broker/auth"
 	"github.com/tetherdev/tether/internal/proctree"
 	"github.com/tetherdev/tether/internal/testwait"
 )
@@ -55,13 +54,7 @@ func BenchmarkDebugWarmStart(b *testing.B) {
 	brk, secret := startBroker(b, bin)
 	warmBridge := startDebugBridge(b, bin, brk, secret, "warm-bench", root)
 	startDebugBridge(b, bin, brk, secret, "cold-bench", root, "--warm-adapters=false")
-	client := func(ws string) *tetherDebugClient {
-		c := &tetherDebugClient{client: controlClient(b), url: brk.url + "/api/v1/workspaces/" + ws + "/calls",
-			token: mintToken(b, secret, auth.RoleCaller, ws)}
-		c.client.Timeout = 60 * time.Second
-		return c
-	}
-	warm, cold := client("warm-bench"), client("cold-bench")
+	warm, cold := debugClient(b, brk, secret, "warm-bench"), debugClient(b, brk, secret, "cold-bench")
 	runs := benchRuns()
 
 	fmt.Printf("\ndap start→breakpoint→snapshot, warm adapters against cold, %d runs per language on %d cores (medians)\n", runs, goruntime.NumCPU())
@@ -171,12 +164,7 @@ func warmLangs(b *testing.B, root string) []warmLang {
 			b.Fatal(err)
 		}
 	}
-	write("add_numbers.c", string(debugBenchC))
-	gcc := exec.Command("gcc", "-g", "-O0", "-o", "add_numbers", "add_numbers.c")
-	gcc.Dir = root
-	if out, err := gcc.CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
+	writeDebugBenchC(b, root)
 	write("add.py", warmBenchPy)
 	goDir := filepath.Join(root, "goadd")
 	if err := os.Mkdir(goDir, 0o755); err != nil {
