@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"syscall"
@@ -101,22 +102,11 @@ func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
 		return ErrProcessDone
 	default:
 	}
-	// A write to a command that does not read waits, until ctx ends. The
-	// past deadline an input that gave up left is cleared first, so it
-	// does not fail this one.
-	_ = h.stdin.SetWriteDeadline(time.Time{})
-	stop := context.AfterFunc(ctx, func() { _ = h.stdin.SetWriteDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := h.stdin.Write(data); err != nil {
-		return inputError(ctx, err)
+	if err := WriteInput(ctx, h.stdin, data); err != nil {
+		return err
 	}
 	if eof && h.pty {
-		// A terminal has no end of input but the one its line
-		// discipline makes of Ctrl-D.
-		if _, err := h.stdin.Write([]byte{4}); err != nil {
-			return inputError(ctx, err)
-		}
-		return nil
+		return WriteInput(ctx, h.stdin, EOT)
 	}
 	if eof {
 		if err := h.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
@@ -126,10 +116,32 @@ func (h *hostProcess) Input(ctx context.Context, data []byte, eof bool) error {
 	return nil
 }
 
+// EOT is what ends a terminal's input: a terminal has no end of input but
+// the one its line discipline makes of Ctrl-D.
+var EOT = []byte{4}
+
+// WriteInput writes data to a command's stdin, w: a write to a command
+// that does not read waits, until ctx ends. The past deadline that ends
+// such a wait is cleared first, so an input that gave up does not fail the
+// next one. Its error is inputError's. Every runtime's session input
+// writes through it.
+func WriteInput(ctx context.Context, w interface {
+	io.Writer
+	SetWriteDeadline(time.Time) error
+}, data []byte) error {
+	_ = w.SetWriteDeadline(time.Time{})
+	stop := context.AfterFunc(ctx, func() { _ = w.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := w.Write(data); err != nil {
+		return inputError(ctx, err)
+	}
+	return nil
+}
+
 // inputError is the answer to a failed write to a command's stdin.
 func inputError(ctx context.Context, err error) error {
 	switch {
-	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed):
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed), errors.Is(err, net.ErrClosed):
 		return ErrProcessDone
 	case ctx.Err() != nil:
 		return fmt.Errorf("the command did not read its input in time: %w", ctx.Err())

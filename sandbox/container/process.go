@@ -4,10 +4,8 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -88,28 +86,27 @@ func (p *process) ended() bool {
 	}
 }
 
+// input writes data to the exec's stdin; a write that fails because the
+// command ended is ErrProcessDone, however the connection broke.
+func (p *process) input(ctx context.Context, data []byte) error {
+	err := sandbox.WriteInput(ctx, p.att.Conn, data)
+	if err != nil && ctx.Err() == nil && p.ended() {
+		return sandbox.ErrProcessDone
+	}
+	return err
+}
+
 func (p *process) Input(ctx context.Context, data []byte, eof bool) error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	if p.ended() || p.closed {
 		return sandbox.ErrProcessDone
 	}
-	stop := context.AfterFunc(ctx, func() { _ = p.att.Conn.SetWriteDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := p.att.Conn.Write(data); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("the command did not read its input in time: %w", ctx.Err())
-		}
-		if errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) || p.ended() {
-			return sandbox.ErrProcessDone
-		}
-		return fmt.Errorf("writing the command's input: %w", err)
+	if err := p.input(ctx, data); err != nil {
+		return err
 	}
 	if eof && p.tty {
-		if _, err := p.att.Conn.Write([]byte{4}); err != nil && !p.ended() {
-			return fmt.Errorf("writing the command's input: %w", err)
-		}
-		return nil
+		return p.input(ctx, sandbox.EOT)
 	}
 	if eof {
 		p.closed = true

@@ -4,8 +4,11 @@ package container_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherdev/tether/protocol"
 	"github.com/tetherdev/tether/sandbox"
@@ -184,5 +187,38 @@ func TestTTYSessionInTheContainer(t *testing.T) {
 	}
 	if ps := e.ps(id); strings.Contains(ps, "sleep 341") {
 		t.Fatalf("the sleep survived:\n%s", ps)
+	}
+}
+
+// An input the command did not read in time leaves the session's stdin
+// open for the next: once the command reads, the next input goes through
+// (sandbox.WriteInput clears the deadline that ended the first).
+func TestSessionInputInTheContainerAfterAnInputThatTimedOut(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.acquire(sandbox.ModeEdit, nil).WorkspaceID
+	// It reads nothing until the file "go" appears, then keeps the last
+	// line of its input.
+	sid := e.startAsync(id, "while [ ! -e go ]; do sleep 0.02; done; tail -n 1")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	// More than the engine's connection and the exec's pipe hold, so the
+	// write waits.
+	_, err := e.svc.SessionInput(ctx, id, sid, protocol.SessionInputRequest{Data: strings.Repeat("x", 8<<20)})
+	if err == nil || !strings.Contains(err.Error(), "in time") {
+		t.Fatalf("an input nobody read: %v", err)
+	}
+	st, err := e.svc.WorkspaceStatus(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.Path, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.svc.SessionInput(context.Background(), id, sid, protocol.SessionInputRequest{Data: "\nafter\n", EOF: true})
+	if err != nil || in.Bytes != 7 {
+		t.Fatalf("the input after one that timed out: %+v %v", in, err)
+	}
+	if end := e.awaitEnd(id, sid, 0); end.Output != "after\n" || end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Fatalf("after the input: %+v", end)
 	}
 }
