@@ -45,7 +45,7 @@ var (
 )
 
 // The SDK's default span limits, which the lean span keeps; leanTracing is
-// used only when no OTEL_*_LIMIT variable changes them (limitsFromEnv).
+// used only when the SDK's provider has them too (leanLimits).
 const (
 	attributeCountLimit         = sdktrace.DefaultAttributeCountLimit
 	eventCountLimit             = sdktrace.DefaultEventCountLimit
@@ -53,6 +53,21 @@ const (
 	attributePerEventCountLimit = sdktrace.DefaultAttributePerEventCountLimit
 	attributePerLinkCountLimit  = sdktrace.DefaultAttributePerLinkCountLimit
 )
+
+// leanLimits are the SDK's default span limits, those leanSpan keeps (it
+// leaves the depth of nested values to its callers, see leanSpan). Setup
+// installs leanTracing only when sdktrace.NewSpanLimits, the limits the
+// SDK's provider reads from the OTEL_*_LIMIT variables by its own rules,
+// equals them.
+var leanLimits = sdktrace.SpanLimits{
+	AttributeValueLengthLimit:   sdktrace.DefaultAttributeValueLengthLimit,
+	AttributeValueDepthLimit:    sdktrace.DefaultAttributeValueDepthLimit,
+	AttributeCountLimit:         attributeCountLimit,
+	EventCountLimit:             eventCountLimit,
+	LinkCountLimit:              linkCountLimit,
+	AttributePerEventCountLimit: attributePerEventCountLimit,
+	AttributePerLinkCountLimit:  attributePerLinkCountLimit,
+}
 
 // leanSpan is the span of a tether tracer (Tracer) while leanTracing is
 // installed: one allocation with its few attributes inline, ended straight

@@ -297,6 +297,7 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 	}{
 		{"lean", "", true},
 		{"a span limit set: the SDK's spans", "64", false},
+		{"a span limit set to the SDK's default: lean", "128", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rcv := otlptest.Start(t)
