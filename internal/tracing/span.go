@@ -102,8 +102,7 @@ type leanSpan struct {
 
 	mu         sync.Mutex
 	name       string
-	start, end time.Time
-	ended      bool
+	start, end time.Time // end is zero until the span ended, as the SDK's endTime
 	attrs      []attribute.KeyValue
 	attrBuf    [5]attribute.KeyValue // a call span's four at its start and its outcome
 	dropAttrs  int
@@ -125,7 +124,7 @@ func (s *leanSpan) IsRecording() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended
+	return s.end.IsZero()
 }
 
 // TracerProvider implements trace.Span: the SDK's provider Setup
@@ -145,11 +144,11 @@ func (s *leanSpan) End(opts ...trace.SpanEndOption) {
 		}
 	}
 	s.mu.Lock()
-	if s.ended {
+	if !s.end.IsZero() {
 		s.mu.Unlock()
 		return
 	}
-	s.ended, s.end = true, end
+	s.end = end
 	s.mu.Unlock()
 	if s.sc.IsSampled() {
 		s.lt.batcher.enqueue(s)
@@ -163,7 +162,7 @@ func (s *leanSpan) lockRecording() bool {
 		return false
 	}
 	s.mu.Lock()
-	if s.ended {
+	if !s.end.IsZero() {
 		s.mu.Unlock()
 		return false
 	}
