@@ -210,12 +210,23 @@ func TestLeanSpansAreSampledAsTheSDKsByOTELTracesSampler(t *testing.T) {
 	}
 }
 
-func TestTracerStartsLeanSpansOnlyWhileLeanTracingIsInstalled(t *testing.T) {
+// useMemProvider installs (UseProvider) a provider of the SDK that records
+// into the returned exporter, for the rest of the test, which also puts
+// back the leanTracing the test stores.
+func useMemProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
 	mem := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
 	restore := UseProvider(tp)
-	defer restore()
+	t.Cleanup(func() {
+		restore()
+		_ = tp.Shutdown(context.Background())
+	})
+	return tp, mem
+}
+
+func TestTracerStartsLeanSpansOnlyWhileLeanTracingIsInstalled(t *testing.T) {
+	tp, mem := useMemProvider(t)
 	tr := Tracer("github.com/tetherdev/tether/broker")
 	_, s := tr.Start(context.Background(), "via the SDK")
 	s.End()
@@ -335,11 +346,7 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 }
 
 func TestBeginStartsTheSpanStartDoesWithThatKindAndThoseAttributes(t *testing.T) {
-	mem := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	restore := UseProvider(tp)
-	defer restore()
+	_, mem := useMemProvider(t)
 	_, _, lt, capture := twoTracers(t, sdktrace.AlwaysSample())
 	ctx, _ := Extract(context.Background(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
 	attrs := CallAttributes("ws1", "ping", "cid-1")
