@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
@@ -312,6 +313,7 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rcv := otlptest.Start(t)
+			before := goleak.IgnoreCurrent()
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 			t.Setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", c.limit)
 			tr, err := Setup(context.Background(), Service{Name: "tether-broker", InstanceID: "b1", Version: "v9"}, zerolog.Nop())
@@ -326,6 +328,9 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 			s.End()
 			if err := tr.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
+			}
+			if err := goleak.Find(before); err != nil {
+				t.Errorf("Shutdown left a goroutine of Setup's: %v", err)
 			}
 			reqs := rcv.Requests()
 			if len(reqs) != 1 {
