@@ -57,7 +57,7 @@ func twoTracers(t *testing.T, sampler sdktrace.Sampler) (sdk trace.Tracer, mem *
 
 // leanStart starts a span of lt as Tracer's tracer of the same scope does.
 func leanStart(lt *leanTracing, ctx context.Context, name string, opts ...trace.SpanStartOption) trace.Span {
-	tr := &tracer{scope: Tracer("github.com/tetherdev/tether/broker/api").scope}
+	tr := Tracer("github.com/tetherdev/tether/broker/api")
 	cfg := trace.NewSpanStartConfig(opts...)
 	return lt.start(ctx, &tr.scope, name, &cfg)
 }
@@ -280,7 +280,7 @@ func BenchmarkLeanSpan(b *testing.B) {
 		p.exp = &capturingExporter{}
 		defer func() { _ = p.Shutdown(context.Background()) }()
 		lt := &leanTracing{sampler: sdktrace.AlwaysSample(), resource: resource.Empty(), batcher: p}
-		tr := &tracer{scope: Tracer("x").scope}
+		tr := Tracer("x")
 		run(b, leanOnly{tr, lt}, func() {
 			_ = p.ForceFlush(context.Background())
 			p.exp.(*capturingExporter).spans = nil
@@ -290,7 +290,7 @@ func BenchmarkLeanSpan(b *testing.B) {
 
 // leanOnly starts t's spans with lt, whatever is installed.
 type leanOnly struct {
-	*tracer
+	*HotTracer
 	lt *leanTracing
 }
 

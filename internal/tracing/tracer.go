@@ -60,9 +60,6 @@ type HotTracer struct {
 	sdk   trace.Tracer
 }
 
-// tracer is HotTracer in this package's code.
-type tracer = HotTracer
-
 // Start implements trace.Tracer.
 func (t *HotTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	lt := lean.Load()
