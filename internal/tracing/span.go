@@ -83,7 +83,9 @@ var leanLimits = sdktrace.SpanLimits{
 // events, links; 128 attributes per event and link) drop and count beyond
 // them, the status goes Unset < Error < Ok, and nothing changes once it
 // ended. It does not cut nested (slice or map) attribute values at the
-// SDK's depth of 64: tether's spans carry strings and numbers.
+// SDK's depth of 64: tether's spans carry strings and numbers; nor does it
+// add the stack trace RecordError's trace.WithStackTrace asks the SDK's
+// for: nothing of tether's records an error on these spans.
 //
 // All methods may be called concurrently. The spanData methods are read
 // by the exporter once the span ended, when nothing changes it any more.
