@@ -26,6 +26,11 @@ func CallAttributes(ws, endpoint, cid string, more ...attribute.KeyValue) []attr
 	return append(out, more...)
 }
 
+// outcomeSuccess is the outcome of a call that succeeded, shared: the
+// variadic slice of SetAttributes, an interface method, would otherwise
+// be allocated on every traced call. Spans copy what they are given.
+var outcomeSuccess = []attribute.KeyValue{Outcome.String("success")}
+
 // EndCall ends span, a span of a call, with the call's outcome: success, or
 // the error code (which also marks the span's status as an error). span
 // may be nil (tracing off).
@@ -36,7 +41,7 @@ func EndCall(span trace.Span, success bool, code string) {
 	// No IsRecording first: it takes the span's lock, and these are no-ops
 	// on a span that does not record.
 	if success {
-		span.SetAttributes(Outcome.String("success"))
+		span.SetAttributes(outcomeSuccess...)
 	} else {
 		span.SetAttributes(Outcome.String(code))
 		span.SetStatus(codes.Error, code)

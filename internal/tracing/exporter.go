@@ -124,11 +124,16 @@ func newLeanExporter() (*leanExporter, error) {
 
 // ExportSpans implements sdktrace.SpanExporter: export.
 func (e *leanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return e.export(ctx, asSpanData(spans))
+}
+
+// asSpanData is spans as the batcher queues them.
+func asSpanData(spans []sdktrace.ReadOnlySpan) []spanData {
 	data := make([]spanData, len(spans))
 	for i, s := range spans {
 		data[i] = s
 	}
-	return e.export(ctx, data)
+	return data
 }
 
 // export sends spans in one request, retrying as the type's comment says,

@@ -177,7 +177,7 @@ func TestLeanEncodingRoundTripsThroughTheOfficialDecoder(t *testing.T) {
 			Resource:   resource.NewSchemaless(attribute.String("service.name", "x")),
 		}
 		var msg coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(appendRequest(nil, tracetest.SpanStubs{stub}.Snapshots()), &msg); err != nil {
+		if err := proto.Unmarshal(appendRequest(nil, asSpanData(tracetest.SpanStubs{stub}.Snapshots())), &msg); err != nil {
 			t.Fatalf("%d-byte value: %v", n, err)
 		}
 		s := msg.GetResourceSpans()[0].GetScopeSpans()[0].GetSpans()[0]
@@ -306,7 +306,7 @@ func BenchmarkAppendRequest(b *testing.B) {
 			InstrumentationScope: instrumentation.Scope{Name: "github.com/tetherdev/tether/broker/api"},
 		})
 	}
-	spans := stubs.Snapshots()
+	spans := asSpanData(stubs.Snapshots())
 	var buf []byte
 	for b.Loop() {
 		buf = appendRequest(buf[:0], spans)

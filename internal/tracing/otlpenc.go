@@ -24,7 +24,7 @@ import (
 // checks by decoding both: spans grouped by resource, then by
 // instrumentation scope, in the order they first appear; every span with
 // a status; link trace state left out as the official one leaves it out.
-func appendRequest[S spanData](b []byte, spans []S) []byte {
+func appendRequest(b []byte, spans []spanData) []byte {
 	// The groups: a batch nearly always has one resource and a few scopes,
 	// so a linear scan beats a map.
 	type group struct {
@@ -34,7 +34,7 @@ func appendRequest[S spanData](b []byte, spans []S) []byte {
 	}
 	var groups []group
 	for _, s := range spans {
-		if any(s) == nil {
+		if s == nil {
 			continue
 		}
 		res, sc := s.Resource(), s.InstrumentationScope()
@@ -85,7 +85,7 @@ func appendRequest[S spanData](b []byte, spans []S) []byte {
 				closeField(&b, is)
 			}
 			for _, s := range spans {
-				if any(s) == nil || s.Resource().Equivalent() != g.key || s.InstrumentationScope() != sc {
+				if s == nil || s.Resource().Equivalent() != g.key || s.InstrumentationScope() != sc {
 					continue
 				}
 				sp := openField(&b, 2) // ScopeSpans.spans

@@ -45,7 +45,7 @@ var (
 )
 
 // The SDK's default span limits, which the lean span keeps; leanTracing is
-// used only when no OTEL_*_LIMIT variable changes them (limitsFromEnv).
+// used only when the SDK's provider has them too (leanLimits).
 const (
 	attributeCountLimit         = sdktrace.DefaultAttributeCountLimit
 	eventCountLimit             = sdktrace.DefaultEventCountLimit
@@ -53,6 +53,21 @@ const (
 	attributePerEventCountLimit = sdktrace.DefaultAttributePerEventCountLimit
 	attributePerLinkCountLimit  = sdktrace.DefaultAttributePerLinkCountLimit
 )
+
+// leanLimits are the SDK's default span limits, those leanSpan keeps (it
+// leaves the depth of nested values to its callers, see leanSpan). Setup
+// installs leanTracing only when sdktrace.NewSpanLimits, the limits the
+// SDK's provider reads from the OTEL_*_LIMIT variables by its own rules,
+// equals them.
+var leanLimits = sdktrace.SpanLimits{
+	AttributeValueLengthLimit:   sdktrace.DefaultAttributeValueLengthLimit,
+	AttributeValueDepthLimit:    sdktrace.DefaultAttributeValueDepthLimit,
+	AttributeCountLimit:         attributeCountLimit,
+	EventCountLimit:             eventCountLimit,
+	LinkCountLimit:              linkCountLimit,
+	AttributePerEventCountLimit: attributePerEventCountLimit,
+	AttributePerLinkCountLimit:  attributePerLinkCountLimit,
+}
 
 // leanSpan is the span of a tether tracer (Tracer) while leanTracing is
 // installed: one allocation with its few attributes inline, ended straight
@@ -68,7 +83,9 @@ const (
 // events, links; 128 attributes per event and link) drop and count beyond
 // them, the status goes Unset < Error < Ok, and nothing changes once it
 // ended. It does not cut nested (slice or map) attribute values at the
-// SDK's depth of 64: tether's spans carry strings and numbers.
+// SDK's depth of 64: tether's spans carry strings and numbers; nor does it
+// add the stack trace RecordError's trace.WithStackTrace asks the SDK's
+// for: nothing of tether's records an error on these spans.
 //
 // All methods may be called concurrently. The spanData methods are read
 // by the exporter once the span ended, when nothing changes it any more.
@@ -87,8 +104,7 @@ type leanSpan struct {
 
 	mu         sync.Mutex
 	name       string
-	start, end time.Time
-	ended      bool
+	start, end time.Time // end is zero until the span ended, as the SDK's endTime
 	attrs      []attribute.KeyValue
 	attrBuf    [5]attribute.KeyValue // a call span's four at its start and its outcome
 	dropAttrs  int
@@ -110,7 +126,7 @@ func (s *leanSpan) IsRecording() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.ended
+	return s.end.IsZero()
 }
 
 // TracerProvider implements trace.Span: the SDK's provider Setup
@@ -130,11 +146,11 @@ func (s *leanSpan) End(opts ...trace.SpanEndOption) {
 		}
 	}
 	s.mu.Lock()
-	if s.ended {
+	if !s.end.IsZero() {
 		s.mu.Unlock()
 		return
 	}
-	s.ended, s.end = true, end
+	s.end = end
 	s.mu.Unlock()
 	if s.sc.IsSampled() {
 		s.lt.batcher.enqueue(s)
@@ -148,7 +164,7 @@ func (s *leanSpan) lockRecording() bool {
 		return false
 	}
 	s.mu.Lock()
-	if s.ended {
+	if !s.end.IsZero() {
 		s.mu.Unlock()
 		return false
 	}

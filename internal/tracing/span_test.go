@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
@@ -56,7 +57,7 @@ func twoTracers(t *testing.T, sampler sdktrace.Sampler) (sdk trace.Tracer, mem *
 
 // leanStart starts a span of lt as Tracer's tracer of the same scope does.
 func leanStart(lt *leanTracing, ctx context.Context, name string, opts ...trace.SpanStartOption) trace.Span {
-	tr := &tracer{scope: Tracer("github.com/tetherdev/tether/broker/api").scope}
+	tr := Tracer("github.com/tetherdev/tether/broker/api")
 	cfg := trace.NewSpanStartConfig(opts...)
 	return lt.start(ctx, &tr.scope, name, &cfg)
 }
@@ -210,12 +211,23 @@ func TestLeanSpansAreSampledAsTheSDKsByOTELTracesSampler(t *testing.T) {
 	}
 }
 
-func TestTracerStartsLeanSpansOnlyWhileLeanTracingIsInstalled(t *testing.T) {
+// useMemProvider installs (UseProvider) a provider of the SDK that records
+// into the returned exporter, for the rest of the test, which also puts
+// back the leanTracing the test stores.
+func useMemProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
 	mem := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
 	restore := UseProvider(tp)
-	defer restore()
+	t.Cleanup(func() {
+		restore()
+		_ = tp.Shutdown(context.Background())
+	})
+	return tp, mem
+}
+
+func TestTracerStartsLeanSpansOnlyWhileLeanTracingIsInstalled(t *testing.T) {
+	tp, mem := useMemProvider(t)
 	tr := Tracer("github.com/tetherdev/tether/broker")
 	_, s := tr.Start(context.Background(), "via the SDK")
 	s.End()
@@ -268,7 +280,7 @@ func BenchmarkLeanSpan(b *testing.B) {
 		p.exp = &capturingExporter{}
 		defer func() { _ = p.Shutdown(context.Background()) }()
 		lt := &leanTracing{sampler: sdktrace.AlwaysSample(), resource: resource.Empty(), batcher: p}
-		tr := &tracer{scope: Tracer("x").scope}
+		tr := Tracer("x")
 		run(b, leanOnly{tr, lt}, func() {
 			_ = p.ForceFlush(context.Background())
 			p.exp.(*capturingExporter).spans = nil
@@ -278,7 +290,7 @@ func BenchmarkLeanSpan(b *testing.B) {
 
 // leanOnly starts t's spans with lt, whatever is installed.
 type leanOnly struct {
-	*tracer
+	*HotTracer
 	lt *leanTracing
 }
 
@@ -297,9 +309,11 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 	}{
 		{"lean", "", true},
 		{"a span limit set: the SDK's spans", "64", false},
+		{"a span limit set to the SDK's default: lean", "128", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rcv := otlptest.Start(t)
+			before := goleak.IgnoreCurrent()
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 			t.Setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", c.limit)
 			tr, err := Setup(context.Background(), Service{Name: "tether-broker", InstanceID: "b1", Version: "v9"}, zerolog.Nop())
@@ -314,6 +328,9 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 			s.End()
 			if err := tr.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
+			}
+			if err := goleak.Find(before); err != nil {
+				t.Errorf("Shutdown left a goroutine of Setup's: %v", err)
 			}
 			reqs := rcv.Requests()
 			if len(reqs) != 1 {
@@ -334,11 +351,7 @@ func TestSetupStartsLeanSpansWithTheResourceAndScopeOfTheSDKs(t *testing.T) {
 }
 
 func TestBeginStartsTheSpanStartDoesWithThatKindAndThoseAttributes(t *testing.T) {
-	mem := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	restore := UseProvider(tp)
-	defer restore()
+	_, mem := useMemProvider(t)
 	_, _, lt, capture := twoTracers(t, sdktrace.AlwaysSample())
 	ctx, _ := Extract(context.Background(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
 	attrs := CallAttributes("ws1", "ping", "cid-1")

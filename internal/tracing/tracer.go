@@ -60,9 +60,6 @@ type HotTracer struct {
 	sdk   trace.Tracer
 }
 
-// tracer is HotTracer in this package's code.
-type tracer = HotTracer
-
 // Start implements trace.Tracer.
 func (t *HotTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	lt := lean.Load()
@@ -211,20 +208,4 @@ func samplerFromEnv() (sdktrace.Sampler, error) {
 		return sdktrace.ParentBased(s), err
 	}
 	return sdktrace.ParentBased(sdktrace.AlwaysSample()), errors.New("OTEL_TRACES_SAMPLER=" + strconv.Quote(name) + ": not a sampler tether carries; sampling with parentbased_always_on")
-}
-
-// spanLimitsSet reports whether an OTEL_*_LIMIT variable changes the SDK's
-// span limits, which leanSpan keeps at their defaults.
-func spanLimitsSet() bool {
-	for _, v := range []string{
-		"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT",
-		"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
-		"OTEL_SPAN_EVENT_COUNT_LIMIT", "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
-		"OTEL_SPAN_LINK_COUNT_LIMIT", "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
-	} {
-		if strings.TrimSpace(os.Getenv(v)) != "" {
-			return true
-		}
-	}
-	return false
 }

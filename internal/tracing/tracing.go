@@ -118,7 +118,7 @@ func Setup(ctx context.Context, svc Service, log zerolog.Logger) (*Tracing, erro
 		sdktrace.WithSpanProcessor(proc),
 	)
 	otel.SetTracerProvider(t.provider)
-	if _, ok := exp.(*leanExporter); ok && !spanLimitsSet() && tuning.On(tuning.LeanSpans) {
+	if _, ok := exp.(*leanExporter); ok && sdktrace.NewSpanLimits() == leanLimits && tuning.On(tuning.LeanSpans) {
 		lean.Store(&leanTracing{sampler: sampler, resource: res, batcher: proc, provider: t.provider})
 	}
 	otel.SetTextMapPropagator(propagation.TraceContext{})
