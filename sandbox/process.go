@@ -16,16 +16,11 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/tetherdev/tether/internal/proctree"
-	"github.com/tetherdev/tether/protocol"
 )
 
 // ErrProcessDone answers Process.Signal and Process.Input once the
 // command has ended.
 var ErrProcessDone = errors.New("the command has ended")
-
-// errStoppedUnder ends a started command whose runtime was stopped
-// (release, eviction, a runtime replaced, Close).
-var errStoppedUnder = protocol.Errorf(protocol.CodeRuntimeStopped, "the workspace's runtime was stopped (released, evicted or closed) while the command ran")
 
 // start starts argv in its own process group, as run does, with a pipe
 // for stdin: a host Process (subprocess and bwrap).
@@ -183,7 +178,7 @@ func (h *hostProcess) Wait() (int, error) {
 	}
 	h.stdin.Close()
 	if stopped {
-		return -1, errStoppedUnder
+		return -1, ErrRuntimeStopped
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) && h.cmd.ProcessState == nil {

@@ -166,8 +166,10 @@ type procRunner struct {
 	stopped bool
 }
 
-// errRuntimeStopped answers an exec racing a Release.
-var errRuntimeStopped = errors.New("the runtime was stopped")
+// ErrRuntimeStopped answers a command racing a stop of its workspace's
+// runtime (a release, an eviction, the bridge's close), whether it was
+// waiting to start or running: every runtime answers it so.
+var ErrRuntimeStopped = protocol.Errorf(protocol.CodeRuntimeStopped, "the workspace's runtime was stopped (released, evicted or closed) while the command waited or ran")
 
 func (p *procRunner) run(ctx context.Context, argv []string, dir string, env []string, req ExecRequest) (ExecResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Limit())
@@ -232,7 +234,7 @@ func (p *procRunner) startGroup(cmd *exec.Cmd) (pgid int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
-		return 0, errRuntimeStopped
+		return 0, ErrRuntimeStopped
 	}
 	if err := proctree.Start(cmd); err != nil {
 		return 0, fmt.Errorf("starting the command: %w", err)

@@ -260,7 +260,7 @@ func (r *runtime) isStopped() bool {
 // why is the reason b's container stopped, once its watcher noted it.
 func (r *runtime) why(b *box) error {
 	if r.isStopped() {
-		return errReleased
+		return sandbox.ErrRuntimeStopped
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -274,7 +274,7 @@ func (r *runtime) whyWait(b *box, serr error) error {
 		return serr
 	}
 	if r.isStopped() {
-		return errReleased
+		return sandbox.ErrRuntimeStopped
 	}
 	select {
 	case <-b.dead:

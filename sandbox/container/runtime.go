@@ -95,7 +95,7 @@ func (r *runtime) acquire(ctx context.Context) (*box, error) {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		return nil, errReleased
+		return nil, sandbox.ErrRuntimeStopped
 	}
 	b := r.box
 	r.mu.Unlock()
@@ -129,9 +129,6 @@ func (r *runtime) release() {
 		r.idle.Reset(idle)
 	}
 }
-
-// errReleased answers a command racing a release of its workspace.
-var errReleased = protocol.Errorf(protocol.CodeRuntimeStopped, "the workspace's runtime was released while the command waited or ran")
 
 // ensure returns b when it is running; starts it again when tether
 // stopped it for idleness; otherwise (none yet, crashed, gone) removes
@@ -270,7 +267,7 @@ func (r *runtime) watch(b *box) {
 			case r.watchCtx.Err() != nil:
 				// Stop: the container is being removed, and what runs in
 				// it is answered now, whatever the engine does.
-				why = errReleased
+				why = sandbox.ErrRuntimeStopped
 			case cerrdefs.IsNotFound(err):
 				why = protocol.Errorf(protocol.CodeRuntimeStopped, "the container %s was removed while the command ran", short(b.id))
 			default:
