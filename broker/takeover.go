@@ -311,6 +311,7 @@ func (c *conn) joinStep(taken int64, set func()) {
 	}
 	c.early, c.later = nil, nil
 	c.mu.Unlock()
+	c.event(c.b.log.Debug()).Msg("workspace joined: calls from this broker's API now go to it directly")
 	if left > 0 {
 		c.event(c.b.log.Debug()).Int("calls", left).Msg("calls published before the takeover left to the previous holder")
 	}

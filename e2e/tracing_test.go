@@ -103,6 +103,9 @@ func TestTraceOfACallTheEntryBrokerHoldsItselfIsItsCallSpanWithADeliverEvent(t *
 	e := newRedisEnv(t)
 	b := e.brokerWithEnv("b", otlpEnv(recv.URL))
 	client := connectRecordingClient(t, b, "ws-here")
+	// Until b has joined the workspace's channel, its API's calls go
+	// through the bus like any other broker's (localHolder).
+	b.waitLine(10*time.Second, "workspace joined", `"ws-here"`)
 	tok := token(t, auth.RoleCaller, "ws-here")
 
 	r := b.callWith("ws-here", tok, tracedBody(), map[string]string{"traceparent": callerTP})
