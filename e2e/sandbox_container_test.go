@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,8 +28,8 @@ import (
 
 // containerStatus asks the status route for workspace id through the
 // broker, checks the payload has exactly the fields the route serves (a
-// workspace acquired without container options has no "container": the
-// bridge's default image serves it), and decodes it.
+// container workspace's "container" names at least its image, the
+// bridge's default when it asked for none), and decodes it.
 func containerStatus(t *testing.T, c *routeCaller, id string) sandbox.WorkspaceStatus {
 	t.Helper()
 	resp := c.call("/api/sandbox/workspaces/"+id, map[string]any{})
@@ -39,13 +40,10 @@ func containerStatus(t *testing.T, c *routeCaller, id string) sandbox.WorkspaceS
 	if err := json.Unmarshal(resp.Result, &fields); err != nil {
 		t.Fatalf("status %s: %v", resp.Result, err)
 	}
-	want := []string{"workspace_id", "mode", "branch", "base_ref", "base_commit", "runtime", "network", "runtime_state", "path", "pinned"}
+	want := []string{"workspace_id", "mode", "branch", "base_ref", "base_commit", "runtime", "network", "container", "runtime_state", "path", "pinned"}
 	if string(fields["runtime_state"]) != `"missing"` {
 		// The engine's word on a container it has: its id and state.
 		want = append(want, "runtime_detail")
-	}
-	if _, ok := fields["container"]; ok {
-		want = append(want, "container")
 	}
 	var got []string
 	for k := range fields {
@@ -79,9 +77,11 @@ func TestSandboxContainerRuntimeThroughBrokerAndBridge(t *testing.T) {
 	var a sandbox.AcquireResult
 	c.ok("/api/sandbox/workspaces", map[string]any{"repo": sandboxOrigin(t), "mode": "edit", "user_id": "u", "project_id": "p",
 		"conversation_id": "conv-ctr", "runtime": "container"}, &a)
-	// No options asked: none recorded, the bridge's image serves.
-	if a.Runtime != "container" || a.Network != sandbox.NetworkNone || a.Container != nil {
-		t.Fatalf("acquired %+v (container %+v), want container/none without options", a, a.Container)
+	// No options asked: the workspace records the bridge's image, which
+	// serves it, and no limits.
+	if a.Runtime != "container" || a.Network != sandbox.NetworkNone || a.Container == nil ||
+		!reflect.DeepEqual(*a.Container, sandbox.ContainerOptions{Image: eng.Image}) {
+		t.Fatalf("acquired %+v (container %+v), want container/none in the bridge's image %s", a, a.Container, eng.Image)
 	}
 	if cp := a.Capabilities; !cp.Isolated || !cp.Writable || cp.Network {
 		t.Fatalf("capabilities %+v, want isolated, writable, no network", cp)
@@ -91,7 +91,7 @@ func TestSandboxContainerRuntimeThroughBrokerAndBridge(t *testing.T) {
 	// The acquire checked the engine and the image; the first command
 	// makes the container.
 	if st := containerStatus(t, c, id); st.RuntimeState != sandbox.RuntimeMissing || st.Path != a.Path || st.Mode != sandbox.ModeEdit ||
-		st.Branch != "agent/edits-conv-ctr" || st.Container != nil || st.BaseCommit != a.BaseCommit {
+		st.Branch != "agent/edits-conv-ctr" || !reflect.DeepEqual(st.Container, a.Container) || st.BaseCommit != a.BaseCommit {
 		t.Fatalf("status before a command: %+v, want missing", st)
 	}
 

@@ -42,7 +42,7 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 		return AcquireResult{}, err
 	}
 	id, branch := req.key(repo)
-	kind, network, err := s.runtimeChoice(req.Runtime, req.Network, req.Container)
+	kind, network, opts, err := s.runtimeChoice(req.Runtime, req.Network, req.Container)
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -51,7 +51,7 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 	if rec, ok := s.store.Workspace(id); ok && rec.State == StateActive && s.worktreePresent(&rec) &&
 		(req.Pinned == nil || *req.Pinned == rec.Pinned) &&
 		(req.Runtime == "" || kind == rec.Runtime) && (req.Network == "" || network == rec.Network) &&
-		(req.Container == nil || reflect.DeepEqual(req.Container, rec.Container)) {
+		(req.Container == nil || reflect.DeepEqual(opts, rec.Container)) {
 		if err := s.maybeFetch(ctx, repo, req.AuthToken, false); err != nil {
 			return AcquireResult{}, err
 		}
@@ -79,12 +79,12 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 		}
 		if (req.Runtime != "" && kind != rec.Runtime) || (req.Network != "" && network != rec.Network) {
 			rec.Runtime, rec.Network, changed = kind, network, true
-			if kind != RuntimeContainer {
-				rec.Container = nil
+			if kind != RuntimeContainer || req.Container == nil {
+				rec.Container = opts // nil, or the bridge's defaults
 			}
 		}
-		if req.Container != nil && !reflect.DeepEqual(req.Container, rec.Container) {
-			rec.Container, changed = req.Container, true
+		if req.Container != nil && !reflect.DeepEqual(opts, rec.Container) {
+			rec.Container, changed = opts, true
 		}
 		caps, err := s.ensureRuntime(ctx, &rec)
 		if err != nil {
@@ -106,7 +106,7 @@ func (s *Service) AcquireWorkspace(ctx context.Context, req AcquireRequest) (Acq
 	next := Record{
 		ID: id, Mode: req.Mode, UserID: req.UserID, ProjectID: req.ProjectID,
 		ConversationID: req.ConversationID, TaskID: req.TaskID,
-		Repo: repo, Branch: branch, Runtime: kind, Network: network, Container: req.Container,
+		Repo: repo, Branch: branch, Runtime: kind, Network: network, Container: opts,
 		State: StateActive, CreatedAt: now, LastUsed: now,
 		Dir: filepath.Join(s.root, "worktrees", repo.Host, filepath.FromSlash(repo.Owner), repo.Name, id),
 	}

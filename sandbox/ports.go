@@ -131,6 +131,15 @@ type RuntimeStater interface {
 	State(ctx context.Context, spec RuntimeSpec) (state, detail string, err error)
 }
 
+// OptionDefaulter is a RuntimeProvider with defaults of its own for what
+// a workspace leaves out of its options (the container runtime's
+// bridge-wide image). Acquire fills them in, so the workspace's record,
+// the acquire result and the status name what runs it, and a later change
+// of the bridge's defaults does not swap a workspace's image under it.
+type OptionDefaulter interface {
+	DefaultOptions(opts ContainerOptions) ContainerOptions
+}
+
 // Store keeps the metadata of workspaces and repo caches across
 // restarts. Methods are safe for concurrent use.
 type Store interface {

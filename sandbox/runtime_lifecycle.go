@@ -23,7 +23,11 @@ import (
 // sandbox/container), the one kind that takes ContainerOptions.
 const RuntimeContainer = "container"
 
-func (s *Service) runtimeChoice(kind, network string, opts *ContainerOptions) (string, string, error) {
+// runtimeChoice settles an acquire's runtime, network and options: the
+// bridge's defaults for what it leaves out (OptionDefaulter), and a
+// refusal of a runtime this bridge has not, or of options another runtime
+// does not take. opts comes back nil for any runtime but container.
+func (s *Service) runtimeChoice(kind, network string, opts *ContainerOptions) (string, string, *ContainerOptions, error) {
 	if kind == "" {
 		kind = s.cfg.DefaultRuntime
 	}
@@ -33,10 +37,18 @@ func (s *Service) runtimeChoice(kind, network string, opts *ContainerOptions) (s
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "runtime %q: use %s", kind, strings.Join(names, ", "))
+		return "", "", nil, protocol.Errorf(protocol.CodeInvalidPayload, "runtime %q: use %s", kind, strings.Join(names, ", "))
 	}
 	if opts != nil && kind != RuntimeContainer {
-		return "", "", protocol.Errorf(protocol.CodeInvalidPayload, "container: options of runtime container, and the runtime is %q", kind)
+		return "", "", nil, protocol.Errorf(protocol.CodeInvalidPayload, "container: options of runtime container, and the runtime is %q", kind)
+	}
+	if d, ok := s.runtimes[kind].(OptionDefaulter); ok {
+		var o ContainerOptions
+		if opts != nil {
+			o = *opts
+		}
+		o = d.DefaultOptions(o)
+		opts = &o
 	}
 	if network == "" {
 		network = NetworkHost
@@ -44,7 +56,7 @@ func (s *Service) runtimeChoice(kind, network string, opts *ContainerOptions) (s
 			network = NetworkNone
 		}
 	}
-	return kind, network, nil
+	return kind, network, opts, nil
 }
 
 func (s *Service) spec(rec *Record) RuntimeSpec {

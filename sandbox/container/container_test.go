@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,6 +234,33 @@ func TestAnalysisWorktreeIsReadOnlyInside(t *testing.T) {
 	res := e.exec(context.Background(), ws.WorkspaceID, "cat README.md && touch x")
 	if res.Success || !strings.Contains(res.Output, "# demo") || !strings.Contains(res.Output, "Read-only") {
 		t.Fatalf("exec: %+v, want the README read and the write refused", res)
+	}
+}
+
+// A workspace that names no image records the bridge's, so its acquire
+// and its status say what runs it; a re-acquire without options keeps
+// what the workspace has.
+func TestWorkspaceWithoutAnImageRecordsTheBridges(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	ws := e.acquire(sandbox.ModeEdit, nil)
+	if want := (sandbox.ContainerOptions{Image: engine.Image}); ws.Container == nil || !reflect.DeepEqual(*ws.Container, want) {
+		t.Fatalf("acquired with container %+v, want %+v", ws.Container, want)
+	}
+	limited := e.acquire(sandbox.ModeEdit, &sandbox.ContainerOptions{Memory: "64m"})
+	want := sandbox.ContainerOptions{Image: engine.Image, Memory: "64m"}
+	if limited.Container == nil || !reflect.DeepEqual(*limited.Container, want) {
+		t.Fatalf("re-acquired with container %+v, want %+v", limited.Container, want)
+	}
+	again := e.acquire(sandbox.ModeEdit, nil)
+	st, err := e.svc.WorkspaceStatus(ctx, ws.WorkspaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string]*sandbox.ContainerOptions{"re-acquire without options": again.Container, "status": st.Container} {
+		if got == nil || !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: container %+v, want %+v", what, got, want)
+		}
 	}
 }
 

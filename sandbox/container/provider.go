@@ -159,6 +159,15 @@ func (p *Provider) engineError(err error) error {
 	return err
 }
 
+// DefaultOptions implements sandbox.OptionDefaulter: a workspace that
+// names no image runs the bridge's (--container-image).
+func (p *Provider) DefaultOptions(opts sandbox.ContainerOptions) sandbox.ContainerOptions {
+	if opts.Image == "" {
+		opts.Image = p.Image
+	}
+	return opts
+}
+
 // Start implements sandbox.RuntimeProvider. It checks what the workspace
 // asks for (network, options, the image on the engine) and creates
 // nothing: the container comes with the first command.
