@@ -211,7 +211,10 @@ func (t *pollTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.polling = true
-	for len(t.out) == 0 && !t.closed {
+	// A GET still waiting when the session upgrades gets a noop: from
+	// then on everything goes on the WebSocket, and a GET left waiting
+	// would hang until the client gave up on it.
+	for len(t.out) == 0 && !t.closed && t.ws == nil {
 		wake := t.wake
 		t.mu.Unlock()
 		select {
@@ -224,12 +227,15 @@ func (t *pollTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 		}
 		t.mu.Lock()
 	}
-	frames, closed := t.out, t.closed
+	frames, closed, upgraded := t.out, t.closed, t.ws != nil
 	t.out = nil
 	t.polling = false
 	t.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		frames = append(frames, []byte{byte(protocol.EIOClose)})
+	case upgraded && len(frames) == 0:
+		frames = [][]byte{{byte(protocol.EIONoop)}}
 	}
 	body := bytes.Join(frames, []byte{protocol.PayloadSeparator})
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
