@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // Build stamps: a warm Go start skips go build altogether when nothing the
@@ -25,8 +27,12 @@ import (
 // only after loading the package graph and hashing its inputs, 250–300 ms
 // of a warm start that BenchmarkDebugWarmStart (e2e/bench) measured at
 // 0.56–0.59× of a cold one; a stamp is a walk of stat calls, a few ms for a
-// small module. docs/debugging.md has the figures with and without it.
-// --warm-adapters=false turns it off with the prebuild.
+// small module. With stamps the bench's Go warm/cold ratio was 0.57, 0.47
+// and 0.50 in three runs against 0.85, 0.52 and 0.56 without, each pair
+// back to back on a shared, loaded 2-core machine (2026-12-05; the noise is
+// as large as the gain). docs/debugging.md has the figures
+// (TETHER_TUNING=no-buildstamps turns it off; --warm-adapters=false turns
+// it off with the prebuild).
 //
 // A stamp is a hash of what the build is (go binary and its stat, the
 // arguments, the directory, the whole environment, the go env file) and of
@@ -40,6 +46,9 @@ import (
 // symlink to a directory, another VCS than git, or more than
 // maxStampFiles files. Not covered, as go build's own check does not cover
 // them either: C headers and libraries a cgo package includes.
+
+// buildStampsOn is whether prebuilds are stamped (tuning.BuildStamps).
+var buildStampsOn = tuning.On(tuning.BuildStamps)
 
 // maxStampFiles bounds the walk: a module tree larger than this (a
 // node_modules inside it, generated data) would cost more to stat on every

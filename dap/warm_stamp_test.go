@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherdev/tether/dap"
+	"github.com/tetherdev/tether/internal/tuning"
 )
 
 // agedFiles writes files under root and dates them back, as files last
@@ -37,6 +38,9 @@ const goMod = "module addgo\n\ngo 1.21\n"
 // go.mod, aged), or over files when given.
 func goStampManager(t *testing.T, files map[string]string, environ ...string) (*dap.Manager, string) {
 	t.Helper()
+	if !tuning.On(tuning.BuildStamps) {
+		t.Skip("build stamps are off (TETHER_TUNING): every start runs go build")
+	}
 	root := t.TempDir()
 	if files == nil {
 		files = map[string]string{"main.go": goAdd, "go.mod": goMod}
