@@ -46,7 +46,8 @@
 //     initialized adapter per kind the workspace used, taken by the next
 //     start whose adapter it matches, replaced after use, ended when idle
 //     and with the manager; warm_build.go prebuilds Go programs into kept
-//     binaries, so an unchanged one is not linked again.
+//     binaries, so an unchanged one is not linked again, and warm_stamp.go
+//     stamps each build, so that an unchanged one does not run go at all.
 //   - session_restart.go restarts a launched program under the same session
 //     id (the adapter's restart, else a relaunch); session_postmortem.go
 //     and corefile.go open core dumps (core_file); session_watchpoints.go

@@ -25,3 +25,31 @@ func (m *Manager) WarmIdled() int {
 	defer m.warm.mu.Unlock()
 	return m.warm.idled
 }
+
+// GoBuilds is how many times the manager's Go prebuild has run go build.
+func (m *Manager) GoBuilds() int {
+	if m.warm == nil {
+		return 0
+	}
+	m.warm.builds.mu.Lock()
+	defer m.warm.builds.mu.Unlock()
+	return m.warm.builds.goRuns
+}
+
+// PrebuiltDir is the directory of the manager's prebuilt Go binaries, ""
+// before the first.
+func (m *Manager) PrebuiltDir() string {
+	if m.warm == nil {
+		return ""
+	}
+	m.warm.builds.mu.Lock()
+	defer m.warm.builds.mu.Unlock()
+	return m.warm.builds.dir
+}
+
+// Setenv sets kv (KEY=VALUE) in the environment adapters and builds run
+// with, as if the manager had been made with it. Call it between
+// sessions, with no warm adapter being made.
+func (m *Manager) Setenv(kv string) {
+	m.env.Environ = append(m.env.Environ[:len(m.env.Environ):len(m.env.Environ)], kv)
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tetherdev/tether/internal/proctree"
 )
@@ -21,7 +22,8 @@ import (
 // pool keeps per program (warmBuilds), so that go build finds it up to date
 // and skips the link when nothing changed, and launchPrebuilt rewrites cfg
 // to run that binary. go build itself judges what changed, as it does for
-// delve. buildable says whether cfg is one the prebuild reproduces exactly;
+// delve, unless a build stamp (warm_stamp.go) shows that nothing it can
+// read has changed since it last built that binary: then go does not run. buildable says whether cfg is one the prebuild reproduces exactly;
 // any other launch is built by the adapter as when cold.
 type prebuilder interface {
 	buildable(cfg map[string]any) bool
@@ -30,10 +32,20 @@ type prebuilder interface {
 }
 
 // warmBuilds is the directory of prebuilt binaries of one manager, made on
-// first use and removed with the pool.
+// first use and removed with the pool, and the stamp of each binary's last
+// build (warm_stamp.go).
 type warmBuilds struct {
-	mu  sync.Mutex // one build at a time: two of one program write one file
-	dir string
+	mu     sync.Mutex // one build at a time: two of one program write one file
+	dir    string
+	stamps map[string]builtStamp // by binary: what its last successful build read
+	goRuns int                   // go builds started (tests count them)
+}
+
+// builtStamp is what a binary was built from (buildStamp's sum) and the
+// binary's own stat once built: if it is gone or changed, it is built again.
+type builtStamp struct {
+	sum [32]byte
+	bin string
 }
 
 // prebuild builds cfg's program with go in dir (the adapter's working
@@ -61,9 +73,21 @@ func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg 
 	prog, _ := cfg["program"].(string)
 	sum := sha256.Sum256([]byte(dir + "\x00" + prog))
 	out := filepath.Join(b.dir, "debug-"+hex.EncodeToString(sum[:8]))
-	cmd := exec.Command(gobin, pb.buildArgs(cfg, out)...)
+	args := pb.buildArgs(cfg, out)
+	sum, fresh, stampErr := [32]byte{}, false, errNoStamp
+	if buildStampsOn {
+		sum, fresh, stampErr = buildStamp(gobin, args, dir, env.Environ, time.Now())
+	}
+	if rec, ok := b.stamps[out]; ok && stampErr == nil && rec.sum == sum && rec.bin != "" && rec.bin == fileStamp(out) {
+		cfg = cloneConfig(cfg)
+		pb.launchPrebuilt(cfg, out)
+		return cfg
+	}
+	delete(b.stamps, out)
+	cmd := exec.Command(gobin, args...)
 	cmd.Dir = dir
 	cmd.Env = env.Environ
+	b.goRuns++
 	if err := proctree.Start(cmd); err != nil {
 		return cfg
 	}
@@ -74,6 +98,15 @@ func (b *warmBuilds) prebuild(ctx context.Context, env *Env, pb prebuilder, cfg 
 	proctree.Forget(cmd.Process.Pid)
 	if err != nil {
 		return cfg
+	}
+	// The stamp was taken before the build: a file changed while it ran
+	// differs from it next time. A fresh one could miss a change made in
+	// the same clock tick, so the next start builds and stamps again.
+	if stampErr == nil && !fresh {
+		if b.stamps == nil {
+			b.stamps = map[string]builtStamp{}
+		}
+		b.stamps[out] = builtStamp{sum: sum, bin: fileStamp(out)}
 	}
 	cfg = cloneConfig(cfg)
 	pb.launchPrebuilt(cfg, out)
@@ -90,6 +123,7 @@ func (b *warmBuilds) remove() {
 	if b.dir != "" {
 		_ = os.RemoveAll(b.dir)
 		b.dir = ""
+		b.stamps = nil
 	}
 }
 

@@ -206,8 +206,14 @@ func warmLangs(b *testing.B, root string) []warmLang {
 			start: map[string]any{"language": "javascript", "program": "calc.js", "breakpoints": bp("calc.js", 6)},
 			bare:  func(tb testing.TB) time.Duration { return bareNodeScenario(tb, nodePath, root) }})
 	}
+	if only := os.Getenv("BENCH_LANGS"); only != "" {
+		// BENCH_LANGS=Go,C (names as printed, any case) times only those.
+		langs = slices.DeleteFunc(langs, func(l warmLang) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(n string) bool { return strings.EqualFold(strings.TrimSpace(n), l.name) })
+		})
+	}
 	if len(langs) == 0 {
-		b.Skip("no debug adapter is installed")
+		b.Skip("no debug adapter is installed (or none in BENCH_LANGS)")
 	}
 	return langs
 }

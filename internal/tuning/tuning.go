@@ -63,10 +63,14 @@ const (
 	// and its own parse of a plain traceparent; off, the OpenTelemetry
 	// SDK's spans and propagator.
 	LeanSpans Piece = "leanspans"
+	// BuildStamps: dap's build stamps, which let a warm Go start skip go
+	// build when nothing it reads has changed; off, every warm Go start
+	// runs go build, which finds an unchanged program up to date.
+	BuildStamps Piece = "buildstamps"
 )
 
 // Pieces lists every piece, in the order reports show them.
-var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers, LeanSpans}
+var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers, LeanSpans, BuildStamps}
 
 var (
 	once sync.Once
