@@ -53,7 +53,7 @@ func (nodeAdapter) Find(env *Env) (Command, error) {
 		return Command{}, fmt.Errorf("no node (nor nodejs) is on PATH")
 	}
 	return Command{Path: nodePath, Serve: func(conn io.ReadWriteCloser, dir string, environ []string) {
-		node.Serve(conn, node.Options{Node: nodePath, Dir: dir, Environ: environ})
+		node.Serve(conn, node.Options{Node: nodePath, Dir: dir, Environ: environ, Warm: env.nodeWarm})
 	}}, nil
 }
 

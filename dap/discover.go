@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherdev/tether/dap/node"
 	"github.com/tetherdev/tether/internal/proctree"
 )
 
@@ -34,6 +35,9 @@ type Env struct {
 	probes map[string]*once // keyed by adapter name
 	// filters are each probed adapter's exception filters, by name.
 	filters map[string][]ExceptionFilter
+	// nodeWarm holds the built-in Node adapter's warm nodes; nil when
+	// warm adapters are off (warm_node.go).
+	nodeWarm *node.Pool
 }
 
 type once struct {

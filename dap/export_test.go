@@ -23,7 +23,7 @@ func CoreNotes(data []byte) (signal string, files []string, fname string) {
 func (m *Manager) WarmIdled() int {
 	m.warm.mu.Lock()
 	defer m.warm.mu.Unlock()
-	return m.warm.idled
+	return m.warm.idled + m.warm.nodes.Idled()
 }
 
 // GoBuilds is how many times the manager's Go prebuild has run go build.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/tetherdev/tether/dap/node"
 )
 
 // Warm adapters: a start of a language the workspace has used before takes
@@ -22,8 +24,9 @@ import (
 // the manager. A warm adapter is one a cold start would have made: the same
 // command, environment, working directory and initialize arguments (the
 // key); a start whose key differs starts cold and the warm one is replaced
-// by one for the new key. In-process adapters (the built-in Node one) and
-// dialled ones have no process to keep warm.
+// by one for the new key. Dialled adapters have no process to keep warm;
+// the built-in Node adapter runs in-process, and what it keeps warm is the
+// node it would launch (dap/node's Pool, warm_node.go).
 //
 // Measured by BenchmarkDebugWarmStart (e2e/bench); docs/debugging.md has
 // the figures and the idle cost.
@@ -83,6 +86,7 @@ type warmPool struct {
 	wg     sync.WaitGroup          // refills and idle ends in flight
 
 	builds warmBuilds // prebuilt programs (warm_build.go)
+	nodes  *node.Pool // the built-in Node adapter's warm nodes (warm_node.go)
 }
 
 func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing context.Context) *warmPool {
@@ -90,7 +94,7 @@ func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing conte
 		idle = DefaultWarmIdle
 	}
 	return &warmPool{idle: idle, env: env, log: log, closing: closing,
-		ready: map[string]*warmAdapter{}, making: map[string]bool{}}
+		ready: map[string]*warmAdapter{}, making: map[string]bool{}, nodes: newNodePool(idle, env)}
 }
 
 // take hands over the warm adapter for key, or nil when none is ready or
@@ -237,6 +241,7 @@ func (p *warmPool) close() {
 		p.end(w)
 	}
 	p.wg.Wait()
+	p.nodes.Close()
 	p.builds.remove()
 }
 
@@ -259,6 +264,7 @@ func (p *warmPool) list() []WarmAdapter {
 	for _, w := range p.ready {
 		out = append(out, WarmAdapter{Adapter: w.key.adapter, Pid: w.proc.cmd.Process.Pid, Dir: w.key.dir})
 	}
+	out = append(out, warmNodes(p.nodes)...)
 	slices.SortFunc(out, func(a, b WarmAdapter) int {
 		if a.Adapter < b.Adapter {
 			return -1

@@ -134,20 +134,6 @@ func TestWarmStartStopsAtBreakpointForGo(t *testing.T) {
 	startToBreakpoint(t, m, req, "main.go", 8, nil)
 }
 
-// The built-in Node adapter runs in-process: warm adapters leave it as it
-// is, and keep nothing for it.
-func TestWarmAdaptersLeaveTheInProcessNodeAdapterCold(t *testing.T) {
-	root := nodeWorkspace(t, "calc.js")
-	m := newWarmManager(t, root, 0)
-	needAdapter(t, m, "node")
-	req := dap.StartRequest{Language: "javascript", Program: "calc.js"}
-	startToBreakpoint(t, m, req, "calc.js", 6, nil)
-	startToBreakpoint(t, m, req, "calc.js", 6, nil)
-	if w := m.WarmAdapters(); len(w) != 0 {
-		t.Fatalf("warm adapters = %+v, want none for the in-process adapter", w)
-	}
-}
-
 func TestWarmAdapterEndsAfterIdleTime(t *testing.T) {
 	root := writeFiles(t, map[string]string{"add.py": pyAdd})
 	m := newWarmManager(t, root, 200*time.Millisecond)

@@ -40,6 +40,8 @@ type debugger struct {
 	sourceMap bool   // map scripts through their source maps
 	stopEntry bool
 	contextID cdpruntime.ExecutionContextID
+	warmKey   *warmKey // a warm node could serve this launch (warm.go)
+	warm      *warmRun // the launch runs on a warm node (warm_run.go)
 
 	scripts map[cdp.ScriptID]*script
 	files   map[string][]*breakpoint // by the path DAP named
@@ -218,6 +220,10 @@ func (d *debugger) watchConn(conn *Conn) {
 			proc.kill()
 		}
 		d.s.event("exited", godap.ExitedEventBody{ExitCode: proc.code})
+		if key, ok := d.warmable(); ok {
+			// The program has ended; the session may stay open.
+			d.s.opts.Warm.refill(key)
+		}
 	}
 	d.s.event("terminated", godap.TerminatedEventBody{})
 	close(d.terminated)
@@ -331,7 +337,7 @@ func (d *debugger) scriptParsed(ev *cdpdebugger.EventScriptParsed) {
 func (d *debugger) onPaused(ev *cdpdebugger.EventPaused) {
 	reason := string(ev.Reason)
 	d.mu.Lock()
-	p := &pause{frames: ev.CallFrames}
+	p := &pause{frames: d.trimLoaderLocked(ev.CallFrames)}
 	d.paused = p
 	clear(d.handles)
 	if !d.configured {
@@ -343,6 +349,15 @@ func (d *debugger) onPaused(ev *cdpdebugger.EventPaused) {
 	if reason == "instrumentation" {
 		d.mu.Unlock()
 		d.work.Go(func() { d.afterInstrumentation(d.s.ctx, ev.Data) })
+		return
+	}
+	if entry, show := d.warmEntryLocked(ev, p); entry {
+		d.mu.Unlock()
+		if show {
+			d.s.event("stopped", godap.StoppedEventBody{Reason: "entry", Description: "Break on start", ThreadId: threadID, AllThreadsStopped: true})
+		} else {
+			d.work.Go(func() { d.resumeQuietly(d.s.ctx) })
+		}
 		return
 	}
 	var hit []int
@@ -444,8 +459,9 @@ func (d *debugger) configurationDone(ctx context.Context) error {
 	}
 	if paused {
 		_, err = cdp.Call(ctx, conn, cdpdebugger.Resume, cdpdebugger.ResumeParams{})
+		return err
 	}
-	return err
+	return d.runWarm(ctx, conn)
 }
 
 // resume sends a resume or step command; reason names the stop it causes.

@@ -81,6 +81,14 @@ func (d *debugger) launch(ctx context.Context, raw json.RawMessage) error {
 
 	ctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
+	if key, ok := warmKeyOf(nodeBin, env, &a); ok && d.s.opts.Warm != nil && isDir(dir) {
+		d.mu.Lock()
+		d.warmKey = &key
+		d.mu.Unlock()
+		if w := d.s.opts.Warm.take(key); w != nil {
+			return d.launchWarm(ctx, w, program, a.Args, dir)
+		}
+	}
 	args := append(slices.Clone(a.RuntimeArgs), program)
 	proc, wsURL, err := startNode(ctx, launchSpec{node: nodeBin, args: append(args, a.Args...), dir: dir, env: env}, d.s.output)
 	if err != nil {

@@ -26,6 +26,10 @@ type Options struct {
 	Environ []string
 	// Record, when set, receives the CDP transcript (see DialOptions).
 	Record io.Writer
+	// Warm, when set, holds warm nodes (warm.go): a launch it can
+	// reproduce takes one, and a launch it could have served leaves one
+	// made for the next once this session has ended.
+	Warm *Pool
 }
 
 // Serve speaks DAP on rwc as a Node.js debug adapter until rwc closes or
@@ -43,6 +47,11 @@ func Serve(rwc io.ReadWriteCloser, opts Options) {
 		s.handlers.Wait()
 		s.dbg.shutdown(true)
 		_ = rwc.Close()
+		if key, ok := s.dbg.warmable(); ok {
+			// After the session's node ended: the next one's start does
+			// not compete with the session it would only slow down.
+			opts.Warm.refill(key)
+		}
 	}()
 	r := bufio.NewReaderSize(rwc, 64<<10)
 	for {

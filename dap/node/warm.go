@@ -1,0 +1,373 @@
+//go:build !windows
+
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+)
+
+// Warm nodes. A cold launch is all node's start (~300 ms of a ~330 ms
+// start to a breakpoint, BenchmarkDebugWarmStart): the adapter itself runs
+// in-process and costs nothing. So a Pool keeps a node already started,
+// with --inspect-brk as a cold launch has it, running warmLoader: a
+// CommonJS module that holds the event loop with a timer and defines a
+// runner. A launch that the warm node reproduces exactly (same node binary
+// and environment, no runtimeArgs, no NODE_OPTIONS, whose preloads would
+// have run before the session) connects to it and, at configurationDone,
+// calls the runner with the program's argv and cwd: it sets process.argv,
+// changes directory, drops its timer and runs the program through
+// Module.runMain, as node's own main does, so require.main is the
+// program's module and an ES module runs as the entry point.
+//
+// The entry pause: with --inspect-brk node pauses at the start of every
+// CommonJS module it runs as main, and of the first ES module it runs as
+// the entry. The loader is CommonJS (its own pause is not taken: no
+// debugger is enabled while it starts), so the program, CommonJS or ES,
+// makes the same "Break on start" pause a cold launch makes; the adapter
+// shows it with stopOnEntry and resumes it otherwise. The loader's frame and
+// the timer frame below it are cut from every stack (trimLoaderLocked): a
+// cold CommonJS stack has node's bootstrap frame there instead.
+//
+// A Pool keeps at most one warm node per node binary: one made for another
+// environment replaces it. It is made once a session that could have used
+// one has ended (so its start does not compete with the session), ended
+// after the idle time, and ended by Close. Output the warm node writes
+// before a session takes it is dropped (the loader writes none).
+
+// runnerName is the global the loader defines; readyBinding is the CDP
+// binding it calls once it has.
+const (
+	runnerName   = "__tetherWarmRun"
+	readyBinding = "__tetherWarmReady"
+)
+
+// warmLoader is the main module of a warm node.
+const warmLoader = `// tether's warm node (dap/node/warm.go): held by a timer until the
+// adapter calls the runner with a program to run as the main module.
+'use strict';
+const Module = require('node:module');
+delete require.cache[__filename];
+const hold = setInterval(() => {}, 1 << 30);
+globalThis.` + runnerName + ` = (argv, cwd) => {
+  delete globalThis.` + runnerName + `;
+  setImmediate(() => {
+    clearInterval(hold);
+    process.chdir(cwd);
+    process.argv = [process.execPath, ...argv];
+    Module.runMain();
+  });
+};
+if (typeof globalThis.` + readyBinding + ` === 'function') globalThis.` + readyBinding + `('');
+try { delete globalThis.` + readyBinding + `; } catch {}
+`
+
+// Pool keeps warm nodes for the launches of one debug manager. Its methods
+// are safe for concurrent use; a nil *Pool keeps nothing.
+type Pool struct {
+	idle   time.Duration
+	ctx    context.Context // ends with Close: ends a node being made
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	dir    string               // holds the loader; made on first use, removed by Close
+	ready  map[string]*warmNode // by node binary
+	making map[string]bool      // a refill for that binary is under way
+	idled  int                  // warm nodes ended for idleness
+	wg     sync.WaitGroup       // refills and idle ends in flight
+}
+
+// NewPool returns a Pool whose warm nodes end after idle without use. It
+// starts nothing.
+func NewPool(idle time.Duration) *Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pool{idle: idle, ctx: ctx, cancel: cancel, ready: map[string]*warmNode{}, making: map[string]bool{}}
+}
+
+// warmKey is what makes a warm node interchangeable with a cold launch.
+type warmKey struct {
+	node string
+	env  string // the environment, NUL-joined
+}
+
+// warmNode is one node running the loader, waiting for a launch.
+type warmNode struct {
+	key    warmKey
+	proc   *process
+	wsURL  string
+	loader string // the loader's path, links resolved
+	out    *outputSink
+	idle   *time.Timer
+}
+
+// outputSink forwards a warm node's output to the session that took it,
+// and drops what comes before.
+type outputSink struct {
+	mu sync.Mutex
+	to func(category, text string)
+}
+
+func (o *outputSink) write(category, text string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.to != nil {
+		o.to(category, text)
+	}
+}
+
+func (o *outputSink) attach(to func(category, text string)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.to = to
+}
+
+// warmKeyOf is the key of a launch, or false when a warm node cannot
+// reproduce it.
+func warmKeyOf(nodeBin string, env []string, a *launchArgs) (warmKey, bool) {
+	if len(a.RuntimeArgs) > 0 {
+		return warmKey{}, false
+	}
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == "NODE_OPTIONS" && v != "" {
+			return warmKey{}, false
+		}
+	}
+	return warmKey{node: nodeBin, env: strings.Join(env, "\x00")}, true
+}
+
+func (k warmKey) environ() []string {
+	if k.env == "" {
+		return []string{}
+	}
+	return strings.Split(k.env, "\x00")
+}
+
+// take hands over the warm node for key, or nil when none is ready for it
+// or the one ready has died.
+func (p *Pool) take(key warmKey) *warmNode {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	w := p.ready[key.node]
+	if w == nil || w.key != key {
+		p.mu.Unlock()
+		return nil
+	}
+	delete(p.ready, key.node)
+	p.mu.Unlock()
+	w.idle.Stop()
+	select {
+	case <-w.proc.exited:
+		return nil
+	default:
+	}
+	return w
+}
+
+// refill makes a warm node for key in the background unless one for it is
+// ready or being made; one ready for another key of the same binary is
+// ended.
+func (p *Pool) refill(key warmKey) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.closed || p.making[key.node] {
+		p.mu.Unlock()
+		return
+	}
+	old := p.ready[key.node]
+	if old != nil && old.key == key {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.ready, key.node)
+	p.making[key.node] = true
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		if old != nil {
+			old.end()
+		}
+		w, err := p.make(key)
+		p.mu.Lock()
+		delete(p.making, key.node)
+		if err != nil || p.closed {
+			p.mu.Unlock()
+			if w != nil {
+				w.end()
+			}
+			return
+		}
+		p.ready[key.node] = w
+		w.idle = time.AfterFunc(p.idle, func() { p.expire(w) })
+		p.mu.Unlock()
+	}()
+}
+
+// make starts node on the loader and waits until the loader has defined
+// its runner. The inspector connection it used is closed; the session
+// that takes the node opens its own.
+func (p *Pool) make(key warmKey) (*warmNode, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, startWait)
+	defer cancel()
+	loader, err := p.loaderPath()
+	if err != nil {
+		return nil, err
+	}
+	w := &warmNode{key: key, loader: loader, out: &outputSink{}}
+	w.proc, w.wsURL, err = startNode(ctx, launchSpec{node: key.node, args: []string{loader}, dir: filepath.Dir(loader), env: key.environ()}, w.out.write)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	var once sync.Once
+	conn, err := Dial(ctx, w.wsURL, DialOptions{OnEvent: func(method string, _ jsonv2.Value) {
+		if method == cdpruntime.BindingCalled.Method {
+			once.Do(func() { close(ready) })
+		}
+	}})
+	if err != nil {
+		return w, err
+	}
+	defer conn.Close()
+	for _, step := range []func() error{
+		func() error { _, err := cdp.Call(ctx, conn, cdpruntime.Enable, cdp.Empty{}); return err },
+		func() error {
+			_, err := cdp.Call(ctx, conn, cdpruntime.AddBinding, cdpruntime.AddBindingParams{Name: readyBinding})
+			return err
+		},
+		func() error {
+			_, err := cdp.Call(ctx, conn, cdpruntime.RunIfWaitingForDebugger, cdp.Empty{})
+			return err
+		},
+	} {
+		if err := step(); err != nil {
+			return w, err
+		}
+	}
+	select {
+	case <-ready:
+		return w, nil
+	case <-w.proc.exited:
+		return w, fmt.Errorf("the warm node exited with code %d; stderr: %s", w.proc.code, w.proc.stderrTail())
+	case <-ctx.Done():
+		return w, fmt.Errorf("waiting for the warm node's loader: %w", ctx.Err())
+	}
+}
+
+// loaderPath writes the loader into the pool's directory once.
+func (p *Pool) loaderPath() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return "", errors.New("the warm node pool is closed")
+	}
+	if p.dir == "" {
+		dir, err := os.MkdirTemp("", "tether-node-warm-")
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "loader.cjs"), []byte(warmLoader), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+		p.dir = dir
+	}
+	return cleanPath(filepath.Join(p.dir, "loader.cjs")), nil
+}
+
+// expire ends w if it is still the ready one when its idle time is up.
+func (p *Pool) expire(w *warmNode) {
+	p.mu.Lock()
+	if p.ready[w.key.node] != w {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.ready, w.key.node)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	w.end()
+	p.mu.Lock()
+	p.idled++
+	p.mu.Unlock()
+}
+
+// end kills a warm node no session took.
+func (w *warmNode) end() {
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+	w.proc.kill()
+}
+
+// Close ends every warm node, waits for the ones being made and removes
+// the loader's directory. Later refills make nothing.
+func (p *Pool) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	ready := p.ready
+	p.ready = map[string]*warmNode{}
+	p.mu.Unlock()
+	p.cancel()
+	for _, w := range ready {
+		w.end()
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	dir := p.dir
+	p.dir = ""
+	p.mu.Unlock()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// WarmNode is a warm node ready for the next launch with its binary.
+type WarmNode struct {
+	Node string
+	Pid  int
+}
+
+// Ready lists the ready warm nodes, by binary.
+func (p *Pool) Ready() []WarmNode {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := []WarmNode{}
+	for _, w := range p.ready {
+		out = append(out, WarmNode{Node: w.key.node, Pid: w.proc.cmd.Process.Pid})
+	}
+	slices.SortFunc(out, func(a, b WarmNode) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// Idled is how many warm nodes ended for idleness.
+func (p *Pool) Idled() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idled
+}
