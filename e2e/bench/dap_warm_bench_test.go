@@ -32,7 +32,7 @@ const targetWarmRatio = 0.5
 type warmLang struct {
 	name  string
 	start map[string]any // the start-session payload (one breakpoint)
-	comm  string         // how the warm adapter's process name starts ("" none: in-process)
+	comm  string         // how the warm adapter's process name starts (for JavaScript the warm node's)
 	bare  func(tb testing.TB) time.Duration
 }
 
@@ -202,7 +202,7 @@ func warmLangs(b *testing.B, root string) []warmLang {
 			}})
 	}
 	if nodePath := lookFirst("node"); nodePath != "" {
-		langs = append(langs, warmLang{name: "JavaScript",
+		langs = append(langs, warmLang{name: "JavaScript", comm: "node",
 			start: map[string]any{"language": "javascript", "program": "calc.js", "breakpoints": bp("calc.js", 6)},
 			bare:  func(tb testing.TB) time.Duration { return bareNodeScenario(tb, nodePath, root) }})
 	}
