@@ -46,6 +46,9 @@ func TestWarmStartStopsAtBreakpointForNodeCommonJS(t *testing.T) {
 	exprs := []string{"main", "argv", "Object.keys(globalThis).filter(k => k.startsWith('__tether')).length", "Object.keys(require.cache).length"}
 	warm := breakpointFrames(t, m, req, "main.js", 7, exprs...)
 	cold := breakpointFrames(t, newManager(t, root), req, "main.js", 7, exprs...)
+	if !warm.verified || !cold.verified {
+		t.Errorf("breakpoint verified at start: warm %v, cold %v; want both", warm.verified, cold.verified)
+	}
 	if warm.exprs != "true|a,b|0|1" || cold.exprs != warm.exprs {
 		t.Errorf("%q: warm %q, cold %q; want true|a,b|0|1", exprs, warm.exprs, cold.exprs)
 	}
@@ -72,6 +75,9 @@ func TestWarmStartStopsAtBreakpointForNodeESModule(t *testing.T) {
 			checkWarmStart(t, m, "node", req, program, 3)
 			warm := breakpointFrames(t, m, req, program, 3)
 			cold := breakpointFrames(t, newManager(t, root), req, program, 3)
+			if !warm.verified || !cold.verified {
+				t.Errorf("breakpoint verified at start: warm %v, cold %v; want both", warm.verified, cold.verified)
+			}
 			if got, want := strings.Join(warm.frames, "\n"), strings.Join(cold.frames, "\n"); got != want {
 				t.Errorf("warm frames:\n%s\nwant the cold ones:\n%s", got, want)
 			}
@@ -80,10 +86,11 @@ func TestWarmStartStopsAtBreakpointForNodeESModule(t *testing.T) {
 }
 
 type stopSeen struct {
-	reason string
-	frames []string // name and source (path or node: URL)
-	top    int      // the first frame's line
-	exprs  string   // the expressions' results, |-joined
+	verified bool // the start's breakpoint was verified at once
+	reason   string
+	frames   []string // name and source (path or node: URL)
+	top      int      // the first frame's line
+	exprs    string   // the expressions' results, |-joined
 }
 
 // breakpointFrames starts req with a breakpoint at path:line (none for
@@ -107,6 +114,7 @@ func breakpointFrames(t *testing.T, m *dap.Manager, req dap.StartRequest, path s
 		t.Fatal(err)
 	}
 	var seen stopSeen
+	seen.verified = len(start.Breakpoints) == 1 && start.Breakpoints[0].Verified
 	if snap.Stop != nil {
 		seen.reason = snap.Stop.Reason
 	}

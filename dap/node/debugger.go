@@ -171,8 +171,12 @@ func capabilities() godap.Capabilities {
 }
 
 // connect dials the inspector, enables the domains and lets a waiting
-// program run up to its first line.
+// program run up to its first line. A warm node comes connected and
+// enabled (warm_run.go).
 func (d *debugger) connect(ctx context.Context, wsURL string) error {
+	if d.adoptWarm() {
+		return nil
+	}
 	conn, err := Dial(ctx, wsURL, DialOptions{OnEvent: d.onEvent, Record: d.s.opts.Record})
 	if err != nil {
 		return err
@@ -351,15 +355,6 @@ func (d *debugger) onPaused(ev *cdpdebugger.EventPaused) {
 		d.work.Go(func() { d.afterInstrumentation(d.s.ctx, ev.Data) })
 		return
 	}
-	if entry, show := d.warmEntryLocked(ev, p); entry {
-		d.mu.Unlock()
-		if show {
-			d.s.event("stopped", godap.StoppedEventBody{Reason: "entry", Description: "Break on start", ThreadId: threadID, AllThreadsStopped: true})
-		} else {
-			d.work.Go(func() { d.resumeQuietly(d.s.ctx) })
-		}
-		return
-	}
 	var hit []int
 	stop := len(ev.HitBreakpoints) == 0
 	for _, id := range ev.HitBreakpoints {
@@ -459,9 +454,8 @@ func (d *debugger) configurationDone(ctx context.Context) error {
 	}
 	if paused {
 		_, err = cdp.Call(ctx, conn, cdpdebugger.Resume, cdpdebugger.ResumeParams{})
-		return err
 	}
-	return d.runWarm(ctx, conn)
+	return err
 }
 
 // resume sends a resume or step command; reason names the stop it causes.

@@ -81,16 +81,11 @@ func (d *debugger) launch(ctx context.Context, raw json.RawMessage) error {
 
 	ctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	if key, ok := warmKeyOf(nodeBin, env, &a); ok && d.s.opts.Warm != nil && isDir(dir) {
-		d.mu.Lock()
-		d.warmKey = &key
-		d.mu.Unlock()
-		if w := d.s.opts.Warm.take(key); w != nil {
-			return d.launchWarm(ctx, w, program, a.Args, dir)
-		}
+	proc, wsURL, err := d.warmNode(nodeBin, env, &a, program, dir) // warm_run.go
+	if proc == nil {
+		args := append(slices.Clone(a.RuntimeArgs), program)
+		proc, wsURL, err = startNode(ctx, launchSpec{node: nodeBin, args: append(args, a.Args...), dir: dir, env: env}, d.s.output)
 	}
-	args := append(slices.Clone(a.RuntimeArgs), program)
-	proc, wsURL, err := startNode(ctx, launchSpec{node: nodeBin, args: append(args, a.Args...), dir: dir, env: env}, d.s.output)
 	if err != nil {
 		return err
 	}
@@ -110,6 +105,9 @@ func (d *debugger) launch(ctx context.Context, raw json.RawMessage) error {
 		return fmt.Errorf("%w; node's stderr: %s", err, proc.stderrTail())
 	}
 	if err := d.connect(ctx, wsURL); err != nil {
+		return fail(err)
+	}
+	if err := d.runWarm(ctx); err != nil {
 		return fail(err)
 	}
 	select {

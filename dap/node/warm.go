@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	cdpdebugger "github.com/chromedp/cdproto/debugger"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 )
 
@@ -25,8 +26,8 @@ import (
 // CommonJS module that holds the event loop with a timer and defines a
 // runner. A launch that the warm node reproduces exactly (same node binary
 // and environment, no runtimeArgs, no NODE_OPTIONS, whose preloads would
-// have run before the session) connects to it and, at configurationDone,
-// calls the runner with the program's argv and cwd: it sets process.argv,
+// have run before the session) connects to it and calls the runner with
+// the program's argv and cwd: it sets process.argv,
 // changes directory, drops its timer and runs the program through
 // Module.runMain, as node's own main does, so require.main is the
 // program's module and an ES module runs as the entry point.
@@ -35,8 +36,9 @@ import (
 // CommonJS module it runs as main, and of the first ES module it runs as
 // the entry. The loader is CommonJS (its own pause is not taken: no
 // debugger is enabled while it starts), so the program, CommonJS or ES,
-// makes the same "Break on start" pause a cold launch makes; the adapter
-// shows it with stopOnEntry and resumes it otherwise. The loader's frame and
+// makes the same "Break on start" pause a cold launch makes, and the
+// launch goes on from there as a cold one: its script is parsed, so
+// breakpoints set now bind (verified) at once. The loader's frame and
 // the timer frame below it are cut from every stack (trimLoaderLocked): a
 // cold CommonJS stack has node's bootstrap frame there instead.
 //
@@ -102,14 +104,66 @@ type warmKey struct {
 	env  string // the environment, NUL-joined
 }
 
-// warmNode is one node running the loader, waiting for a launch.
+// warmNode is one node running the loader, waiting for a launch, with its
+// inspector connected and the Runtime and Debugger domains enabled: on a
+// node that has run its loader, enabling the debugger costs ~100 ms (V8
+// collects its scripts), as much as the rest of a warm start.
 type warmNode struct {
 	key    warmKey
 	proc   *process
 	wsURL  string
-	loader string // the loader's path, links resolved
+	conn   *Conn
+	events *eventRelay // conn's events, kept until a session takes them
+	loader string      // the loader's path, links resolved
 	out    *outputSink
 	idle   *time.Timer
+}
+
+// eventRelay stands between a warm node's inspector connection, whose
+// event handler is fixed when it is dialled, and the session that takes
+// it: until attach it keeps the events (the scripts V8 reported, the
+// execution context; bounded), which attach replays in order before
+// passing on every later one. It also tells when the loader is ready.
+type eventRelay struct {
+	mu    sync.Mutex
+	to    func(method string, params jsonv2.Value)
+	kept  []keptEvent
+	ready chan struct{} // closed when the loader called readyBinding
+	once  sync.Once
+}
+
+type keptEvent struct {
+	method string
+	params jsonv2.Value
+}
+
+// maxKeptEvents bounds what an unused warm node's events hold: node
+// reports ~80 scripts once its loader ran, and nothing after.
+const maxKeptEvents = 4096
+
+func (r *eventRelay) event(method string, params jsonv2.Value) {
+	if method == cdpruntime.BindingCalled.Method {
+		r.once.Do(func() { close(r.ready) })
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.to != nil {
+		r.to(method, params)
+		return
+	}
+	if len(r.kept) < maxKeptEvents {
+		r.kept = append(r.kept, keptEvent{method, params})
+	}
+}
+
+func (r *eventRelay) attach(to func(method string, params jsonv2.Value)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.kept {
+		to(e.method, e.params)
+	}
+	r.kept, r.to = nil, to
 }
 
 // outputSink forwards a warm node's output to the session that took it,
@@ -219,9 +273,8 @@ func (p *Pool) refill(key warmKey) {
 	}()
 }
 
-// make starts node on the loader and waits until the loader has defined
-// its runner. The inspector connection it used is closed; the session
-// that takes the node opens its own.
+// make starts node on the loader, waits until the loader has defined its
+// runner and enables the debugger, as a session's connect would.
 func (p *Pool) make(key warmKey) (*warmNode, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, startWait)
 	defer cancel()
@@ -234,17 +287,12 @@ func (p *Pool) make(key warmKey) (*warmNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	ready := make(chan struct{})
-	var once sync.Once
-	conn, err := Dial(ctx, w.wsURL, DialOptions{OnEvent: func(method string, _ jsonv2.Value) {
-		if method == cdpruntime.BindingCalled.Method {
-			once.Do(func() { close(ready) })
-		}
-	}})
+	w.events = &eventRelay{ready: make(chan struct{})}
+	conn, err := Dial(ctx, w.wsURL, DialOptions{OnEvent: w.events.event})
 	if err != nil {
 		return w, err
 	}
-	defer conn.Close()
+	w.conn = conn
 	for _, step := range []func() error{
 		func() error { _, err := cdp.Call(ctx, conn, cdpruntime.Enable, cdp.Empty{}); return err },
 		func() error {
@@ -261,13 +309,18 @@ func (p *Pool) make(key warmKey) (*warmNode, error) {
 		}
 	}
 	select {
-	case <-ready:
-		return w, nil
+	case <-w.events.ready:
 	case <-w.proc.exited:
 		return w, fmt.Errorf("the warm node exited with code %d; stderr: %s", w.proc.code, w.proc.stderrTail())
 	case <-ctx.Done():
 		return w, fmt.Errorf("waiting for the warm node's loader: %w", ctx.Err())
 	}
+	// After the loader ran: its own entry pause is not taken.
+	if _, err := cdp.Call(ctx, conn, cdpdebugger.Enable, cdpdebugger.EnableParams{}); err != nil {
+		return w, err
+	}
+	_, err = cdp.Call(ctx, conn, cdpdebugger.SetAsyncCallStackDepth, cdpdebugger.SetAsyncCallStackDepthParams{MaxDepth: 0})
+	return w, err
 }
 
 // loaderPath writes the loader into the pool's directory once.
@@ -312,6 +365,9 @@ func (p *Pool) expire(w *warmNode) {
 func (w *warmNode) end() {
 	if w.idle != nil {
 		w.idle.Stop()
+	}
+	if w.conn != nil {
+		_ = w.conn.Close()
 	}
 	w.proc.kill()
 }

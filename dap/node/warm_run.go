@@ -5,66 +5,78 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/chromedp/cdproto/cdp"
 	cdpdebugger "github.com/chromedp/cdproto/debugger"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
-	godap "github.com/google/go-dap"
 )
 
-// A launch on a warm node (warm.go), as the debugger sees it: it connects
-// at launch, runs the program at configurationDone (breakpoints are set by
-// then), shows the program's entry pause with stopOnEntry as a cold launch
-// does and resumes it otherwise, and cuts the loader from every stack.
+// A launch on a warm node (warm.go), as the debugger sees it: the node is
+// taken instead of started, its connection adopted, and the program run with
+// the loader's runner; from there it is a cold launch (node pauses at the
+// program's first line, "Break on start", and the launch waits for that),
+// except that the loader is cut from every stack.
 
 // warmRun is the debugger's part of a launch on a warm node.
 type warmRun struct {
-	loader  string // the loader's path, links resolved
-	program string // the program's path, links resolved
-	argv    []string
-	cwd     string
-	ran     bool // the runner was called
-	entered bool // the program's entry pause was seen
+	conn   *Conn // connected and enabled by the pool (not recorded: Options.Record)
+	events *eventRelay
+	loader string // the loader's path, links resolved
+	argv   []string
+	cwd    string
 }
 
-// launchWarm connects to a warm node instead of starting one. The program
-// is not running yet: launch is done once the inspector is connected, and
-// configurationDone runs it (runWarm).
-func (d *debugger) launchWarm(ctx context.Context, w *warmNode, program string, args []string, dir string) error {
+// warmNode takes a warm node for a launch of program in dir with node
+// binary nodeBin and environment env, and returns its process and
+// inspector URL; a nil process when none fits (start one cold). A launch
+// that a warm node could serve is marked so, whether one was ready or not
+// (the session leaves one made for the next: warmable).
+func (d *debugger) warmNode(nodeBin string, env []string, a *launchArgs, program, dir string) (*process, string, error) {
+	key, ok := warmKeyOf(nodeBin, env, a)
+	if !ok || d.s.opts.Warm == nil || !isDir(dir) {
+		return nil, "", nil
+	}
 	d.mu.Lock()
-	ending := d.ending
-	d.proc = w.proc
-	d.warm = &warmRun{loader: w.loader, program: cleanPath(program), argv: append([]string{program}, args...), cwd: dir}
+	d.warmKey = &key
 	d.mu.Unlock()
+	w := d.s.opts.Warm.take(key)
+	if w == nil {
+		return nil, "", nil
+	}
 	w.out.attach(d.s.output)
-	if ending {
-		w.proc.kill()
-		return errors.New("the session ended during the launch")
-	}
-	d.s.event("process", godap.ProcessEventBody{Name: program, SystemProcessId: w.proc.cmd.Process.Pid, IsLocalProcess: true, StartMethod: "launch"})
-	if err := d.connect(ctx, w.wsURL); err != nil {
-		w.proc.kill()
-		return fmt.Errorf("%w; node's stderr: %s", err, w.proc.stderrTail())
-	}
-	d.startedOnce.Do(func() { close(d.started) })
-	d.s.event("initialized", nil)
-	return nil
+	d.mu.Lock()
+	d.warm = &warmRun{conn: w.conn, events: w.events, loader: w.loader, argv: append([]string{program}, a.Args...), cwd: dir}
+	d.mu.Unlock()
+	return w.proc, w.wsURL, nil
 }
 
-// runWarm runs the program of a warm launch, once. It does nothing for a
-// cold launch.
-func (d *debugger) runWarm(ctx context.Context, conn *Conn) error {
+// adoptWarm makes a warm node's connection the session's, replaying the
+// events it has had; false for a cold launch.
+func (d *debugger) adoptWarm() bool {
 	d.mu.Lock()
 	run := d.warm
-	if run == nil || run.ran {
+	if run == nil {
 		d.mu.Unlock()
+		return false
+	}
+	d.conn = run.conn
+	d.mu.Unlock()
+	d.work.Go(func() { d.watchConn(run.conn) })
+	run.events.attach(d.onEvent)
+	return true
+}
+
+// runWarm runs the program of a warm launch. It does nothing for a cold
+// launch.
+func (d *debugger) runWarm(ctx context.Context) error {
+	d.mu.Lock()
+	run, conn := d.warm, d.conn
+	d.mu.Unlock()
+	if run == nil {
 		return nil
 	}
-	run.ran = true
-	d.mu.Unlock()
 	argv, _ := json.Marshal(run.argv)
 	cwd, _ := json.Marshal(run.cwd)
 	res, err := cdp.Call(ctx, conn, cdpruntime.Evaluate, cdpruntime.EvaluateParams{
@@ -76,22 +88,6 @@ func (d *debugger) runWarm(ctx context.Context, conn *Conn) error {
 		return fmt.Errorf("running the program on the warm node: %s", res.ExceptionDetails.Text)
 	}
 	return nil
-}
-
-// warmEntryLocked handles, with d.mu held, the program's entry pause on a
-// warm node (node's "Break on start", which a cold launch makes before
-// configurationDone): it reports whether ev is that pause and whether to
-// show it (stopOnEntry; the caller resumes it otherwise).
-func (d *debugger) warmEntryLocked(ev *cdpdebugger.EventPaused, p *pause) (entry, show bool) {
-	run := d.warm
-	if run == nil || run.entered || string(ev.Reason) != "Break on start" {
-		return false, false
-	}
-	run.entered = true
-	if d.stopEntry {
-		p.visible = true
-	}
-	return true, d.stopEntry
 }
 
 // trimLoaderLocked cuts a warm node's loader frame, and the frames below
