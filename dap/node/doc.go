@@ -21,6 +21,8 @@
 //     request, serialised writes.
 //   - debugger.go: the debuggee as seen through CDP, its pause and the
 //     mapping of CDP events to DAP events.
+//   - warm.go, warm_run.go: warm nodes, started ahead with the inspector
+//     connected, which a launch takes instead of starting node.
 //   - launch.go, process.go: starting node --inspect-brk (and reading its
 //     inspector URL from stderr), or attaching by address or pid.
 //   - breakpoints.go, functions.go: line, conditional, hit-count, log and
