@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/chromedp/cdproto/cdp"
 	cdpdebugger "github.com/chromedp/cdproto/debugger"
@@ -35,7 +36,8 @@ type warmRun struct {
 // (the session leaves one made for the next: warmable).
 func (d *debugger) warmNode(nodeBin string, env []string, a *launchArgs, program, dir string) (*process, string, error) {
 	key, ok := warmKeyOf(nodeBin, env, a)
-	if !ok || d.s.opts.Warm == nil || !isDir(dir) {
+	// A relative cwd would be taken from the warm node's directory.
+	if !ok || d.s.opts.Warm == nil || !filepath.IsAbs(dir) || !isDir(dir) {
 		return nil, "", nil
 	}
 	d.mu.Lock()
