@@ -4,6 +4,7 @@ package dap_test
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -208,4 +209,69 @@ func lines(s string) []string {
 		}
 	}
 	return out
+}
+
+// stopOnEntry with justMyCode false: the warm start stops on the program's
+// first line with the stack a cold one has, down to runpy's frames (the
+// loader's frame hidden as debugpy's own __main__ is), then runs to its
+// end in the debuggee started ahead.
+func TestWarmPythonEntryStopShowsTheColdStack(t *testing.T) {
+	root := writeFiles(t, map[string]string{"probe.py": pyWarmProbe})
+	m := newWarmManager(t, root, 0)
+	needAdapter(t, m, "debugpy")
+	cfg := func() map[string]any {
+		return map[string]any{"type": "debugpy", "request": "launch", "name": "probe",
+			"program": filepath.Join(root, "probe.py"), "cwd": root, "stopOnEntry": true, "justMyCode": false}
+	}
+	entry := func() ([]dap.Frame, string) {
+		ctx := ctxFor(t, 90*time.Second)
+		start, err := m.Start(ctx, dap.StartRequest{Config: cfg()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.Session(start.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Snapshot(ctx, dap.SnapshotRequest{WaitTimeoutMS: 30000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Stop == nil || snap.Stop.Reason != "entry" || len(snap.Frames) == 0 || snap.Frames[0].Line != 1 {
+			t.Fatalf("snapshot = stop %+v frames %+v, want the entry at line 1", snap.Stop, snap.Frames)
+		}
+		for range 5 {
+			res, err := s.Control(ctx, dap.CmdContinue, dap.ControlRequest{Wait: new(true), WaitTimeoutMS: 30000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.State == dap.StateEnded {
+				break
+			}
+		}
+		var out string
+		testwait.Until(t, 10*time.Second, func() bool {
+			out = s.Output(0).Output
+			return strings.Contains(out, "warm ")
+		}, "the probe's output")
+		for i := range snap.Frames {
+			snap.Frames[i].ID = 0
+		}
+		return snap.Frames, out
+	}
+	cold, out := entry()
+	if !strings.Contains(out, "warm False") {
+		t.Fatalf("the first start ran in a debuggee started ahead:\n%s", out)
+	}
+	awaitWarm(t, m, "debugpy")
+	warm, out := entry()
+	if !strings.Contains(out, "warm True") {
+		t.Fatalf("the second start did not run in the debuggee started ahead:\n%s", out)
+	}
+	if !slices.Equal(warm, cold) {
+		t.Errorf("warm frames = %+v, cold = %+v", warm, cold)
+	}
+	if len(cold) < 2 || !strings.HasSuffix(cold[len(cold)-1].Path, "runpy.py") {
+		t.Errorf("cold frames = %+v, want runpy's below the program (justMyCode false)", cold)
+	}
 }
