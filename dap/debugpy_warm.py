@@ -141,9 +141,9 @@ def adapter_main():
             and kwargs.get("stdout") is sys.stdout
             and kwargs.get("stderr") is sys.stderr
         ):
-            state["go"] = None
+            proc, state["go"], state["proc"] = state["proc"], None, None
             _write_go(go, list(cmdline[2:]))
-            return state["proc"]
+            return proc
         end_prestarted()
         return real_popen(cmdline, cwd=cwd, env=env, **kwargs)
 
