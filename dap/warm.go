@@ -24,9 +24,10 @@ import (
 // the manager. A warm adapter is one a cold start would have made: the same
 // command, environment, working directory and initialize arguments (the
 // key); a start whose key differs starts cold and the warm one is replaced
-// by one for the new key. Dialled adapters have no process to keep warm;
-// the built-in Node adapter runs in-process, and what it keeps warm is the
-// node it would launch (dap/node's Pool, warm_node.go).
+// by one for the new key. debugpy's warm adapter also starts its launcher
+// and debuggee ahead (warm_debugpy.go). Dialled adapters have no process to
+// keep warm; the built-in Node adapter runs in-process, and what it keeps
+// warm is the node it would launch (dap/node's Pool, warm_node.go).
 //
 // Measured by BenchmarkDebugWarmStart (e2e/bench); docs/debugging.md has
 // the figures and the idle cost.
@@ -85,8 +86,9 @@ type warmPool struct {
 	made   int                     // warm adapters made ready so far
 	wg     sync.WaitGroup          // refills and idle ends in flight
 
-	builds warmBuilds // prebuilt programs (warm_build.go)
-	nodes  *node.Pool // the built-in Node adapter's warm nodes (warm_node.go)
+	builds  warmBuilds  // prebuilt programs (warm_build.go)
+	scripts warmScripts // helper scripts of warm adapters (warm_debugpy.go)
+	nodes   *node.Pool  // the built-in Node adapter's warm nodes (warm_node.go)
 }
 
 func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing context.Context) *warmPool {
@@ -186,6 +188,13 @@ func (p *warmPool) make(a Adapter, spec Command, key warmKey) (*warmAdapter, err
 	ctx, cancel := context.WithTimeout(p.closing, 30*time.Second)
 	defer cancel()
 	r := &relay{}
+	if wc, ok := a.(warmCommander); ok {
+		warm, err := wc.warmCommand(spec, &p.scripts)
+		if err != nil {
+			return nil, err
+		}
+		spec = warm
+	}
 	proc, err := startAdapter(ctx, spec, key.dir, p.env.Environ, handlers{event: r.event, request: r.request, adapter: a.Name()})
 	if err != nil {
 		return nil, err
@@ -243,6 +252,7 @@ func (p *warmPool) close() {
 	p.wg.Wait()
 	p.nodes.Close()
 	p.builds.remove()
+	p.scripts.remove()
 }
 
 // WarmAdapter describes a warm adapter ready for the next start of its
