@@ -1,8 +1,10 @@
 """tether's warm debugpy: an adapter that keeps a launcher and a debuggee
 started ahead, which the next launch that matches takes.
 
-Run as `python3 debugpy_warm.py adapter [adapter args]` in place of
-`python3 -m debugpy.adapter`. The adapter is debugpy's own; on initialize
+Run as `python3 -c <debugpyAdapterMain> debugpy_warm.py adapter` in place
+of `python3 -c <debugpyAdapterMain>` (adapter_debugpy.go: the bootstrap
+every debugpy adapter of tether runs, which acknowledges pydevd at once
+and then runs this script, or debugpy's adapter). The adapter is debugpy's own; on initialize
 it starts its launcher as a cold launch would (same interpreter, launcher,
 working directory, environment and stdio), but without the adapter's port:
 that launcher starts the debuggee as debugpy's launcher would (same command
@@ -16,7 +18,7 @@ ones waiting are ended.
 The launch path is debugpy's internals (adapter.launchers, launcher.debuggee,
 launcher.handlers): only the versions in PRESTARTED, whose internals this
 follows, get the launcher and debuggee started ahead; any other runs as the
-plain adapter. Every adapter here acknowledges pydevd at once (quickack).
+plain adapter.
 """
 
 import json
@@ -53,25 +55,6 @@ def _write_go(fd, value):
     os.close(fd)
 
 
-def quickack(socket):
-    """Acknowledges at once what pydevd sends: it writes a message's header
-    and body apart on a socket without TCP_NODELAY, so the body waits for
-    the header's acknowledgement, which Linux delays by 40 ms."""
-    opt = getattr(socket, "TCP_QUICKACK", None)
-    if opt is None:
-        return
-    recv_into = socket.socket.recv_into
-
-    def quick_recv_into(self, *args, **kwargs):
-        try:
-            self.setsockopt(socket.IPPROTO_TCP, opt, 1)
-        except OSError:
-            pass
-        return recv_into(self, *args, **kwargs)
-
-    socket.socket.recv_into = quick_recv_into
-
-
 def adapter_main():
     # As `python -m debugpy.adapter` sees it: argv[0] the module's path.
     del sys.argv[1]
@@ -85,7 +68,6 @@ def adapter_main():
     import debugpy.adapter  # noqa: F401
 
     sys.argv[0] = importlib.util.find_spec("debugpy.adapter.__main__").origin
-    quickack(socket)
     if not debugpy.__version__.startswith(PRESTARTED):
         runpy.run_module("debugpy.adapter", run_name="__main__", alter_sys=False)
         return

@@ -30,10 +30,8 @@ import (
 // ones waiting are ended. The interpreter's own command line
 // (sys.orig_argv, /proc/self/cmdline) is the one difference left.
 //
-// Every warm debugpy also acknowledges pydevd's messages at once
-// (TCP_QUICKACK): pydevd writes a message's header and body apart on a
-// socket without TCP_NODELAY, and the body waited for the header's delayed
-// acknowledgement, 40 ms on Linux, on every reply.
+// Like every debugpy adapter of tether, a warm one acknowledges pydevd's
+// messages at once (debugpyAdapterMain runs the script).
 //
 // The launcher and debuggee are the adapter's children: they end with it
 // (closing the adapter's end of their pipe ends them), and its process tree
@@ -50,10 +48,10 @@ type warmCommander interface {
 
 var _ warmCommander = debugpyAdapter{}
 
-// warmCommand runs debugpy_warm.py in place of `-m debugpy.adapter`, with
-// the same interpreter and environment.
+// warmCommand runs debugpy_warm.py in place of debugpy's adapter, through
+// the same bootstrap, interpreter and environment.
 func (debugpyAdapter) warmCommand(spec Command, scripts *warmScripts) (Command, error) {
-	if !slices.Equal(spec.Args, []string{"-m", "debugpy.adapter"}) {
+	if !slices.Equal(spec.Args, []string{"-c", debugpyAdapterMain}) {
 		return spec, nil
 	}
 	script, err := scripts.path("debugpy_warm.py", debugpyWarmScript)
@@ -61,7 +59,7 @@ func (debugpyAdapter) warmCommand(spec Command, scripts *warmScripts) (Command, 
 		return Command{}, err
 	}
 	warm := spec
-	warm.Args = []string{script, "adapter"}
+	warm.Args = []string{"-c", debugpyAdapterMain, script, "adapter"}
 	return warm, nil
 }
 
