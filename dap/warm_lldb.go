@@ -48,10 +48,10 @@ const lldbPreloadWait = 20 * time.Second
 // preloaded as /usr/lib/x86_64-linux-gnu/libc.so.6 is not reused for
 // /lib/x86_64-linux-gnu/libc.so.6), its modification time and build id. So
 // a warm lldb-dap creates a target of the program, adds the libraries the
-// system's dynamic loader lists for it (preloadModules), resolves a file
-// and line breakpoint on a file that does not exist (which reads every
-// compile unit's line table, as the session's first breakpoint would) and
-// deletes the target: the launch finds its modules read and indexed. A
+// system's dynamic loader lists for it (preloadModules), looks up a line
+// of a file that does not exist (which reads every compile unit's line
+// table, as resolving the session's first breakpoint would) and deletes
+// the target: the launch finds its modules read and indexed. A
 // program rebuilt since is read again (lldb sees it changed); its
 // libraries still come from the cache. The commands run through evaluate
 // in repl context, whose results go only into the response (no output
@@ -76,12 +76,16 @@ func (lldbDAP) prepareWarm(ctx context.Context, c *Client, last map[string]any) 
 	for _, lib := range preloadModules(ctx, prog) {
 		cmds = append(cmds, `target modules add "`+lib+`"`)
 	}
-	cmds = append(cmds, "breakpoint set --file tether-warm-preload.c --line 1", "target delete --all")
+	cmds = append(cmds, "image lookup --file tether-warm-preload.c --line 1", "target delete --all")
 	for _, cmd := range cmds {
 		// "`" makes lldb-dap run the expression as an lldb command
 		// whatever its repl mode. A command that fails is answered with
-		// its error in the result (or a failed response): the next still
-		// runs, and target delete leaves no target either way.
+		// its error in the result (or a failed response), and the next
+		// still runs: each of them fails without a target rather than
+		// falling back on lldb's dummy target, whose settings and
+		// breakpoints every later target copies (so no breakpoint set
+		// here, which would), and target delete leaves no target either
+		// way.
 		err := c.Do(ctx, "evaluate", map[string]any{"expression": "`" + cmd, "context": "repl"}, nil)
 		if err != nil && !isResponseError(err) {
 			return fmt.Errorf("preloading %s: %w", prog, err)
