@@ -63,8 +63,12 @@ const lldbPreloadWait = 20 * time.Second
 // From lldb's own timers (log timers) in a cold C launch with lldb-dap 19
 // and libc6-dbg installed, ~400 ms went to indexing DWARF (libc's, most of
 // it) while running to the breakpoint and ~400 ms to initializing Python;
-// both move into the wait. BenchmarkDebugWarmStart's figures, on and off
-// (TETHER_TUNING=no-lldbpreload), are in docs/debugging.md.
+// both move into the wait. BenchmarkDebugWarmStart (e2e/bench,
+// BENCH_LANGS=C) measured C's warm/cold at 0.37, 0.37 and 0.35 with the
+// preload against 0.76, 0.67 and 0.65 without (TETHER_TUNING=
+// no-lldbpreload), three back-to-back pairs on a shared 2-core machine,
+// 2026-12-05; the warm lldb-dap holds ~45 MB more (168 MB resident).
+// docs/debugging.md has the figures and where the rest of a start goes.
 func (lldbDAP) prepareWarm(ctx context.Context, c *Client, last map[string]any) error {
 	prog := preloadable(last)
 	if prog == "" || !lldbPreloadOn {
