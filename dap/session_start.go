@@ -51,7 +51,7 @@ func (s *Session) handshake(ctx context.Context, spec Command, cfg map[string]an
 	}
 	h := handlers{event: s.onEvent, request: s.onRequest, adapter: a.Name()}
 	var rawCaps json.RawMessage
-	w, refill := s.warm.take(a, spec, dir, environ, s.childSessions)
+	w, refill := s.warm.take(a, spec, dir, environ, s.childSessions, cfg)
 	if refill != nil {
 		s.refill = sync.OnceFunc(refill)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -107,8 +108,10 @@ func newWarmPool(idle time.Duration, env *Env, log zerolog.Logger, closing conte
 // CPU) does not compete with the session it would only slow down
 // (BenchmarkDebugWarmStart measured C's warm starts slower than cold ones
 // on 2 cores when the replacement started at once). The taker attaches its
-// handlers to the adapter's relay once it owns the process.
-func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, children bool) (w *warmAdapter, refill func()) {
+// handlers to the adapter's relay once it owns the process. cfg is the
+// taker's launch configuration, which the replacement may prepare for
+// (warmPreparer).
+func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, children bool, cfg map[string]any) (w *warmAdapter, refill func()) {
 	if p == nil {
 		return nil, nil
 	}
@@ -116,7 +119,8 @@ func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, c
 	if !ok || !slices.Equal(environ, p.env.Environ) {
 		return nil, nil
 	}
-	refill = func() { p.refill(a, spec, key) }
+	last := maps.Clone(cfg)
+	refill = func() { p.refill(a, spec, key, last) }
 	p.mu.Lock()
 	w = p.ready[key.adapter]
 	if w != nil && w.key == key {
@@ -141,7 +145,7 @@ func (p *warmPool) take(a Adapter, spec Command, dir string, environ []string, c
 // refill makes a warm adapter for key in the background unless one for it
 // is ready or being made; one ready for another key of the same kind is
 // ended (at most one per kind).
-func (p *warmPool) refill(a Adapter, spec Command, key warmKey) {
+func (p *warmPool) refill(a Adapter, spec Command, key warmKey, last map[string]any) {
 	p.mu.Lock()
 	if p.closed || p.making[key.adapter] {
 		p.mu.Unlock()
@@ -161,7 +165,7 @@ func (p *warmPool) refill(a Adapter, spec Command, key warmKey) {
 		if old != nil {
 			p.end(old)
 		}
-		w, err := p.make(a, spec, key)
+		w, err := p.make(a, spec, key, last)
 		p.mu.Lock()
 		delete(p.making, key.adapter)
 		if err != nil || p.closed {
@@ -183,8 +187,9 @@ func (p *warmPool) refill(a Adapter, spec Command, key warmKey) {
 	}()
 }
 
-// make starts and initializes one adapter for key.
-func (p *warmPool) make(a Adapter, spec Command, key warmKey) (*warmAdapter, error) {
+// make starts and initializes one adapter for key, and lets it prepare
+// for a launch like last.
+func (p *warmPool) make(a Adapter, spec Command, key warmKey, last map[string]any) (*warmAdapter, error) {
 	ctx, cancel := context.WithTimeout(p.closing, 30*time.Second)
 	defer cancel()
 	r := &relay{}
@@ -205,6 +210,14 @@ func (p *warmPool) make(a Adapter, spec Command, key warmKey) (*warmAdapter, err
 	}
 	if len(w.caps) == 0 {
 		w.caps = json.RawMessage("{}")
+	}
+	if wp, ok := a.(warmPreparer); ok {
+		kept := r.kept()
+		err := wp.prepareWarm(ctx, proc.client, last)
+		r.dropSince(kept) // what the preparation made it say is not the session's
+		if err != nil {
+			return w, err
+		}
 	}
 	return w, nil
 }
@@ -330,6 +343,22 @@ func (r *relay) request(m *Message) error {
 		return errors.New("tether does not support the reverse request " + m.Command)
 	}
 	return h.request(m)
+}
+
+// kept is how many events the relay holds; dropSince(n) drops those after
+// the first n.
+func (r *relay) kept() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+func (r *relay) dropSince(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h == nil && n < len(r.events) {
+		r.events = r.events[:n]
+	}
 }
 
 func (r *relay) attach(h handlers) {

@@ -67,10 +67,14 @@ const (
 	// build when nothing it reads has changed; off, every warm Go start
 	// runs go build, which finds an unchanged program up to date.
 	BuildStamps Piece = "buildstamps"
+	// LLDBPreload: dap's preload of the last program into a warm
+	// lldb-dap's module cache; off, a warm lldb-dap is only started and
+	// initialized.
+	LLDBPreload Piece = "lldbpreload"
 )
 
 // Pieces lists every piece, in the order reports show them.
-var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers, LeanSpans, BuildStamps}
+var Pieces = []Piece{RawNet, Sock, Poller, CallServer, FastJSON, RedisPipe, ProcPace, GCPace, Workers, LeanSpans, BuildStamps, LLDBPreload}
 
 var (
 	once sync.Once
