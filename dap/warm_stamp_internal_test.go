@@ -58,6 +58,33 @@ func TestBuildStampOfAFileJustWrittenIsFresh(t *testing.T) {
 	}
 }
 
+// A delve debug launch of the same module (an IDE's, a cold session's)
+// writes its binary into the module and removes it at its end; go build
+// never reads it, so the stamp neither changes nor turns fresh.
+func TestBuildStampIgnoresDelvesOutputBinaries(t *testing.T) {
+	root := stampRoot(t)
+	before, _, err := stampOf(t, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"__debug_bin", "__debug_bin3298754"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte("\x7fELF"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, fresh, err := stampOf(t, root)
+	if err != nil || fresh || after != before {
+		t.Fatalf("with delve's binaries in the module: same stamp %v, fresh %v, err %v; want the same stamp, not fresh", after == before, fresh, err)
+	}
+	// Any other new file is in the stamp.
+	if err := os.WriteFile(filepath.Join(root, "_debug_bin"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if other, _, _ := stampOf(t, root); other == before {
+		t.Fatal("a new file of another name kept the stamp")
+	}
+}
+
 func TestBuildStampDiffersWithTheEnvironment(t *testing.T) {
 	root := stampRoot(t)
 	a, _, _ := stampOf(t, root)
