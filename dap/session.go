@@ -63,6 +63,7 @@ type Session struct {
 	state       string
 	stop        *StopInfo
 	stops       int           // stopped events so far
+	runStops    int           // stops when the program's current run began (a restart in place)
 	changed     chan struct{} // closed and replaced on every change
 	exitCode    *int
 	endReason   string
@@ -126,7 +127,7 @@ func (s *Session) onEvent(m *Message) {
 			AllThreadsStopped: b.AllThreadsStopped, HitBreakpointIDs: b.HitBreakpointIDs}
 		s.mu.Lock()
 		if f, ok := s.adapter.(stopFixer); ok {
-			f.fixStop(st, stopContext{first: s.stops == 0, entry: s.entryStop, pausing: s.pausing})
+			f.fixStop(st, stopContext{first: s.stops == s.runStops, entry: s.entryStop, pausing: s.pausing})
 		}
 		if s.core != nil {
 			st.Signal = s.core.signal

@@ -92,6 +92,7 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (*RestartResu
 func (s *Session) restartInPlace(ctx context.Context, c *Client, wait time.Duration) (*RestartResult, error) {
 	s.mu.Lock()
 	before := s.stops
+	s.runStops = s.stops // the run's first stop is its entry stop again
 	s.state, s.exitCode = StateRunning, nil
 	s.notifyLocked()
 	s.mu.Unlock()

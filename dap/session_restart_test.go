@@ -121,6 +121,35 @@ func TestRestartKeepsBreakpointsAndIDForGo(t *testing.T) {
 	checkRestart(t, m, dap.StartRequest{Language: "go", Program: "."}, "main.go", 7, 12, "relaunch")
 }
 
+// TestRestartOfAStopOnEntryCSessionStopsAtEntryAgain: lldb-dap's restart
+// reports the new run's entry stop as exception "signal SIGSTOP", as it
+// does a launch's; the restart answers it as the entry stop it is.
+func TestRestartOfAStopOnEntryCSessionStopsAtEntryAgain(t *testing.T) {
+	root := cWorkspace(t)
+	m := newManager(t, root)
+	needAdapter(t, m, "lldb-dap")
+	ctx := ctxFor(t, 60*time.Second)
+	start, err := m.Start(ctx, dap.StartRequest{Language: "c", Program: "add_numbers", StopOnEntry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.Session(start.SessionID)
+	snap, err := s.Snapshot(ctx, dap.SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Stop == nil || snap.Stop.Reason != "entry" {
+		t.Fatalf("launch stopped with %+v, want entry", snap.Stop)
+	}
+	res, err := m.Restart(ctx, dap.RestartRequest{SessionID: start.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Method != "restart" || res.Stop == nil || res.Stop.Reason != "entry" {
+		t.Fatalf("restart = %+v, stop %+v; want lldb-dap's restart stopped at entry", res, res.Stop)
+	}
+}
+
 func TestRestartRefusesUnknownSessions(t *testing.T) {
 	root := cWorkspace(t)
 	m := newManager(t, root)
