@@ -152,6 +152,9 @@ func buildStamp(gobin string, args []string, dir string, environ []string, now t
 	if mod, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || localReplace(mod) {
 		return sum, false, errNoStamp
 	}
+	if !argsInside(args, dir, root) {
+		return sum, false, errNoStamp
+	}
 	if setting("CGO_ENABLED") != "0" {
 		// cgo's compiler is part of the build (go build hashes its version).
 		cc := setting("CC")
@@ -327,6 +330,32 @@ func goWorkAbove(dir string) bool {
 	}
 }
 
+// argsInside says whether every file or directory the build's arguments
+// name (past the flags: a path, relative to dir or absolute) lies in the
+// module tree at root, which the walk covers. go build of a file outside
+// it (a program at /tmp/x/main.go, built as command-line-arguments from a
+// module elsewhere) reads what no stamp would see. Import paths are
+// packages of the module or of the module cache, which go.mod and go.sum
+// pin.
+func argsInside(args []string, dir, root string) bool {
+	for i, a := range args {
+		if i > 0 && args[i-1] == "-o" {
+			continue // the output, not an input
+		}
+		if strings.HasPrefix(a, "-") || !(a == "." || a == ".." || strings.HasPrefix(a, "./") || strings.HasPrefix(a, "../") || filepath.IsAbs(a)) {
+			continue
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if rel, err := filepath.Rel(root, filepath.Clean(p)); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return false
+		}
+	}
+	return true
+}
+
 // localReplace says whether go.mod has a replace directive whose target is
 // a directory (a path starting with ./, ../ or /, or any target without a
 // version: only a directory may omit it). Conservative: a line it cannot
@@ -336,6 +365,8 @@ func localReplace(mod []byte) bool {
 	sc := bufio.NewScanner(bytes.NewReader(mod))
 	for sc.Scan() {
 		line, _, _ := strings.Cut(sc.Text(), "//")
+		// go.mod's lexer makes ( and ) tokens of their own: "replace(".
+		line = strings.NewReplacer("(", " ( ", ")", " ) ").Replace(line)
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			continue

@@ -143,9 +143,35 @@ func TestLocalReplace(t *testing.T) {
 		"module m\nreplace (\n\tx.org/a => x.org/b v1.0.0\n)\n":                   false,
 		"module m\nreplace x.org/y => y\n":                                        true, // no version: a directory
 		"module m\nreplace x.org/y\n":                                             true, // unreadable: counted
+		"module m\nreplace(\n\tx.org/y => ../y\n)\n":                              true, // ( is a token of its own
+		"module m\nreplace(x.org/y => ../y)\n":                                    true,
+		"module m\nreplace(\n\tx.org/a => x.org/b v1.0.0\n)\n":                    false,
 	} {
 		if got := localReplace([]byte(mod)); got != want {
 			t.Errorf("localReplace(%q) = %v, want %v", mod, got, want)
+		}
+	}
+}
+
+// A build's file arguments must lie in the module tree the stamp walks.
+func TestArgsInsideTheModule(t *testing.T) {
+	root := "/w/mod"
+	for _, tc := range []struct {
+		args []string
+		dir  string
+		want bool
+	}{
+		{[]string{"build", "-o", "/tmp/out", "-gcflags=all=-N -l", "."}, root, true},
+		{[]string{"build", "-o", "/tmp/out", "./cmd/x"}, root, true},
+		{[]string{"build", "-o", "/tmp/out", "/w/mod/cmd/x/main.go"}, root, true},
+		{[]string{"build", "-o", "/tmp/out", "example.com/m/cmd/x"}, root, true},
+		{[]string{"build", "-o", "/tmp/out", "/tmp/x/main.go"}, root, false},
+		{[]string{"build", "-o", "/tmp/out", "../other"}, root, false},
+		{[]string{"build", "-o", "/tmp/out", ".."}, root + "/sub", true},
+		{[]string{"build", "-o", "/tmp/out", "/w/module2/main.go"}, root, false},
+	} {
+		if got := argsInside(tc.args, tc.dir, root); got != tc.want {
+			t.Errorf("argsInside(%q, %s) = %v, want %v", tc.args, tc.dir, got, tc.want)
 		}
 	}
 }
