@@ -4,6 +4,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -87,15 +88,18 @@ type Pool struct {
 	dir    string               // holds the loader; made on first use, removed by Close
 	ready  map[string]*warmNode // by node binary
 	making map[string]bool      // a refill for that binary is under way
-	idled  int                  // warm nodes ended for idleness
-	wg     sync.WaitGroup       // refills and idle ends in flight
+	// unsupported are the node binaries too old for warm nodes
+	// (pausesAtEveryMain): none is made for them again.
+	unsupported map[string]bool
+	idled       int            // warm nodes ended for idleness
+	wg          sync.WaitGroup // refills and idle ends in flight
 }
 
 // NewPool returns a Pool whose warm nodes end after idle without use. It
 // starts nothing.
 func NewPool(idle time.Duration) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Pool{idle: idle, ctx: ctx, cancel: cancel, ready: map[string]*warmNode{}, making: map[string]bool{}}
+	return &Pool{idle: idle, ctx: ctx, cancel: cancel, ready: map[string]*warmNode{}, making: map[string]bool{}, unsupported: map[string]bool{}}
 }
 
 // warmKey is what makes a warm node interchangeable with a cold launch.
@@ -239,7 +243,7 @@ func (p *Pool) refill(key warmKey) {
 		return
 	}
 	p.mu.Lock()
-	if p.closed || p.making[key.node] {
+	if p.closed || p.making[key.node] || p.unsupported[key.node] {
 		p.mu.Unlock()
 		return
 	}
@@ -260,6 +264,9 @@ func (p *Pool) refill(key warmKey) {
 		w, err := p.make(key)
 		p.mu.Lock()
 		delete(p.making, key.node)
+		if errors.Is(err, errNoEntryPause) {
+			p.unsupported[key.node] = true // asked once per binary
+		}
 		if err != nil || p.closed {
 			p.mu.Unlock()
 			if w != nil {
@@ -315,12 +322,55 @@ func (p *Pool) make(key warmKey) (*warmNode, error) {
 	case <-ctx.Done():
 		return w, fmt.Errorf("waiting for the warm node's loader: %w", ctx.Err())
 	}
+	res, err := cdp.Call(ctx, conn, cdpruntime.Evaluate, cdpruntime.EvaluateParams{Expression: "process.versions.node"})
+	if err != nil {
+		return w, err
+	}
+	var version string
+	if res.Result != nil {
+		_ = json.Unmarshal(res.Result.Value, &version)
+	}
+	if !pausesAtEveryMain(version) {
+		return w, fmt.Errorf("node %q: %w", version, errNoEntryPause)
+	}
 	// After the loader ran: its own entry pause is not taken.
 	if _, err := cdp.Call(ctx, conn, cdpdebugger.Enable, cdpdebugger.EnableParams{}); err != nil {
 		return w, err
 	}
 	_, err = cdp.Call(ctx, conn, cdpdebugger.SetAsyncCallStackDepth, cdpdebugger.SetAsyncCallStackDepthParams{MaxDepth: 0})
 	return w, err
+}
+
+// errNoEntryPause: a node binary whose version makes no entry pause for
+// a warm node's program; its launches start cold, and no warm node is made
+// for it again.
+var errNoEntryPause = errors.New("pauses only at the first main module it runs, which on a warm node is the loader: its launches start cold")
+
+// pausesAtEveryMain says whether node version v ("20.20.2") makes
+// --inspect-brk's "Break on start" pause at every CommonJS module it runs
+// as main, which a warm node needs: the program is its second main module,
+// after the loader. Node took that with "module: simplify --inspect-brk
+// handling" (nodejs/node#55679) in 23.2 and its backports, in 22.x's
+// 22.13 and 20.x's 20.19 changelogs; before it, node paused only at the
+// module of process.argv[1] as first resolved (the loader's), so the
+// program would run to its end unpaused. Older or unreadable versions get
+// no warm node.
+func pausesAtEveryMain(v string) bool {
+	var major, minor int
+	if n, _ := fmt.Sscanf(v, "%d.%d", &major, &minor); n != 2 {
+		return false
+	}
+	switch {
+	case major >= 24:
+		return true
+	case major == 23:
+		return minor >= 2
+	case major == 22:
+		return minor >= 13
+	case major == 20:
+		return minor >= 19
+	}
+	return false
 }
 
 // loaderPath writes the loader into the pool's directory once.
