@@ -48,11 +48,51 @@ def _read_go(fd):
 
 
 def _write_go(fd, value):
-    data = json.dumps(value).encode("utf-8")
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
-    os.close(fd)
+    """Writes value and closes fd, whatever happens; OSError (the reader
+    is gone) is the caller's to handle."""
+    try:
+        data = json.dumps(value).encode("utf-8")
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    finally:
+        os.close(fd)
+
+
+def _site_state():
+    """What an interpreter's start read that a later change would make a
+    waiting one differ from a fresh one: the site directories (their .pth
+    files, e.g. from pip install -e, are read at start; a user site
+    directory made later is not on sys.path)."""
+    import site
+
+    dirs = []
+    try:
+        dirs += site.getsitepackages()
+    except Exception:
+        pass
+    try:
+        dirs.append(site.getusersitepackages())
+    except Exception:
+        pass
+    state = []
+    for d in dirs:
+        try:
+            st = os.stat(d)
+            state.append((d, st.st_dev, st.st_ino, st.st_mtime_ns))
+        except OSError:
+            state.append((d, None, None, None))
+    return state
+
+
+def _same_dir(path):
+    """Whether path is still the directory this process runs in (not one
+    deleted and made again since)."""
+    try:
+        a, b = os.stat(path), os.stat(".")
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def adapter_main():
@@ -116,16 +156,22 @@ def adapter_main():
         go = state["go"]
         if (
             go is not None
+            and state["proc"].poll() is None
             and list(cmdline[:2]) == state["cmd"]
             and (cwd is None or os.path.realpath(cwd) == os.path.realpath(state["cwd"]))
+            and _same_dir(state["cwd"])
             and env == state["env"]
             and kwargs.get("stdin") is sys.stdin
             and kwargs.get("stdout") is sys.stdout
             and kwargs.get("stderr") is sys.stderr
         ):
             proc, state["go"], state["proc"] = state["proc"], None, None
-            _write_go(go, list(cmdline[2:]))
-            return proc
+            try:
+                _write_go(go, list(cmdline[2:]))
+                return proc
+            except OSError:  # the launcher is gone: start one as cold
+                proc.kill()
+                proc.wait()
         end_prestarted()
         return real_popen(cmdline, cwd=cwd, env=env, **kwargs)
 
@@ -259,6 +305,7 @@ def launcher_main():
             pass
 
     real_popen = subprocess.Popen
+    site_then = _site_state()
     proc = real_popen(
         python + [where, str(dr), debugpy_dir],
         env=env,
@@ -269,12 +316,12 @@ def launcher_main():
         pass_fds=(dr,),
     )
     os.close(dr)
+    go_w = [dw]  # the debuggee's go pipe, until written or ended
 
     def end_debuggee():
-        try:
-            os.close(dw)
-        except OSError:
-            pass
+        if go_w[0] is not None:
+            os.close(go_w[0])
+            go_w[0] = None
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
@@ -300,14 +347,20 @@ def launcher_main():
         os.pipe = real_pipe
         debuggee.subprocess = subprocess
         if (
-            list(cmdline[: len(prefix)]) == prefix
+            proc.poll() is None
+            and list(cmdline[: len(prefix)]) == prefix
             and env == expected
             and kwargs.get("stdout") == out_w
             and kwargs.get("stderr") == err_w
             and kwargs.get("cwd") is None
+            and _site_state() == site_then
         ):
-            _write_go(dw, list(cmdline[len(prefix):]))
-            return proc
+            fd, go_w[0] = go_w[0], None
+            try:
+                _write_go(fd, list(cmdline[len(prefix):]))
+                return proc
+            except OSError:  # the debuggee is gone: start one as cold
+                pass
         # Not one the waiting debuggee can be: it is ended, and this one
         # starts on fresh pipes under the numbers debuggee.spawn holds
         # (whatever the ended one wrote is not its output).

@@ -27,8 +27,12 @@ import (
 // stack are a cold launch's (the loader's frame is compiled under the name
 // of debugpy's __main__.py, so pydevd hides it and a traceback reads the
 // same). Any other launch starts its own launcher and debuggee, and the
-// ones waiting are ended. The interpreter's own command line
-// (sys.orig_argv, /proc/self/cmdline) is the one difference left.
+// ones waiting are ended; so does a launch that finds them dead (killed
+// while they waited), their site directories changed since they started
+// (a .pth from pip install -e, a user site directory made since: read at
+// an interpreter's start), or the working directory made again. The
+// interpreter's own command line (sys.orig_argv, /proc/self/cmdline) is
+// the one difference left.
 //
 // Like every debugpy adapter of tether, a warm one acknowledges pydevd's
 // messages at once (debugpyAdapterMain runs the script).

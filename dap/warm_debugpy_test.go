@@ -4,9 +4,12 @@ package dap_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +276,70 @@ func TestWarmPythonEntryStopShowsTheColdStack(t *testing.T) {
 	}
 	if len(cold) < 2 || !strings.HasSuffix(cold[len(cold)-1].Path, "runpy.py") {
 		t.Errorf("cold frames = %+v, want runpy's below the program (justMyCode false)", cold)
+	}
+}
+
+// A launcher or debuggee started ahead that died while it waited (killed,
+// out of memory) is not taken: the launch starts its own, as a cold one,
+// and runs.
+func TestWarmPythonWhoseProcessesDiedStartsAsCold(t *testing.T) {
+	for _, role := range []string{"debuggee", "launcher"} {
+		t.Run(role, func(t *testing.T) {
+			m, _ := warmPythonManager(t)
+			var pid int
+			testwait.Until(t, 10*time.Second, func() bool {
+				for _, d := range descendants() {
+					p, _, _ := strings.Cut(d, " ")
+					cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+					args := strings.Split(string(cmd), "\x00")
+					if (role == "launcher" && slices.Contains(args, "launcher") && strings.Contains(string(cmd), "debugpy_warm.py")) ||
+						(role == "debuggee" && strings.Contains(string(cmd), "/debuggee-")) {
+						pid, _ = strconv.Atoi(p)
+						return true
+					}
+				}
+				return false
+			}, "the %s started ahead", role)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			out, code := runProbe(t, m, []string{"x", "y"}, nil)
+			if !strings.Contains(out, "warm False") {
+				t.Fatalf("the launch ran in a debuggee started ahead whose %s was killed:\n%s", role, out)
+			}
+			if code == nil || *code != 7 {
+				t.Errorf("exit code = %v, want 7", code)
+			}
+		})
+	}
+}
+
+// A debuggee started ahead read its site directories when it started: one
+// made since (a first pip install --user) would be missing from its
+// sys.path, so the launch starts its own.
+func TestWarmPythonAfterASiteDirectoryChangedStartsAsCold(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	m, _ := warmPythonManager(t)
+	out, err := exec.Command("python3", "-c", "import site; print(site.getusersitepackages())").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	userSite := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(userSite, home) {
+		t.Skipf("the user site directory %s is not under HOME", userSite)
+	}
+	if err := os.MkdirAll(userSite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(userSite, "tether_probe.pth"), []byte(home+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, code := runProbe(t, m, []string{"x", "y"}, nil)
+	if !strings.Contains(got, "warm False") {
+		t.Fatalf("the launch ran in a debuggee started before the user site directory existed:\n%s", got)
+	}
+	if code == nil || *code != 7 {
+		t.Errorf("exit code = %v, want 7", code)
 	}
 }
