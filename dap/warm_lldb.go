@@ -104,9 +104,11 @@ const maxPreloadModules = 32
 // preloadModules is the libraries the dynamic loader maps for prog, named
 // as it names them (so as lldb will), and the loader itself (by its real
 // path, as lldb names it): the loader prog names, asked to list them
-// (ld.so --list, what ldd does). It runs no code of prog, and prog runs
-// under the debugger at the next launch anyway. None for a static program
-// or a loader that cannot list.
+// (ld.so --list, what ldd does). Only a system loader is run (systemLoader):
+// a program could name any file as its interpreter, and what it names runs
+// at a refill, not at a launch the user asked for; in list mode the loader
+// maps the libraries and runs none of their code, nor prog's. None for a
+// static program, another interpreter, or a loader that cannot list.
 func preloadModules(ctx context.Context, prog string) []string {
 	f, err := elf.Open(prog)
 	if err != nil {
@@ -122,20 +124,45 @@ func preloadModules(ctx context.Context, prog string) []string {
 		}
 	}
 	f.Close()
-	if !filepath.IsAbs(interp) {
+	real, ok := systemLoader(interp)
+	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, interp, "--list", prog).Output()
+	cmd := exec.CommandContext(ctx, real, "--list", prog)
+	cmd.WaitDelay = time.Second // a child holding stdout does not hold the wait
+	out, err := cmd.Output()
 	if err != nil {
 		return nil
 	}
-	libs := parseLoaderList(out)
-	if real, err := filepath.EvalSymlinks(interp); err == nil {
-		libs = append(libs, real)
-	}
+	libs := append(parseLoaderList(out), real)
 	return slices.DeleteFunc(libs, func(p string) bool { return preloadablePath(p) == "" })
+}
+
+// systemLoader returns the real path of interp when it is a dynamic
+// loader of the system: glibc's or musl's (ld-linux*.so*, ld64.so*,
+// ld-musl-*.so*, ld.so*) in a system library directory.
+func systemLoader(interp string) (string, bool) {
+	if !filepath.IsAbs(interp) {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(interp)
+	if err != nil {
+		return "", false
+	}
+	base := filepath.Base(real)
+	loader := strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld64.so") ||
+		strings.HasPrefix(base, "ld-musl-") || strings.HasPrefix(base, "ld.so") || strings.HasPrefix(base, "ld-2.")
+	if !loader || !strings.Contains(base, ".so") {
+		return "", false
+	}
+	for _, dir := range []string{"/lib/", "/lib64/", "/lib32/", "/usr/lib/", "/usr/lib64/", "/usr/lib32/"} {
+		if strings.HasPrefix(real, dir) {
+			return real, true
+		}
+	}
+	return "", false
 }
 
 // parseLoaderList reads ld.so --list's output: the "name => /path (addr)"

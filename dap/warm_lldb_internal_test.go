@@ -85,3 +85,23 @@ func FuzzParseLoaderList(f *testing.F) {
 		}
 	})
 }
+
+// Only a system dynamic loader is run to list a program's libraries: a
+// program may name any file as its interpreter.
+func TestSystemLoaderIsTheOnlyInterpreterRun(t *testing.T) {
+	if _, ok := systemLoader("/lib64/ld-linux-x86-64.so.2"); !ok {
+		if _, err := os.Stat("/lib64/ld-linux-x86-64.so.2"); err == nil {
+			t.Error("the system's loader /lib64/ld-linux-x86-64.so.2 was refused")
+		}
+	}
+	dir := t.TempDir()
+	own := filepath.Join(dir, "ld-linux-x86-64.so.2")
+	if err := os.WriteFile(own, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, interp := range []string{own, "/bin/sh", "/usr/bin/env", "ld-linux-x86-64.so.2", "", "/lib/nothing-here.so"} {
+		if real, ok := systemLoader(interp); ok {
+			t.Errorf("systemLoader(%q) = %q, want refused", interp, real)
+		}
+	}
+}
