@@ -229,6 +229,7 @@ func (p *Pool) take(key warmKey) *warmNode {
 	w.idle.Stop()
 	select {
 	case <-w.proc.exited:
+		w.end() // its connection and output
 		return nil
 	default:
 	}

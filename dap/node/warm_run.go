@@ -36,8 +36,10 @@ type warmRun struct {
 // (the session leaves one made for the next: warmable).
 func (d *debugger) warmNode(nodeBin string, env []string, a *launchArgs, program, dir string) (*process, string, error) {
 	key, ok := warmKeyOf(nodeBin, env, a)
-	// A relative cwd would be taken from the warm node's directory.
-	if !ok || d.s.opts.Warm == nil || !filepath.IsAbs(dir) || !isDir(dir) {
+	// A relative cwd would be taken from the warm node's directory; a
+	// recorded session records its CDP transcript from the start, which a
+	// warm node's connection, made ahead, has not.
+	if !ok || d.s.opts.Warm == nil || !filepath.IsAbs(dir) || !isDir(dir) || d.s.opts.Record != nil {
 		return nil, "", nil
 	}
 	d.mu.Lock()
