@@ -212,9 +212,8 @@ func (p *warmPool) make(a Adapter, spec Command, key warmKey, last map[string]an
 		w.caps = json.RawMessage("{}")
 	}
 	if wp, ok := a.(warmPreparer); ok {
-		kept := r.kept()
+		r.prepare()
 		err := wp.prepareWarm(ctx, proc.client, last)
-		r.dropSince(kept) // what the preparation made it say is not the session's
 		if err != nil {
 			return w, err
 		}
@@ -309,6 +308,11 @@ type relay struct {
 	mu     sync.Mutex
 	h      *handlers
 	events []*Message
+	// prepared: the adapter has been prepared (warmPreparer); what it says
+	// from then until a session takes it is the preparation's (output
+	// events it sends out of step with the responses: lldb's warnings
+	// while it indexes), not the session's, and is dropped.
+	prepared bool
 }
 
 // maxWarmEvents bounds what a warm adapter's events can hold: an idle
@@ -320,7 +324,7 @@ func (r *relay) event(m *Message) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.h == nil {
-		if len(r.events) < maxWarmEvents {
+		if len(r.events) < maxWarmEvents && !r.prepared {
 			r.events = append(r.events, m)
 		}
 		return
@@ -345,20 +349,12 @@ func (r *relay) request(m *Message) error {
 	return h.request(m)
 }
 
-// kept is how many events the relay holds; dropSince(n) drops those after
-// the first n.
-func (r *relay) kept() int {
+// prepare drops every event from now until a session takes the adapter
+// (relay.prepared).
+func (r *relay) prepare() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.events)
-}
-
-func (r *relay) dropSince(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.h == nil && n < len(r.events) {
-		r.events = r.events[:n]
-	}
+	r.prepared = true
 }
 
 func (r *relay) attach(h handlers) {
