@@ -388,11 +388,17 @@ func (b *Broker) holderConns() []*conn {
 	return conns
 }
 
-// Workspaces lists the workspaces whose socket this broker holds.
+// Workspaces lists the workspaces whose socket this broker holds and that
+// a call from any broker reaches: a holder still subscribing to its
+// workspace's channel (hold) is not listed yet, since a call published
+// meanwhile would find no one and answer workspace_offline.
 func (b *Broker) Workspaces() []protocol.Workspace {
 	conns := b.holderConns()
 	out := make([]protocol.Workspace, 0, len(conns))
 	for _, c := range conns {
+		if !c.reachable() {
+			continue
+		}
 		out = append(out, protocol.Workspace{
 			WorkspaceID: c.WorkspaceID(),
 			ConnectedAt: time.Unix(0, c.since).UTC(),

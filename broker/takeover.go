@@ -75,6 +75,14 @@ func (b *Broker) hold(c *conn, ws string) error {
 	return nil
 }
 
+// reachable says whether calls published to c's workspace reach c: it
+// has subscribed to the workspace's channel and is not closed or replaced.
+func (c *conn) reachable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sub != nil && !c.closed && !c.replaced
+}
+
 // publishTakeover announces c as the workspace's holder since its takenAt
 // and returns how many subscribers of the workspace channel (c included)
 // received it, and that takenAt.
