@@ -176,15 +176,25 @@ type SnapshotRequest struct {
 	MaxFrames     int      `json:"max_frames,omitempty"`     // default 20
 	VariableDepth int      `json:"variable_depth,omitempty"` // default 1
 	ThreadID      int      `json:"thread_id,omitempty"`
+	// FrameIndex picks the frame (an index into the stack, 0 the top)
+	// whose scopes, locals and expressions the snapshot gives; without it,
+	// the stop's own (Snapshot.FrameIndex).
+	FrameIndex *int `json:"frame_index,omitempty"`
 }
 
 // Snapshot is a stopped session's state.
 type Snapshot struct {
-	SessionID   string       `json:"session_id"`
-	State       string       `json:"state"`
-	Stop        *StopInfo    `json:"stop"`
-	ThreadID    int          `json:"thread_id"`
-	Frames      []Frame      `json:"frames"`
+	SessionID string    `json:"session_id"`
+	State     string    `json:"state"`
+	Stop      *StopInfo `json:"stop"`
+	ThreadID  int       `json:"thread_id"`
+	Frames    []Frame   `json:"frames"`
+	// FrameIndex is the index in Frames of the frame Scopes, Locals and
+	// Expressions are of: the top frame (0), or, for an exception, a
+	// signal, a pause or a core whose top frames are outside the
+	// workspace (a runtime's or library's), the first frame of the
+	// workspace's own code (focus.go); or the request's FrameIndex.
+	FrameIndex  int          `json:"frame_index"`
 	Scopes      []Scope      `json:"scopes"`
 	Locals      []Variable   `json:"locals"`
 	Expressions []EvalResult `json:"expressions,omitempty"`
@@ -217,7 +227,9 @@ type Variable struct {
 }
 
 // EvaluateRequest is the payload of /api/debug/evaluate. FrameID 0 means
-// the top frame of the stopped thread; Context defaults to "watch".
+// the stopped thread's frame a snapshot's locals are of (its top frame,
+// or the workspace's own below a runtime's: Snapshot.FrameIndex);
+// Context defaults to "watch".
 type EvaluateRequest struct {
 	SessionID  string `json:"session_id"`
 	Expression string `json:"expression"`

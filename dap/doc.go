@@ -25,7 +25,8 @@
 //     running, stopped, ended) and the "next stop" waiters that let snapshot
 //     and steps wait for a pause. Its other jobs have a file each:
 //     session_start.go (the handshake), session_breakpoints.go (kept per
-//     file), session_control.go (continue, steps, pause), snapshot.go,
+//     file), session_control.go (continue, steps, pause), snapshot.go
+//     (with focus.go, the rule of which frame's locals a stop shows),
 //     output.go and session_stop.go (stop-session and the adapter's end).
 //   - Manager (manager.go) holds the sessions of one workspace root; Close
 //     ends them all, so no adapter or debuggee outlives it.

@@ -5,6 +5,7 @@ package dap_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,6 +206,13 @@ func TestCoreOfCrashedGoProgramOpensAtThePanic(t *testing.T) {
 	}
 	if at < 0 || snap.Frames[at].Line != 7 {
 		t.Fatalf("stack %q, want main.explode at line 7", frameNames(snap))
+	}
+	// The top frames are the runtime's abort; the locals are explode's.
+	if snap.FrameIndex != at {
+		t.Errorf("frame_index %d of %q, want %d (main.explode)", snap.FrameIndex, frameNames(snap), at)
+	}
+	if len(snap.Locals) == 0 || !strings.Contains(fmt.Sprint(snap.Locals), "7") {
+		t.Errorf("locals %+v, want explode's n = 7", snap.Locals)
 	}
 	if snap.Stop.Signal != "SIGABRT" {
 		t.Errorf("stop %+v, want signal SIGABRT", snap.Stop)

@@ -19,8 +19,10 @@ const (
 )
 
 // Snapshot waits (bounded) for the session to stop, then returns where and
-// why it stopped, the stack, the top frame's scopes with their variables
-// expanded to the requested depth, and the evaluated expressions. A session
+// why it stopped, the stack, the scopes of the stop's frame (focus: the
+// top one, or the workspace's own below a runtime's or library's) with
+// their variables expanded to the requested depth, and the expressions
+// evaluated there. A session
 // still running after the wait answers session_running; an ended one
 // session_ended with its exit code.
 func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
@@ -78,9 +80,16 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 		depth = defaultVarDepth
 	}
 	depth = min(depth, maxVarDepth)
+	snap.FrameIndex = s.focus(snap.Frames, stop)
+	if req.FrameIndex != nil {
+		if *req.FrameIndex < 0 || (*req.FrameIndex > 0 && *req.FrameIndex >= len(snap.Frames)) {
+			return nil, protocol.Errorf(protocol.CodeInvalidPayload, "frame_index %d is not a frame of the %d fetched (0 is the top; max_frames fetches more)", *req.FrameIndex, len(snap.Frames))
+		}
+		snap.FrameIndex = *req.FrameIndex
+	}
 	topFrame := 0
 	if len(snap.Frames) > 0 {
-		topFrame = snap.Frames[0].ID
+		topFrame = snap.Frames[snap.FrameIndex].ID
 		var body struct {
 			Scopes []struct {
 				Name               string `json:"name"`
@@ -207,12 +216,18 @@ func (s *Session) Evaluate(ctx context.Context, req EvaluateRequest) (*EvalResul
 	frame := req.FrameID
 	state, stop, _, _ := s.snapshotState()
 	if frame == 0 && state == StateStopped && stop != nil {
-		frames, err := s.frames(ctx, c, stop.ThreadID, 1)
+		// The frame a snapshot's locals are of (focus), so that an
+		// expression reads what the snapshot showed.
+		levels := 1
+		if s.core != nil || focusReasons[stop.Reason] {
+			levels = defaultMaxFrames
+		}
+		frames, err := s.frames(ctx, c, stop.ThreadID, levels)
 		if err != nil {
 			return nil, err
 		}
 		if len(frames) > 0 {
-			frame = frames[0].ID
+			frame = frames[s.focus(frames, stop)].ID
 		}
 	}
 	evalCtx := req.Context

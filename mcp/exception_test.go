@@ -55,3 +55,39 @@ func TestToolErrorShowsQuotedLinesIndented(t *testing.T) {
 		t.Errorf("a quoted line passes for the Next line:\n%s", text)
 	}
 }
+
+// A panic's stop whose top frames are the runtime's lists the stack down
+// to the workspace's frame, marks it, shows its locals as that frame's and
+// the source around it; a frame the caller picked is named without the
+// reason.
+func TestStopTextShowsTheWorkspacesFrameBelowTheRuntimes(t *testing.T) {
+	frames := []dap.Frame{
+		{Name: "runtime.fatalpanic", Path: "/usr/local/go/src/runtime/panic.go", Line: 1200},
+		{Name: "runtime.gopanic", Path: "/usr/local/go/src/runtime/panic.go", Line: 800},
+		{Name: "runtime.mapassign_faststr", Path: "/usr/local/go/src/runtime/map.go", Line: 10},
+		{Name: "runtime.other", Path: "/usr/local/go/src/runtime/x.go", Line: 1},
+		{Name: "runtime.another", Path: "/usr/local/go/src/runtime/y.go", Line: 2},
+		{Name: "main.store", Path: "/w/main.go", Line: 5},
+		{Name: "main.main", Path: "/w/main.go", Line: 9},
+	}
+	snap := &dap.Snapshot{State: dap.StateStopped, ThreadID: 1, Stop: &dap.StopInfo{Reason: "exception", ThreadID: 1},
+		Frames: frames, FrameIndex: 5, Locals: []dap.Variable{{Name: "key", Value: `"answer"`, Type: "string"}}}
+	v := StopView{SessionID: "dbg-1", State: dap.StateStopped, root: "/w", Snapshot: snap,
+		Source: &Source{Path: "main.go", FirstLine: 3, Lines: []string{"func store(key string) {", "    var m map[string]int", "    m[key] = 1", "}"}}}
+	text := renderView(v, stoppedNext)
+	for _, want := range []string{
+		"Stopped (exception) in runtime.fatalpanic at",
+		"→ #5 main.store at main.go:5\n",
+		"  … 1 more frames\n",
+		"Locals of #5 main.store, the first frame of the workspace's own code (debug_evaluate reads there too; frame_index shows another):\n  key = \"answer\" (string)\n",
+		"→     5      m[key] = 1\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	v.picked = true
+	if text := renderView(v, stoppedNext); !strings.Contains(text, "Locals of #5 main.store:\n") {
+		t.Errorf("a picked frame's text:\n%s", text)
+	}
+}

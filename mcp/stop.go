@@ -33,6 +33,8 @@ type StopView struct {
 	// root is the bridge's root, so the text shows paths relative to it
 	// (as the file tools take them).
 	root string
+	// picked is whether the caller chose the snapshot's frame.
+	picked bool
 }
 
 // Source is a few lines of a file around a line.
@@ -50,6 +52,7 @@ type viewOpts struct {
 	expressions []string
 	maxFrames   int
 	depth       int
+	frame       *int
 }
 
 // view shows session id as it is now, waiting up to wait for it to stop
@@ -57,7 +60,7 @@ type viewOpts struct {
 func (tc *toolCall) view(ctx context.Context, id string, wait time.Duration, o viewOpts) (StopView, error) {
 	v := StopView{SessionID: id}
 	var snap dap.Snapshot
-	req := dap.SnapshotRequest{SessionID: id, WaitTimeoutMS: max(int(wait/time.Millisecond), 1), Expressions: o.expressions, MaxFrames: o.maxFrames, VariableDepth: o.depth}
+	req := dap.SnapshotRequest{SessionID: id, WaitTimeoutMS: max(int(wait/time.Millisecond), 1), Expressions: o.expressions, MaxFrames: o.maxFrames, VariableDepth: o.depth, FrameIndex: o.frame}
 	tc.wait("waiting for the session to stop")
 	err := tc.call(ctx, protocol.DebugSnapshotEndpoint, req, wait+syncSlack, &snap)
 	var te *toolError
@@ -71,11 +74,11 @@ func (tc *toolCall) view(ctx context.Context, id string, wait time.Duration, o v
 	default:
 		return v, err
 	}
-	v.State, v.Snapshot = snap.State, &snap
+	v.State, v.Snapshot, v.picked = snap.State, &snap, o.frame != nil
 	v.root = tc.s.workspaceRoot(ctx)
-	if len(snap.Frames) > 0 && snap.Frames[0].Line > 0 {
-		if rel, ok := relative(v.root, snap.Frames[0].Path); ok {
-			v.Source = tc.source(ctx, rel, snap.Frames[0].Line)
+	if f, ok := focused(&snap); ok && f.Line > 0 {
+		if rel, ok := relative(v.root, f.Path); ok {
+			v.Source = tc.source(ctx, rel, f.Line)
 		}
 	}
 	return v, nil
@@ -169,11 +172,11 @@ func renderView(v StopView, next string) string {
 		b.WriteString(line(v.Note, maxMessage))
 		b.WriteString("\n")
 	}
-	renderSnapshot(&b, v.Snapshot, v.root)
+	renderSnapshot(&b, v.Snapshot, v.root, v.picked)
 	if v.Source != nil {
 		at := 0
-		if len(v.Snapshot.Frames) > 0 {
-			at = v.Snapshot.Frames[0].Line
+		if f, ok := focused(v.Snapshot); ok {
+			at = f.Line
 		}
 		fmt.Fprintf(&b, "Source %s:\n", line(v.Source.Path, maxValue))
 		for i, l := range v.Source.Lines {
@@ -190,7 +193,7 @@ func renderView(v StopView, next string) string {
 	return b.String()
 }
 
-func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string) {
+func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string, picked bool) {
 	if s == nil {
 		return
 	}
@@ -216,19 +219,29 @@ func renderSnapshot(b *strings.Builder, s *dap.Snapshot, root string) {
 			}
 		}
 	}
+	focus, hasFocus := focused(s)
 	if len(s.Frames) > 1 {
 		b.WriteString("Stack:\n")
 		for i, f := range s.Frames {
-			if i == shownFrames {
+			if i == max(shownFrames, s.FrameIndex+1) {
 				fmt.Fprintf(b, "  … %d more frames\n", len(s.Frames)-i)
 				break
 			}
-			fmt.Fprintf(b, "  #%d %s at %s\n", i, line(f.Name, maxValue), where(f, root))
+			mark := "  "
+			if i == s.FrameIndex && i > 0 {
+				mark = "→ "
+			}
+			fmt.Fprintf(b, "%s#%d %s at %s\n", mark, i, line(f.Name, maxValue), where(f, root))
 		}
 	}
-	if len(s.Frames) > 0 {
-		fmt.Fprintf(b, "Locals of %s:", line(s.Frames[0].Name, maxValue))
-	} else {
+	switch {
+	case hasFocus && s.FrameIndex > 0 && !picked:
+		fmt.Fprintf(b, "Locals of #%d %s, the first frame of the workspace's own code (debug_evaluate reads there too; frame_index shows another):", s.FrameIndex, line(focus.Name, maxValue))
+	case hasFocus && s.FrameIndex > 0:
+		fmt.Fprintf(b, "Locals of #%d %s:", s.FrameIndex, line(focus.Name, maxValue))
+	case hasFocus:
+		fmt.Fprintf(b, "Locals of %s:", line(focus.Name, maxValue))
+	default:
 		b.WriteString("Locals:")
 	}
 	if len(s.Locals) == 0 {
@@ -266,6 +279,14 @@ func renderVariables(b *strings.Builder, vars []dap.Variable, indent string, lim
 func sentence(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
 	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// focused is the frame a snapshot's locals are of (Snapshot.FrameIndex).
+func focused(s *dap.Snapshot) (dap.Frame, bool) {
+	if s == nil || s.FrameIndex < 0 || s.FrameIndex >= len(s.Frames) {
+		return dap.Frame{}, false
+	}
+	return s.Frames[s.FrameIndex], true
 }
 
 // where is a frame's file:line, the file relative to the bridge's root

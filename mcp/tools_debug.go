@@ -91,9 +91,10 @@ func (a runToArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
 type snapshotArgs struct {
 	SessionID     string   `json:"session_id" jsonschema:"the debug session"`
 	TimeoutS      float64  `json:"timeout_s,omitempty" min:"0.1" max:"600" default:"10" jsonschema:"seconds to wait for a running session to stop; default 10"`
-	Expressions   []string `json:"expressions,omitempty" jsonschema:"expressions to evaluate in the top frame"`
+	Expressions   []string `json:"expressions,omitempty" jsonschema:"expressions to evaluate in the frame whose locals are shown"`
 	MaxFrames     int      `json:"max_frames,omitempty" min:"1" max:"200" jsonschema:"stack frames to fetch; default 20"`
 	VariableDepth int      `json:"variable_depth,omitempty" min:"1" max:"5" jsonschema:"levels of struct fields and elements to expand; default 1"`
+	FrameIndex    *int     `json:"frame_index,omitempty" min:"0" max:"199" jsonschema:"the stack frame (#N in the stack, 0 the top) whose locals to show and evaluate in; default the stop's: the top frame, or for an exception, signal, pause or core the first frame of the workspace's own code"`
 }
 
 func (a snapshotArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
@@ -101,7 +102,7 @@ func (a snapshotArgs) timeout() time.Duration { return seconds(a.TimeoutS) }
 type evaluateArgs struct {
 	SessionID  string `json:"session_id" jsonschema:"the debug session (stopped)"`
 	Expression string `json:"expression" jsonschema:"expression in the program's language"`
-	FrameID    int    `json:"frame_id,omitempty" jsonschema:"frame id from the stack (structured result); default the top frame"`
+	FrameID    int    `json:"frame_id,omitempty" jsonschema:"frame id from the stack (structured result); default the frame whose locals the stop showed"`
 	Context    string `json:"context,omitempty" enum:"watch,repl,hover" jsonschema:"watch (default), repl (may run statements) or hover"`
 }
 
@@ -184,17 +185,17 @@ func addDebugTools(s *Server) {
 	add(s, spec{
 		name:        "debug_snapshot",
 		title:       "Show the stopped state",
-		description: "Show a stopped session's state: where and why it stopped, the stack, the locals (expanded to variable_depth) and expressions. A running session is waited for, up to timeout_s.",
+		description: "Show a stopped session's state: where and why it stopped, the stack, the locals (expanded to variable_depth) and expressions, of the top frame or frame_index (an exception, signal, pause or core shows the first frame of the workspace's own code below a runtime's or library's). A running session is waited for, up to timeout_s.",
 		routes:      []string{protocol.DebugSnapshotEndpoint}, readOnly: true, idempotent: true,
 	}, func(ctx context.Context, tc *toolCall, in snapshotArgs) (StopView, string, error) {
 		tc.s.debug.takeFirstStop(in.SessionID)
-		v, err := tc.view(ctx, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions, maxFrames: in.MaxFrames, depth: in.VariableDepth})
+		v, err := tc.view(ctx, in.SessionID, in.timeout(), viewOpts{expressions: in.Expressions, maxFrames: in.MaxFrames, depth: in.VariableDepth, frame: in.FrameIndex})
 		return v, renderView(v, stoppedNext), err
 	})
 	add(s, spec{
 		name:        "debug_evaluate",
 		title:       "Evaluate an expression",
-		description: "Evaluate an expression in a stopped session (the top frame, or frame_id), e.g. a variable, a field, a call. Returns its value and type.",
+		description: "Evaluate an expression in a stopped session (in the frame whose locals the stop showed, or frame_id), e.g. a variable, a field, a call. Returns its value and type.",
 		routes:      []string{protocol.DebugEvaluateEndpoint},
 	}, func(ctx context.Context, tc *toolCall, in evaluateArgs) (dap.EvalResult, string, error) {
 		var out dap.EvalResult
