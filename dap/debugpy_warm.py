@@ -192,6 +192,16 @@ def adapter_main():
 
     clients.Client.initialize_request = initialize_request
 
+    # An attach runs no launcher: the ones waiting are ended at once, not
+    # kept (some 50 MB) for as long as the attached session lasts.
+    real_attach = clients.Client.attach_request
+
+    def attach_request(self, request):
+        end_prestarted()
+        return real_attach(self, request)
+
+    clients.Client.attach_request = attach_request
+
     runpy.run_module("debugpy.adapter", run_name="__main__", alter_sys=False)
 
 

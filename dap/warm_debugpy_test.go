@@ -343,3 +343,50 @@ func TestWarmPythonAfterASiteDirectoryChangedStartsAsCold(t *testing.T) {
 		t.Errorf("exit code = %v, want 7", code)
 	}
 }
+
+// An attach by process id that takes the warm debugpy runs no launcher:
+// the launcher and debuggee started ahead are ended at once, not kept for
+// as long as the attached session lasts.
+func TestWarmPythonAttachEndsTheDebuggeeStartedAhead(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import debugpy").Run(); err != nil {
+		t.Skipf("/usr/bin/python3 cannot import debugpy: %v", err)
+	}
+	m, _ := warmPythonManager(t)
+	w := awaitWarm(t, m, "debugpy")
+	ahead := func() []string {
+		var found []string
+		for _, d := range descendants() {
+			p, _, _ := strings.Cut(d, " ")
+			cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+			args := strings.Split(string(cmd), "\x00")
+			if (slices.Contains(args, "launcher") && strings.Contains(string(cmd), "debugpy_warm.py")) || strings.Contains(string(cmd), "/debuggee-") {
+				found = append(found, d)
+			}
+		}
+		return found
+	}
+	testwait.Until(t, 10*time.Second, func() bool { return len(ahead()) == 2 }, "the launcher and debuggee started ahead")
+
+	dir := writeFiles(t, map[string]string{"beat.py": "import time\nwhile True:\n    time.sleep(0.05)\n"})
+	target := exec.Command("/usr/bin/python3", "beat.py")
+	target.Dir = dir
+	target.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-target.Process.Pid, syscall.SIGKILL)
+		_ = target.Wait()
+	})
+	res, err := m.Start(ctxFor(t, 60*time.Second), dap.StartRequest{Language: "python", Request: "attach", Pid: target.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alive(w.Pid) {
+		t.Fatalf("the warm debugpy (pid %d) is gone: the attach did not take it, so this test shows nothing", w.Pid)
+	}
+	testwait.Until(t, 10*time.Second, func() bool { return len(ahead()) == 0 }, "the processes started ahead to end")
+	if _, err := m.Stop(ctxFor(t, 30*time.Second), dap.StopRequest{SessionID: res.SessionID}); err != nil {
+		t.Fatal(err)
+	}
+}
