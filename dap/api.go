@@ -391,7 +391,8 @@ type RestartResult struct {
 }
 
 // Watchpoint is a data breakpoint as requested: give exactly one of
-// Expression (an lvalue in the top frame, e.g. counter or p->next) and
+// Expression (an lvalue in the stopped frame a snapshot shows, e.g.
+// counter or p->next) and
 // Address (e.g. 0x7ffd1234, with Size bytes, default 4). Access is write
 // (default), read or readWrite.
 type Watchpoint struct {

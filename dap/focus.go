@@ -3,6 +3,7 @@
 package dap
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 )
@@ -60,4 +61,20 @@ func ownCode(root, path string) bool {
 		}
 	}
 	return true
+}
+
+// stopFrame fetches the frame of stop's thread that the stop's snapshot
+// shows by default (focus): the frame an evaluation without a frame and a
+// watched expression are read in, so they see what the snapshot showed.
+// ok is false when the thread has no frames.
+func (s *Session) stopFrame(ctx context.Context, c *Client, stop *StopInfo) (f Frame, ok bool, err error) {
+	levels := 1
+	if s.core != nil || focusReasons[stop.Reason] {
+		levels = defaultMaxFrames
+	}
+	frames, err := s.frames(ctx, c, stop.ThreadID, levels)
+	if err != nil || len(frames) == 0 {
+		return Frame{}, false, err
+	}
+	return frames[s.focus(frames, stop)], true, nil
 }

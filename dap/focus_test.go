@@ -93,6 +93,11 @@ func TestCAbortSnapshotShowsTheFunctionThatCalledAbort(t *testing.T) {
 	needAdapter(t, m, "lldb-dap")
 	s, snap := snapOf(t, m, dap.StartRequest{Language: "c", Program: "check"}, dap.SnapshotRequest{})
 	focusIs(t, s, snap, "check", "level", "3")
+	// A watched expression is read in the same frame: level is check's.
+	res, err := s.SetWatchpoints(ctxFor(t, 20*time.Second), dap.WatchpointsRequest{SessionID: snap.SessionID, Watchpoints: []dap.Watchpoint{{Expression: "level"}}})
+	if err != nil || len(res.Watchpoints) != 1 || !res.Watchpoints[0].Verified {
+		t.Errorf("a watchpoint on check's level at the abort: %+v, %v", res, err)
+	}
 }
 
 func TestBreakpointStopKeepsItsTopFrameAndFrameIndexPicksAnother(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 )
 
 // Watchpoints are DAP data breakpoints: each expression or address is
-// turned into the adapter's data id (dataBreakpointInfo, in the top frame
-// of the stopped thread), then the whole set is sent (setDataBreakpoints).
+// turned into the adapter's data id (dataBreakpointInfo, in the stopped
+// thread's frame a snapshot shows: stopFrame), then the whole set is sent (setDataBreakpoints).
 // Only adapters that advertise supportsDataBreakpoints take them; the rest
 // answer unsupported naming those that do.
 
@@ -53,7 +53,7 @@ func validWatchpoints(wps []Watchpoint) error {
 
 // SetWatchpoints replaces the session's watchpoints with req's (an empty
 // list clears them). Setting some needs the session stopped: expressions
-// are resolved in the top frame.
+// are resolved in the frame a snapshot shows (stopFrame).
 func (s *Session) SetWatchpoints(ctx context.Context, req WatchpointsRequest) (*WatchpointsResult, error) {
 	c, err := s.live()
 	if err != nil {
@@ -72,9 +72,9 @@ func (s *Session) SetWatchpoints(ctx context.Context, req WatchpointsRequest) (*
 		if state != StateStopped || stop == nil {
 			return nil, protocol.Errorf(protocol.CodeSessionRunning, "session %s is %s; set-watchpoints needs it stopped (at a breakpoint, or pause it) to resolve the watched expressions", s.id, state)
 		}
-		frames, err := s.frames(ctx, c, stop.ThreadID, 1)
-		if err != nil || len(frames) == 0 {
-			return nil, fmt.Errorf("reading the top frame: %v", err)
+		frame, ok, err := s.stopFrame(ctx, c, stop)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("reading the stopped frame: %v", err)
 		}
 		namer, _ := s.adapter.(watchNamer)
 		for i, w := range req.Watchpoints {
@@ -96,7 +96,7 @@ func (s *Session) SetWatchpoints(ctx context.Context, req WatchpointsRequest) (*
 				Description string   `json:"description"`
 				AccessTypes []string `json:"accessTypes"`
 			}
-			if err := c.Do(ctx, "dataBreakpointInfo", map[string]any{"name": name, "frameId": frames[0].ID}, &info); err != nil {
+			if err := c.Do(ctx, "dataBreakpointInfo", map[string]any{"name": name, "frameId": frame.ID}, &info); err != nil {
 				return nil, protocol.Errorf(protocol.CodeInvalidPayload, "%s %q cannot be watched: %v", field, name, s.adapterError(err))
 			}
 			if info.DataID == nil || *info.DataID == "" {

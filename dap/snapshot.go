@@ -216,18 +216,12 @@ func (s *Session) Evaluate(ctx context.Context, req EvaluateRequest) (*EvalResul
 	frame := req.FrameID
 	state, stop, _, _ := s.snapshotState()
 	if frame == 0 && state == StateStopped && stop != nil {
-		// The frame a snapshot's locals are of (focus), so that an
-		// expression reads what the snapshot showed.
-		levels := 1
-		if s.core != nil || focusReasons[stop.Reason] {
-			levels = defaultMaxFrames
-		}
-		frames, err := s.frames(ctx, c, stop.ThreadID, levels)
+		f, ok, err := s.stopFrame(ctx, c, stop)
 		if err != nil {
 			return nil, err
 		}
-		if len(frames) > 0 {
-			frame = frames[s.focus(frames, stop)].ID
+		if ok {
+			frame = f.ID
 		}
 	}
 	evalCtx := req.Context
