@@ -165,6 +165,7 @@ func New(cfg Config) (*Broker, error) {
 		Socket:       b.sockets,
 		MCP:          cfg.MCP,
 		OAuthIssuers: cfg.OAuthIssuers,
+		OAuthScopes:  cfg.OAuthScopes,
 		PublicURL:    cfg.PublicURL,
 		InstanceID:   cfg.InstanceID,
 		Logger:       b.log,

@@ -34,6 +34,10 @@ type Config struct {
 	// OAuthIssuers are the authorization servers the MCP endpoint names in
 	// its protected-resource metadata (RFC 9728).
 	OAuthIssuers []string
+	// OAuthScopes are the scopes the MCP endpoint tells clients to ask
+	// for (scopes_supported, and scope in its 401 challenge); advertised,
+	// not checked.
+	OAuthScopes []string
 	// PublicURL is the broker's base URL as its clients reach it
 	// (https://broker.example.com): the MCP endpoint's resource URL, and the
 	// audience a provider's token must name there. Empty: each request's

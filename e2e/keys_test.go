@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -414,6 +415,43 @@ func TestMCPOAuthDiscoveryAndProviderToken(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "wrong audience") {
 		t.Fatalf("token for another audience over plain HTTP: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestMCPOAuthScopesInTheMetadataAndTheChallenge: --oauth-scope names the
+// scopes a client asks the authorization server for, in the metadata's
+// scopes_supported and the 401 challenge's scope; one that is not an OAuth
+// scope token stops the start, naming it.
+func TestMCPOAuthScopesInTheMetadataAndTheChallenge(t *testing.T) {
+	b := startBroker(t, "--oauth-issuer", idpIssuer, "--oauth-scope", "mcp:tools", "--oauth-scope", "offline_access")
+	resource := b.url + "/api/v1/workspaces/ws-scopes/mcp"
+	metadata := b.url + "/.well-known/oauth-protected-resource/api/v1/workspaces/ws-scopes/mcp"
+	res, err := http.Post(resource, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if want := `Bearer resource_metadata="` + metadata + `", scope="mcp:tools offline_access"`; res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("no token: %d, WWW-Authenticate %q, want 401 and %q", res.StatusCode, res.Header.Get("WWW-Authenticate"), want)
+	}
+	res, err = http.Get(metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		ScopesSupported []string `json:"scopes_supported"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&md)
+	res.Body.Close()
+	if err != nil || !slices.Equal(md.ScopesSupported, []string{"mcp:tools", "offline_access"}) {
+		t.Fatalf("metadata scopes_supported %v, %v", md.ScopesSupported, err)
+	}
+
+	for _, bad := range []string{"two words", `say"hi"`, ""} {
+		out, err := exec.Command(tetherBin, "broker", "--listen", "127.0.0.1:0", "--secret", "s3cret-scopes", "--oauth-scope", bad).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--oauth-scope") {
+			t.Errorf("--oauth-scope %q: %v %s, want exit 2 naming the flag", bad, err, out)
+		}
 	}
 }
 

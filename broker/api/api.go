@@ -107,6 +107,9 @@ type Config struct {
 	// OAuthIssuers are the authorization servers the MCP endpoint's
 	// protected-resource metadata names.
 	OAuthIssuers []string
+	// OAuthScopes are the scopes the metadata and the 401 challenge
+	// name.
+	OAuthScopes []string
 	// PublicURL is the broker's base URL as clients reach it; the MCP
 	// endpoint's resource URL starts with it. Empty: the request's own
 	// scheme and Host.

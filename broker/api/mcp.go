@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -41,7 +42,7 @@ func (a *API) handleMCP(c *gin.Context) {
 			a.closeMCPSession(ws, c.GetHeader(mcpSessionHeader))
 		}
 		if authStatus(err) == http.StatusUnauthorized {
-			c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
+			a.challenge(c, ws)
 		}
 		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, err)
 		refuse(c, err)
@@ -59,7 +60,7 @@ func (a *API) handleMCP(c *gin.Context) {
 		a.closeMCPSession(ws, sid)
 	})
 	if !ok { // revoked since Verify
-		c.Header("WWW-Authenticate", `Bearer resource_metadata="`+a.resourceMetadataURL(c.Request, ws)+`"`)
+		a.challenge(c, ws)
 		a.refusedAt(c, audit.CallRefused, audit.DoorMCP, ws, claims, auth.ErrRevoked())
 		refuse(c, auth.ErrRevoked())
 		return
@@ -116,8 +117,20 @@ func (a *API) handleResourceMetadata(c *gin.Context) {
 		Resource:               a.resourceURL(c.Request, ws),
 		AuthorizationServers:   a.cfg.OAuthIssuers,
 		BearerMethodsSupported: []string{"header"},
+		ScopesSupported:        a.cfg.OAuthScopes,
 		ResourceName:           "tether workspace " + ws,
 	})
+}
+
+// challenge sets a 401's WWW-Authenticate: where the resource's metadata
+// is (RFC 9728 section 5.1) and, with --oauth-scope, the scopes to ask for
+// (RFC 6750 section 3; the flag's values are checked to need no escaping).
+func (a *API) challenge(c *gin.Context, ws string) {
+	h := `Bearer resource_metadata="` + a.resourceMetadataURL(c.Request, ws) + `"`
+	if len(a.cfg.OAuthScopes) > 0 {
+		h += `, scope="` + strings.Join(a.cfg.OAuthScopes, " ") + `"`
+	}
+	c.Header("WWW-Authenticate", h)
 }
 
 // resourceURL is the MCP endpoint of workspace ws: under --public-url

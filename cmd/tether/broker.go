@@ -147,6 +147,9 @@ func runBroker(args []string, stderr io.Writer) error {
 	stopHangups := watchHangups(log)
 	defer stopHangups()
 	f.keysGiven = kf.hasKeys()
+	if err := kf.checkOAuthScopes(); err != nil {
+		return err
+	}
 	if err := kf.checkPublicURL(); err != nil {
 		return err
 	}
@@ -204,7 +207,7 @@ func runBroker(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := f.config(log)
-	cfg.Verifier, cfg.OAuthIssuers, cfg.PublicURL = verifier, kf.oauthIssuers, kf.publicURL
+	cfg.Verifier, cfg.OAuthIssuers, cfg.OAuthScopes, cfg.PublicURL = verifier, kf.oauthIssuers, kf.oauthScopes, kf.publicURL
 	cfg.Audit = auditLog
 	if rb != nil {
 		cfg.Bus = rb

@@ -22,6 +22,7 @@ type keyFlags struct {
 	roleClaim       string
 	workspacesClaim string
 	oauthIssuers    repeatFlag
+	oauthScopes     repeatFlag
 	publicURL       string
 }
 
@@ -34,6 +35,19 @@ func (f *keyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.workspacesClaim, "workspaces-claim", "workspaces", "claim holding tether's workspaces in a token: an array of strings, or one string of ids separated by spaces or commas")
 	fs.StringVar(&f.publicURL, "public-url", "", "the broker's base URL as its clients reach it (https://broker.example.com): the MCP endpoint's OAuth resource and the audience a provider's token must name there; default: each request's own scheme and Host, which a client chooses")
 	fs.Var(&f.oauthIssuers, "oauth-issuer", "authorization server the MCP endpoint names in its OAuth protected-resource metadata (repeatable)")
+	fs.Var(&f.oauthScopes, "oauth-scope", "scope the MCP endpoint tells clients to ask its authorization servers for (repeatable): scopes_supported in its protected-resource metadata and scope in its 401 challenge; a token's scopes are not checked")
+}
+
+// checkOAuthScopes refuses an --oauth-scope that is not an OAuth scope
+// token (RFC 6749 section 3.3: printable ASCII but space, '"' and '\\'),
+// which would break the metadata's list or the challenge's quoting.
+func (f *keyFlags) checkOAuthScopes() error {
+	for _, s := range f.oauthScopes {
+		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' }) {
+			return usagef("--oauth-scope %q is not an OAuth scope: printable ASCII without spaces, '\"' or '\\'", s)
+		}
+	}
+	return nil
 }
 
 // checkPublicURL makes --public-url a base URL: http(s), a host, no query,
