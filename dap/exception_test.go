@@ -17,16 +17,9 @@ import (
 // an exception stop carrying its details.
 func stopOf(t *testing.T, m *dap.Manager, req dap.StartRequest) *dap.StopInfo {
 	t.Helper()
-	res, err := m.Start(ctxFor(t, 90*time.Second), req)
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	s, err := m.Session(res.SessionID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, m, req)
 	start := time.Now()
-	snap, err := s.Snapshot(ctxFor(t, 40*time.Second), dap.SnapshotRequest{SessionID: res.SessionID, WaitTimeoutMS: 30000})
+	snap, err := s.Snapshot(ctxFor(t, 40*time.Second), dap.SnapshotRequest{SessionID: s.ID(), WaitTimeoutMS: 30000})
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/tetherdev/tether/protocol"
 )
 
-// snapOf starts req and answers its session and its first stop's snapshot.
-func snapOf(t *testing.T, m *dap.Manager, req dap.StartRequest, snapReq dap.SnapshotRequest) (*dap.Session, *dap.Snapshot) {
+// sessionOf starts req and answers its session.
+func sessionOf(t *testing.T, m *dap.Manager, req dap.StartRequest) *dap.Session {
 	t.Helper()
 	res, err := m.Start(ctxFor(t, 90*time.Second), req)
 	if err != nil {
@@ -23,7 +23,14 @@ func snapOf(t *testing.T, m *dap.Manager, req dap.StartRequest, snapReq dap.Snap
 	if err != nil {
 		t.Fatal(err)
 	}
-	snapReq.SessionID, snapReq.WaitTimeoutMS = res.SessionID, 30000
+	return s
+}
+
+// snapOf starts req and answers its session and its first stop's snapshot.
+func snapOf(t *testing.T, m *dap.Manager, req dap.StartRequest, snapReq dap.SnapshotRequest) (*dap.Session, *dap.Snapshot) {
+	t.Helper()
+	s := sessionOf(t, m, req)
+	snapReq.SessionID, snapReq.WaitTimeoutMS = s.ID(), 30000
 	snap, err := s.Snapshot(ctxFor(t, 40*time.Second), snapReq)
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
@@ -73,8 +80,7 @@ func TestGoPanicSnapshotShowsTheWorkspaceFrameThatPanicked(t *testing.T) {
 }
 
 func TestPythonErrorRaisedInALibraryShowsTheCallersFrame(t *testing.T) {
-	root := t.TempDir()
-	write(t, filepath.Join(root, "parse.py"), "import json\n\ndef parse(text):\n    return json.loads(text)\n\nparse('{\"a\": ')\n")
+	root := writeFiles(t, map[string]string{"parse.py": "import json\n\ndef parse(text):\n    return json.loads(text)\n\nparse('{\"a\": ')\n"})
 	m := newManager(t, root)
 	needAdapter(t, m, "debugpy")
 	s, snap := snapOf(t, m, dap.StartRequest{Config: map[string]any{"type": "debugpy", "request": "launch", "name": "parse",
@@ -86,8 +92,7 @@ func TestPythonErrorRaisedInALibraryShowsTheCallersFrame(t *testing.T) {
 }
 
 func TestCAbortSnapshotShowsTheFunctionThatCalledAbort(t *testing.T) {
-	root := t.TempDir()
-	write(t, filepath.Join(root, "check.c"), "#include <stdlib.h>\nstatic void check(int level) {\n  if (level > 2)\n    abort();\n}\nint main(void) {\n  check(3);\n  return 0;\n}\n")
+	root := writeFiles(t, map[string]string{"check.c": "#include <stdlib.h>\nstatic void check(int level) {\n  if (level > 2)\n    abort();\n}\nint main(void) {\n  check(3);\n  return 0;\n}\n"})
 	gcc(t, root, "gcc", "check", "check.c")
 	m := newManager(t, root)
 	needAdapter(t, m, "lldb-dap")
@@ -101,8 +106,7 @@ func TestCAbortSnapshotShowsTheFunctionThatCalledAbort(t *testing.T) {
 }
 
 func TestBreakpointStopKeepsItsTopFrameAndFrameIndexPicksAnother(t *testing.T) {
-	root := t.TempDir()
-	write(t, filepath.Join(root, "calls.py"), "def inner(x):\n    y = x * 2\n    return y\n\ndef outer(n):\n    return inner(n + 1)\n\nprint(outer(4))\n")
+	root := writeFiles(t, map[string]string{"calls.py": "def inner(x):\n    y = x * 2\n    return y\n\ndef outer(n):\n    return inner(n + 1)\n\nprint(outer(4))\n"})
 	m := newManager(t, root)
 	needAdapter(t, m, "debugpy")
 	req := dap.StartRequest{Language: "python", Program: "calls.py", Breakpoints: []dap.FileBreakpoints{{Path: "calls.py", Breakpoints: []dap.SourceBreakpoint{{Line: 3}}}}}
