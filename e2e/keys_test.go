@@ -364,16 +364,9 @@ func TestMCPOAuthDiscoveryAndProviderToken(t *testing.T) {
 	resource := b.url + "/api/v1/workspaces/ws-oauth/mcp"
 	metadata := b.url + "/.well-known/oauth-protected-resource/api/v1/workspaces/ws-oauth/mcp"
 
-	res, err := http.Post(resource, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if want := `Bearer resource_metadata="` + metadata + `"`; res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != want {
-		t.Fatalf("no token: %d, WWW-Authenticate %q, want 401 and %q", res.StatusCode, res.Header.Get("WWW-Authenticate"), want)
-	}
+	wantChallenge(t, resource, `Bearer resource_metadata="`+metadata+`"`)
 
-	res, err = http.Get(metadata)
+	res, err := http.Get(metadata)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,6 +411,20 @@ func TestMCPOAuthDiscoveryAndProviderToken(t *testing.T) {
 	}
 }
 
+// wantChallenge checks that an MCP initialize without a token at resource
+// answers 401 with the WWW-Authenticate challenge want.
+func wantChallenge(t *testing.T, resource, want string) {
+	t.Helper()
+	res, err := http.Post(resource, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("no token: %d, WWW-Authenticate %q, want 401 and %q", res.StatusCode, res.Header.Get("WWW-Authenticate"), want)
+	}
+}
+
 // TestMCPOAuthScopesInTheMetadataAndTheChallenge: --oauth-scope names the
 // scopes a client asks the authorization server for, in the metadata's
 // scopes_supported and the 401 challenge's scope; one that is not an OAuth
@@ -426,15 +433,8 @@ func TestMCPOAuthScopesInTheMetadataAndTheChallenge(t *testing.T) {
 	b := startBroker(t, "--oauth-issuer", idpIssuer, "--oauth-scope", "mcp:tools", "--oauth-scope", "offline_access")
 	resource := b.url + "/api/v1/workspaces/ws-scopes/mcp"
 	metadata := b.url + "/.well-known/oauth-protected-resource/api/v1/workspaces/ws-scopes/mcp"
-	res, err := http.Post(resource, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if want := `Bearer resource_metadata="` + metadata + `", scope="mcp:tools offline_access"`; res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != want {
-		t.Fatalf("no token: %d, WWW-Authenticate %q, want 401 and %q", res.StatusCode, res.Header.Get("WWW-Authenticate"), want)
-	}
-	res, err = http.Get(metadata)
+	wantChallenge(t, resource, `Bearer resource_metadata="`+metadata+`", scope="mcp:tools offline_access"`)
+	res, err := http.Get(metadata)
 	if err != nil {
 		t.Fatal(err)
 	}
