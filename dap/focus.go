@@ -26,13 +26,10 @@ var dependencyDirs = []string{"node_modules", "site-packages", "dist-packages", 
 // focusReasons or a post-mortem session (a core is always dumped from
 // wherever the program was), whose first frame inside the session's root
 // (and outside its dependencyDirs) is taken; the top frame again when no
-// frame is inside. It is the one rule of it: Snapshot and Evaluate follow
-// it.
+// frame is inside. It is the one rule of it: Snapshot, Evaluate and
+// SetWatchpoints follow it.
 func (s *Session) focus(frames []Frame, stop *StopInfo) int {
-	if len(frames) == 0 || s.root == "" {
-		return 0
-	}
-	if s.core == nil && (stop == nil || !focusReasons[stop.Reason]) {
+	if len(frames) == 0 || s.root == "" || !s.looksBelowTop(stop) {
 		return 0
 	}
 	for i, f := range frames {
@@ -41,6 +38,12 @@ func (s *Session) focus(frames []Frame, stop *StopInfo) int {
 		}
 	}
 	return 0
+}
+
+// looksBelowTop reports whether focus may take a frame below the top one
+// for stop: a post-mortem session, or a stop in focusReasons.
+func (s *Session) looksBelowTop(stop *StopInfo) bool {
+	return s.core != nil || (stop != nil && focusReasons[stop.Reason])
 }
 
 // ownCode reports whether path is a file of the workspace at root, not
@@ -69,7 +72,7 @@ func ownCode(root, path string) bool {
 // ok is false when the thread has no frames.
 func (s *Session) stopFrame(ctx context.Context, c *Client, stop *StopInfo) (f Frame, ok bool, err error) {
 	levels := 1
-	if s.core != nil || focusReasons[stop.Reason] {
+	if s.looksBelowTop(stop) {
 		levels = defaultMaxFrames
 	}
 	frames, err := s.frames(ctx, c, stop.ThreadID, levels)

@@ -12,7 +12,8 @@ import (
 
 // Watchpoints are DAP data breakpoints: each expression or address is
 // turned into the adapter's data id (dataBreakpointInfo, in the stopped
-// thread's frame a snapshot shows: stopFrame), then the whole set is sent (setDataBreakpoints).
+// thread's frame a snapshot shows: stopFrame), then the whole set is sent
+// (setDataBreakpoints).
 // Only adapters that advertise supportsDataBreakpoints take them; the rest
 // answer unsupported naming those that do.
 

@@ -87,9 +87,9 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 		}
 		snap.FrameIndex = *req.FrameIndex
 	}
-	topFrame := 0
+	frameID := 0
 	if len(snap.Frames) > 0 {
-		topFrame = snap.Frames[snap.FrameIndex].ID
+		frameID = snap.Frames[snap.FrameIndex].ID
 		var body struct {
 			Scopes []struct {
 				Name               string `json:"name"`
@@ -98,7 +98,7 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 				Expensive          bool   `json:"expensive"`
 			} `json:"scopes"`
 		}
-		if err := c.Do(ctx, "scopes", map[string]any{"frameId": topFrame}, &body); err != nil {
+		if err := c.Do(ctx, "scopes", map[string]any{"frameId": frameID}, &body); err != nil {
 			return nil, s.adapterError(err)
 		}
 		for i, sc := range body.Scopes {
@@ -120,7 +120,7 @@ func (s *Session) Snapshot(ctx context.Context, req SnapshotRequest) (*Snapshot,
 		}
 	}
 	for _, e := range req.Expressions {
-		snap.Expressions = append(snap.Expressions, s.evaluate(ctx, c, e, topFrame, "watch"))
+		snap.Expressions = append(snap.Expressions, s.evaluate(ctx, c, e, frameID, "watch"))
 	}
 	return snap, nil
 }
